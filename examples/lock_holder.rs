@@ -1,0 +1,151 @@
+//! A process that takes one lock and holds it until told to let go: the "other process" of
+//! the fault tests (`tests/faults_process.rs` kills it, or freezes it with SIGSTOP), and a
+//! handy way to hold a lock by hand while you watch what your service does.
+//!
+//! ```text
+//! lock_holder <redis-url> <lock-name> [--watchdog-ms N] [--lease-ms N]
+//! ```
+//!
+//! - Takes `<lock-name>` with the watchdog (lease `--watchdog-ms`, default 30 000, renewed
+//!   every third of it), or with a fixed lease of `--lease-ms` and no watchdog.
+//! - Prints one line `acquired <client-id> <owner-id>`: in Redis the lock is the hash
+//!   `<lock-name>` with the field `<client-id>:<owner-id>`.
+//! - Prints `lost` as soon as the lock is lost while held (the watchdog found it gone, or the
+//!   fixed lease ran out).
+//! - Reads commands from stdin, one per line. `unlock` releases the lock, prints
+//!   `unlock <result>` (for example `unlock Ok(Unlocked)` or `unlock Err(NotOwner { .. })`)
+//!   and exits. When stdin closes it exits at once *without* unlocking, like a crashed
+//!   holder: the lock then expires at its lease.
+//!
+//! Try it against a throwaway Redis:
+//!
+//! ```text
+//! redis-server --port 23456 --save "" --daemonize yes
+//! cargo run --example lock_holder -- redis://127.0.0.1:23456/ report:daily --watchdog-ms 3000
+//! # in another shell: redis-cli -p 23456 hgetall report:daily; redis-cli -p 23456 pttl report:daily
+//! # then type `unlock` (or press Ctrl-D to walk away and let the lease run out)
+//! redis-cli -p 23456 shutdown nosave
+//! ```
+
+use actix_distributed_lock::{AcquireOptions, ClientConfig, LockClient};
+use std::io::{BufRead, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+const USAGE: &str = "usage: lock_holder <redis-url> <lock-name> [--watchdog-ms N] [--lease-ms N]";
+
+type Failure = Box<dyn std::error::Error + Send + Sync>;
+
+/// What the command line asks for.
+struct Args {
+    url: String,
+    name: String,
+    watchdog: Duration,
+    /// `Some`: a fixed lease, no watchdog.
+    lease: Option<Duration>,
+}
+
+fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
+    let url = args.next().ok_or("missing <redis-url>")?;
+    let name = args.next().ok_or("missing <lock-name>")?;
+    let mut watchdog = ClientConfig::new(url.as_str()).watchdog_timeout_value();
+    let mut lease = None;
+    while let Some(flag) = args.next() {
+        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        let ms: u64 = value
+            .parse()
+            .map_err(|_| format!("{flag}: `{value}` is not a number of milliseconds"))?;
+        match flag.as_str() {
+            "--watchdog-ms" => watchdog = Duration::from_millis(ms),
+            "--lease-ms" => lease = Some(Duration::from_millis(ms)),
+            _ => return Err(format!("unknown option `{flag}`")),
+        }
+    }
+    Ok(Args {
+        url,
+        name,
+        watchdog,
+        lease,
+    })
+}
+
+/// Prints one line and flushes it: the reader is a program waiting for exactly this line.
+fn say(line: &str) {
+    let mut stdout = std::io::stdout().lock();
+    // A reader that went away cannot be told anything more; nothing else to do about it.
+    let _ = writeln!(stdout, "{line}");
+    let _ = stdout.flush();
+}
+
+/// Stdin lines, read on a plain thread: tokio's stdin reads on a blocking thread that the
+/// runtime would wait for at shutdown, so an `unlock` reply could hang until the next line.
+fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    std::thread::spawn(move || {
+        for line in std::io::stdin().lock().lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+        // Dropping `tx` tells main that stdin closed.
+    });
+    rx
+}
+
+async fn run(args: Args) -> Result<(), Failure> {
+    let config = ClientConfig::new(args.url.as_str()).watchdog_timeout(args.watchdog);
+    let client = LockClient::connect(config).await?;
+    let mut options = AcquireOptions::new();
+    if let Some(lease) = args.lease {
+        options = options.lease(lease);
+    }
+    let guard = client.lock(&args.name)?.acquire_with(options).await?;
+    say(&format!("acquired {} {}", client.id(), guard.owner().id()));
+
+    let lost = guard.lost();
+    tokio::pin!(lost);
+    let mut reported_lost = false;
+    let mut commands = stdin_lines();
+    loop {
+        tokio::select! {
+            () = &mut lost, if !reported_lost => {
+                reported_lost = true;
+                say("lost");
+            }
+            command = commands.recv() => match command.as_deref().map(str::trim) {
+                Some("unlock") => {
+                    let result = guard.unlock().await;
+                    say(&format!("unlock {result:?}"));
+                    return Ok(());
+                }
+                Some("") => {}
+                Some(other) => eprintln!("lock_holder: unknown command `{other}` (try `unlock`)"),
+                None => {
+                    // Stdin closed: leave without unlocking, as a crashed holder would. Exiting
+                    // here skips the guard's drop, which would release the lock.
+                    std::process::exit(0);
+                }
+            },
+        }
+    }
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let args = match parse_args(std::env::args().skip(1)) {
+        Ok(args) => args,
+        Err(problem) => {
+            eprintln!("lock_holder: {problem}\n{USAGE}");
+            return ExitCode::from(2);
+        }
+    };
+    match run(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("lock_holder: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,1540 @@
+//! The speed benchmark of issue 6: how close the lock actors come to what Redis itself allows,
+//! and how they compare with `rslock`.
+//!
+//! Run it with `scripts/bench` (or `cargo bench -p lock-actors --bench lock_bench`). It starts
+//! its own `redis-server` on a free loopback port, runs every scenario, shows progress and a
+//! human table on stderr, and prints one JSON object as the last line of stdout. Every ratio
+//! is computed inside the same run, against numbers measured with plain `redis` (the ceiling)
+//! or with `rslock`, because the machine is shared and noisy.
+//!
+//! Knobs (environment, for profiling and quick looks; the defaults are the benchmark):
+//! - `LOCK_BENCH_ONLY=uncontended,single_task`: run only these scenarios; the others are null.
+//! - `LOCK_BENCH_ROUND_MS=2000`: length of one throughput round.
+//! - `LOCK_BENCH_SIDE=library` (or `reference`): in uncontended and single_task, measure only
+//!   the library (or only the plain-redis reference), so a profile shows one side alone. The
+//!   ratios of those rows are then meaningless.
+//! - `LOCK_BENCH_TRACE=1`: record the library's own `tracing` events (`released`, `woken`,
+//!   `acquired`) during the hand-offs and print where a hand-off's time goes. Costs a little
+//!   on every event, so the numbers of that run are slightly worse.
+//!
+//! What is measured (the targets are issue 6's):
+//! - uncontended: 64 tasks, each acquire + unlock on its own name; pairs/s over 5 rounds of
+//!   2 s (median), interleaved with the ceiling: the library's own two scripts sent with
+//!   plain `redis` on one multiplexed connection by 64 tasks. fast_lock: rslock's lock +
+//!   unlock the same way (the fast lock kind does not exist yet: its fields are null).
+//! - single_task: p50 of one acquire against the p50 of one plain EVALSHA of the acquire
+//!   script, 5 rounds of 1000 interleaved samples (median of the round p50s).
+//! - handoff: 2000 times, a holder in one client unlocks while a waiter in another client is
+//!   parked (subscribed, refused twice); from just before the unlock call to the waiter's
+//!   acquire returning. The limit is the p50 of PUBLISH-to-delivery on another connection plus
+//!   the p50 of one EVALSHA sent right after, each sample starting after the same idle time as
+//!   a hand-off (threads parked, as they are while a waiter waits); the table also shows the
+//!   limit measured back to back. rslock's p50 is over 80 hand-offs (its waiter polls).
+//! - herd: 1000 waiters in one client on one name behind a holder in another client; commands
+//!   sent from the holder's unlock to the last waiter's unlock, per hand-off (1000).
+//! - watchdog: 10,000 locks held with a 3 s watchdog lease (renewals every second); renewal
+//!   calls over 3 intervals after a first renewal (which also loads the script), and RSS
+//!   growth per held lock at steady state (after the renewals, still held).
+//! - connections_per_node: the herd client's connections in CLIENT LIST while the herd runs.
+//!
+//! Counting Redis commands: `INFO commandstats` also counts the commands a Lua script runs
+//! inside the server (`hexists`, `pexpire`, ...). The command counts reported here are the
+//! commands clients sent: the delta of every command, less the commands called inside the
+//! library's scripts (read from those scripts) and less this program's own inspection
+//! commands. The human table also shows the raw delta.
+//!
+//! When cargo runs this file as a test (`cargo test --all-targets`, nextest), it lists no
+//! tests and does nothing: a benchmark is not a test.
+
+use futures_util::future::join;
+use futures_util::StreamExt;
+use lock_actors::{ClientConfig, LockClient, LockGuard};
+use redis::aio::MultiplexedConnection;
+use redis::Script;
+use serde::Serialize;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The library's own scripts: the ceiling sends exactly these.
+const ACQUIRE_LUA: &str = include_str!("../src/reentrant/acquire.lua");
+const UNLOCK_LUA: &str = include_str!("../src/reentrant/unlock.lua");
+
+/// Concurrent tasks in the throughput scenarios.
+const TASKS: usize = 64;
+/// Throughput rounds; the reported number is the median.
+const ROUNDS: usize = 5;
+/// Samples per round in the single-task scenario.
+const SINGLE_SAMPLES: usize = 1000;
+/// Hand-offs measured for the library (and the plain-redis limit).
+const HANDOFFS: usize = 2000;
+/// How long nothing happens before a hand-off's unlock (the waiter parks first) and before
+/// each sample of the limit.
+const IDLE_BEFORE_UNLOCK: Duration = Duration::from_millis(1);
+/// Hand-offs measured for rslock: each one lasts its retry delay (up to 200 ms), so fewer.
+const RSLOCK_HANDOFFS: usize = 80;
+/// Waiters in the herd.
+const HERD: usize = 1000;
+/// Locks held under the watchdog.
+const HELD: usize = 10_000;
+/// Watchdog lease in the watchdog scenario: renewals every second.
+const WATCHDOG_TIMEOUT: Duration = Duration::from_secs(3);
+/// Intervals the watchdog scenario counts renewals over.
+const INTERVALS: u32 = 3;
+/// Lease of the ceiling's and rslock's locks, in ms (the library's default watchdog lease).
+const LEASE_MS: u64 = 30_000;
+/// Nodes of the RedLock scenario (not measured until the kind exists).
+const REDLOCK_NODES: usize = 5;
+/// CLIENT SETNAME of this program's inspection connection.
+const INSPECTOR_NAME: &str = "lock-bench-inspector";
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.iter().any(|a| a == "--list") {
+        return; // libtest/nextest listing: there are no tests here
+    }
+    if !args.iter().any(|a| a == "--bench") {
+        eprintln!("lock_bench is a benchmark, not a test; run scripts/bench");
+        return;
+    }
+    let knobs = Knobs::from_env();
+    if knobs.trace {
+        tracing::subscriber::set_global_default(Timeline).expect("no other tracing subscriber");
+    }
+    eprintln!("lock_bench: starting redis-server");
+    // Killed on drop, so also when a scenario panics; and by the kernel if we are killed.
+    let server = RedisProcess::start();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("tokio runtime");
+    let report = runtime.block_on(run(&server.url(), &knobs));
+    drop(runtime);
+    drop(server);
+    print_table(&report.rows);
+    println!("{}", report.json);
+}
+
+/// Which scenarios to run and how long a throughput round lasts.
+struct Knobs {
+    only: Option<HashSet<String>>,
+    round: Duration,
+    side: Side,
+    trace: bool,
+}
+
+/// Which side of a comparison to measure (only for profiling; the benchmark measures both).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Both,
+    Library,
+    Reference,
+}
+
+impl Knobs {
+    fn from_env() -> Self {
+        let only = std::env::var("LOCK_BENCH_ONLY").ok().map(|list| {
+            list.split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect()
+        });
+        let round_ms = std::env::var("LOCK_BENCH_ROUND_MS")
+            .ok()
+            .and_then(|ms| ms.parse().ok())
+            .unwrap_or(2000);
+        Knobs {
+            only,
+            round: Duration::from_millis(round_ms),
+            side: match std::env::var("LOCK_BENCH_SIDE").as_deref() {
+                Ok("library") => Side::Library,
+                Ok("reference") => Side::Reference,
+                _ => Side::Both,
+            },
+            trace: std::env::var("LOCK_BENCH_TRACE").is_ok_and(|v| v == "1"),
+        }
+    }
+
+    fn wants(&self, scenario: &str) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|only| only.contains(scenario))
+    }
+}
+
+struct Report {
+    rows: Vec<Row>,
+    /// One line of JSON with exactly the keys of issue 6, in its order; `null` = not measured.
+    json: String,
+}
+
+#[derive(Serialize)]
+struct BenchJson {
+    uncontended: UncontendedJson,
+    fast_lock: FastLockJson,
+    single_task: SingleTaskJson,
+    handoff: HandoffJson,
+    herd: HerdJson,
+    redlock: RedlockJson,
+    watchdog: WatchdogJson,
+    connections_per_node: Option<usize>,
+}
+
+#[derive(Serialize)]
+struct UncontendedJson {
+    tasks: usize,
+    pairs_per_s: Option<f64>,
+    ceiling_pairs_per_s: Option<f64>,
+    ratio_to_ceiling: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct FastLockJson {
+    pairs_per_s: Option<f64>,
+    rslock_pairs_per_s: Option<f64>,
+    ratio_to_rslock: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct SingleTaskJson {
+    acquire_p50_us: Option<f64>,
+    eval_rtt_p50_us: Option<f64>,
+    ratio: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct HandoffJson {
+    p50_us: Option<f64>,
+    p99_us: Option<f64>,
+    limit_us: Option<f64>,
+    ratio_to_limit: Option<f64>,
+    rslock_p50_us: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct HerdJson {
+    waiters: usize,
+    commands_per_handoff: Option<f64>,
+    total_s: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct RedlockJson {
+    nodes: usize,
+    p50_us: Option<f64>,
+    single_p50_us: Option<f64>,
+    ratio: Option<f64>,
+    one_node_paused_p50_us: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct WatchdogJson {
+    held: usize,
+    renew_calls_per_interval: Option<f64>,
+    rss_bytes_per_lock: Option<f64>,
+}
+
+/// One line of the human table.
+struct Row {
+    scenario: &'static str,
+    metric: String,
+    value: Option<f64>,
+    target: String,
+    met: Option<bool>,
+}
+
+impl Row {
+    fn new(scenario: &'static str, metric: &str, value: Option<f64>) -> Self {
+        Row {
+            scenario,
+            metric: metric.to_string(),
+            value,
+            target: String::new(),
+            met: None,
+        }
+    }
+
+    fn target(mut self, target: &str, met: Option<bool>) -> Self {
+        self.target = target.to_string();
+        self.met = met;
+        self
+    }
+}
+
+async fn run(url: &str, knobs: &Knobs) -> Report {
+    let started = Instant::now();
+    let mut inspector = Inspector::connect(url).await;
+    let inner = script_inner_commands();
+    let mut rows = Vec::new();
+
+    // First, so the RSS growth is not hidden by memory that earlier scenarios freed.
+    let watchdog = if knobs.wants("watchdog") {
+        Some(watchdog(url, &mut inspector, &inner, &mut rows).await)
+    } else {
+        None
+    };
+    let uncontended = if knobs.wants("uncontended") {
+        Some(uncontended(url, knobs, &mut rows).await)
+    } else {
+        None
+    };
+    let rslock_pairs = if knobs.wants("fast_lock") {
+        Some(rslock_throughput(url, knobs.round, &mut rows).await)
+    } else {
+        None
+    };
+    let single = if knobs.wants("single_task") {
+        Some(single_task(url, knobs.side, &mut rows).await)
+    } else {
+        None
+    };
+    let handoff = if knobs.wants("handoff") {
+        Some(handoff(url, &mut inspector, knobs.trace, &mut rows).await)
+    } else {
+        None
+    };
+    let herd = if knobs.wants("herd") {
+        Some(herd(url, &mut inspector, &inner, &mut rows).await)
+    } else {
+        None
+    };
+    rows.push(
+        Row::new("fast_lock", "pairs/s (kind not implemented)", None).target(">= rslock", None),
+    );
+    rows.push(
+        Row::new("redlock", "p50 (kind not implemented)", None).target("<= 1.5x single", None),
+    );
+    eprintln!(
+        "lock_bench: done in {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+
+    let json = BenchJson {
+        uncontended: UncontendedJson {
+            tasks: TASKS,
+            pairs_per_s: uncontended.map(|u| u.pairs.round()),
+            ceiling_pairs_per_s: uncontended.map(|u| u.ceiling.round()),
+            ratio_to_ceiling: uncontended.map(|u| round3(u.pairs / u.ceiling)),
+        },
+        fast_lock: FastLockJson {
+            pairs_per_s: None,
+            rslock_pairs_per_s: rslock_pairs.map(f64::round),
+            ratio_to_rslock: None,
+        },
+        single_task: SingleTaskJson {
+            acquire_p50_us: single.map(|s| round1(s.acquire_us)),
+            eval_rtt_p50_us: single.map(|s| round1(s.rtt_us)),
+            ratio: single.map(|s| round3(s.acquire_us / s.rtt_us)),
+        },
+        handoff: HandoffJson {
+            p50_us: handoff.map(|h| round1(h.p50_us)),
+            p99_us: handoff.map(|h| round1(h.p99_us)),
+            limit_us: handoff.map(|h| round1(h.limit_us)),
+            ratio_to_limit: handoff.map(|h| round3(h.p50_us / h.limit_us)),
+            rslock_p50_us: handoff.map(|h| round1(h.rslock_p50_us)),
+        },
+        herd: HerdJson {
+            waiters: HERD,
+            commands_per_handoff: herd.map(|h| round3(h.commands_per_handoff)),
+            total_s: herd.map(|h| round3(h.total_s)),
+        },
+        redlock: RedlockJson {
+            nodes: REDLOCK_NODES,
+            p50_us: None,
+            single_p50_us: None,
+            ratio: None,
+            one_node_paused_p50_us: None,
+        },
+        watchdog: WatchdogJson {
+            held: HELD,
+            renew_calls_per_interval: watchdog.map(|w| round3(w.calls_per_interval)),
+            rss_bytes_per_lock: watchdog.map(|w| w.rss_per_lock.round()),
+        },
+        connections_per_node: herd.map(|h| h.connections),
+    };
+    let json = serde_json::to_string(&json).expect("the report serializes");
+    Report { rows, json }
+}
+
+// ---------------------------------------------------------------------------------------
+// uncontended: 64 tasks, acquire + unlock on their own names, against the same two scripts
+// sent with plain redis on one multiplexed connection.
+
+#[derive(Clone, Copy)]
+struct Uncontended {
+    pairs: f64,
+    ceiling: f64,
+}
+
+async fn uncontended(url: &str, knobs: &Knobs, rows: &mut Vec<Row>) -> Uncontended {
+    let round = knobs.round;
+    eprintln!("[uncontended] {TASKS} tasks, {ROUNDS} rounds of {round:?} each, library and ceiling interleaved");
+    let client = connect(ClientConfig::new(url)).await;
+    let conn = plain_connection(url).await;
+    let scripts = Arc::new((Script::new(ACQUIRE_LUA), Script::new(UNLOCK_LUA)));
+    let mut library = Vec::new();
+    let mut ceiling = Vec::new();
+    for r in 0..ROUNDS {
+        // Alternate which goes first, so a drift of the machine hits both alike.
+        let (c, l) = if knobs.side == Side::Library {
+            (f64::NAN, library_round(&client, round).await)
+        } else if knobs.side == Side::Reference {
+            (
+                ceiling_round(conn.clone(), scripts.clone(), round).await,
+                f64::NAN,
+            )
+        } else if r % 2 == 0 {
+            let c = ceiling_round(conn.clone(), scripts.clone(), round).await;
+            (c, library_round(&client, round).await)
+        } else {
+            let l = library_round(&client, round).await;
+            (ceiling_round(conn.clone(), scripts.clone(), round).await, l)
+        };
+        eprintln!(
+            "[uncontended] round {}: library {:.0} pairs/s, ceiling {:.0} pairs/s ({:.2})",
+            r + 1,
+            l,
+            c,
+            l / c
+        );
+        library.push(l);
+        ceiling.push(c);
+    }
+    client.shutdown();
+    let result = Uncontended {
+        pairs: median(&mut library),
+        ceiling: median(&mut ceiling),
+    };
+    let ratio = result.pairs / result.ceiling;
+    rows.push(Row::new(
+        "uncontended",
+        "pairs/s, library",
+        Some(result.pairs),
+    ));
+    rows.push(Row::new(
+        "uncontended",
+        "pairs/s, ceiling (plain redis)",
+        Some(result.ceiling),
+    ));
+    rows.push(
+        Row::new("uncontended", "ratio_to_ceiling", Some(ratio))
+            .target(">= 0.90", Some(ratio >= 0.90)),
+    );
+    result
+}
+
+/// Runs `TASKS` copies of `body` until stopped and returns the pairs per second they made
+/// during `round` (after a short warm-up).
+async fn throughput_round<F, Fut>(round: Duration, mut body: F) -> f64
+where
+    F: FnMut(usize, Arc<AtomicBool>, Arc<AtomicU64>) -> Fut,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let stop = Arc::new(AtomicBool::new(false));
+    let count = Arc::new(AtomicU64::new(0));
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|i| tokio::spawn(body(i, stop.clone(), count.clone())))
+        .collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = count.load(Ordering::Relaxed);
+    let t0 = Instant::now();
+    tokio::time::sleep(round).await;
+    let done = count.load(Ordering::Relaxed) - before;
+    let elapsed = t0.elapsed();
+    stop.store(true, Ordering::Relaxed);
+    for task in tasks {
+        task.await.expect("a benchmark task panicked");
+    }
+    done as f64 / elapsed.as_secs_f64()
+}
+
+async fn library_round(client: &LockClient, round: Duration) -> f64 {
+    throughput_round(round, |i, stop, count| {
+        let lock = client
+            .lock(&format!("bench:uncontended:{i}"))
+            .expect("valid name");
+        async move {
+            while !stop.load(Ordering::Relaxed) {
+                let guard = lock.acquire().await.expect("uncontended acquire");
+                guard.unlock().await.expect("uncontended unlock");
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    })
+    .await
+}
+
+async fn ceiling_round(
+    conn: MultiplexedConnection,
+    scripts: Arc<(Script, Script)>,
+    round: Duration,
+) -> f64 {
+    let owner = uuid::Uuid::new_v4();
+    throughput_round(round, |i, stop, count| {
+        let mut conn = conn.clone();
+        let scripts = scripts.clone();
+        let name = format!("bench:ceiling:{i}");
+        let channel = format!("redisson_lock__channel:{{{name}}}");
+        let field = format!("{owner}:{i}");
+        async move {
+            while !stop.load(Ordering::Relaxed) {
+                let taken: Option<i64> = scripts
+                    .0
+                    .key(&name)
+                    .arg(LEASE_MS)
+                    .arg(&field)
+                    .invoke_async(&mut conn)
+                    .await
+                    .expect("ceiling acquire");
+                assert_eq!(taken, None, "ceiling lock {name} was busy");
+                let freed: Option<i64> = scripts
+                    .1
+                    .key(&name)
+                    .key(&channel)
+                    .arg("0")
+                    .arg(LEASE_MS)
+                    .arg(&field)
+                    .invoke_async(&mut conn)
+                    .await
+                    .expect("ceiling unlock");
+                assert_eq!(freed, Some(1), "ceiling unlock of {name}");
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    })
+    .await
+}
+
+// ---------------------------------------------------------------------------------------
+// fast_lock: the library has no fast lock yet; rslock's lock + unlock is measured so the
+// row has its reference.
+
+async fn rslock_throughput(url: &str, round: Duration, rows: &mut Vec<Row>) -> f64 {
+    eprintln!("[fast_lock] fast lock not implemented: measuring rslock only ({TASKS} tasks, {ROUNDS} rounds)");
+    let manager = rslock::LockManager::new(vec![url.to_string()]);
+    let mut rounds = Vec::new();
+    for r in 0..ROUNDS {
+        let pairs = throughput_round(round, |i, stop, count| {
+            let manager = manager.clone();
+            let name = format!("bench:rslock:{i}");
+            async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let lock = manager
+                        .lock(name.as_bytes(), Duration::from_millis(LEASE_MS))
+                        .await
+                        .expect("rslock lock");
+                    manager.unlock(&lock).await;
+                    count.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+        .await;
+        eprintln!("[fast_lock] round {}: rslock {pairs:.0} pairs/s", r + 1);
+        rounds.push(pairs);
+    }
+    let pairs = median(&mut rounds);
+    rows.push(Row::new("fast_lock", "pairs/s, rslock", Some(pairs)));
+    pairs
+}
+
+// ---------------------------------------------------------------------------------------
+// single_task: one task's acquire against one plain EVALSHA round trip.
+
+#[derive(Clone, Copy)]
+struct Single {
+    acquire_us: f64,
+    rtt_us: f64,
+}
+
+async fn single_task(url: &str, side: Side, rows: &mut Vec<Row>) -> Single {
+    eprintln!("[single_task] {ROUNDS} rounds of {SINGLE_SAMPLES} acquires and {SINGLE_SAMPLES} EVALSHA round trips");
+    let client = connect(ClientConfig::new(url)).await;
+    let lock = client.lock("bench:single").expect("valid name");
+    let mut conn = plain_connection(url).await;
+    let plain = PlainLock::new("bench:single:plain");
+    // Warm-up: actor started, scripts cached by Redis, connections hot.
+    for _ in 0..200 {
+        lock.acquire()
+            .await
+            .expect("acquire")
+            .unlock()
+            .await
+            .expect("unlock");
+        plain.acquire_timed(&mut conn).await;
+        plain.unlock(&mut conn).await;
+    }
+    let mut acquire_p50s = Vec::new();
+    let mut rtt_p50s = Vec::new();
+    for r in 0..ROUNDS {
+        let mut acquire = Vec::with_capacity(SINGLE_SAMPLES);
+        let mut rtt = Vec::with_capacity(SINGLE_SAMPLES);
+        for _ in 0..SINGLE_SAMPLES {
+            if side == Side::Reference {
+                acquire.push(f64::NAN);
+            } else {
+                let t0 = Instant::now();
+                let guard = lock.acquire().await.expect("acquire");
+                acquire.push(micros(t0.elapsed()));
+                guard.unlock().await.expect("unlock");
+            }
+            if side == Side::Library {
+                rtt.push(f64::NAN);
+            } else {
+                rtt.push(plain.acquire_timed(&mut conn).await);
+                plain.unlock(&mut conn).await;
+            }
+        }
+        let a = percentile(&mut acquire, 50.0);
+        let e = percentile(&mut rtt, 50.0);
+        eprintln!(
+            "[single_task] round {}: acquire p50 {a:.1} us, EVALSHA p50 {e:.1} us ({:.2})",
+            r + 1,
+            a / e
+        );
+        acquire_p50s.push(a);
+        rtt_p50s.push(e);
+    }
+    client.shutdown();
+    let result = Single {
+        acquire_us: median(&mut acquire_p50s),
+        rtt_us: median(&mut rtt_p50s),
+    };
+    let ratio = result.acquire_us / result.rtt_us;
+    rows.push(Row::new(
+        "single_task",
+        "acquire p50 us",
+        Some(result.acquire_us),
+    ));
+    rows.push(Row::new(
+        "single_task",
+        "EVALSHA rtt p50 us",
+        Some(result.rtt_us),
+    ));
+    rows.push(Row::new("single_task", "ratio", Some(ratio)).target("<= 1.3", Some(ratio <= 1.3)));
+    result
+}
+
+/// The library's acquire and unlock scripts on one name, sent with plain redis.
+struct PlainLock {
+    acquire: Script,
+    unlock: Script,
+    name: String,
+    channel: String,
+    field: String,
+}
+
+impl PlainLock {
+    fn new(name: &str) -> Self {
+        PlainLock {
+            acquire: Script::new(ACQUIRE_LUA),
+            unlock: Script::new(UNLOCK_LUA),
+            name: name.to_string(),
+            channel: format!("redisson_lock__channel:{{{name}}}"),
+            field: format!("{}:1", uuid::Uuid::new_v4()),
+        }
+    }
+
+    /// One EVALSHA of the acquire script; returns its round trip in µs.
+    async fn acquire_timed(&self, conn: &mut MultiplexedConnection) -> f64 {
+        let t0 = Instant::now();
+        let taken: Option<i64> = self
+            .acquire
+            .key(&self.name)
+            .arg(LEASE_MS)
+            .arg(&self.field)
+            .invoke_async(conn)
+            .await
+            .expect("plain acquire");
+        let us = micros(t0.elapsed());
+        assert_eq!(taken, None, "plain lock {} was busy", self.name);
+        us
+    }
+
+    async fn unlock(&self, conn: &mut MultiplexedConnection) {
+        let _: Option<i64> = self
+            .unlock
+            .key(&self.name)
+            .key(&self.channel)
+            .arg("0")
+            .arg(LEASE_MS)
+            .arg(&self.field)
+            .invoke_async(conn)
+            .await
+            .expect("plain unlock");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// handoff: from the holder's unlock call to a waiter in another client returning from acquire.
+
+#[derive(Clone, Copy)]
+struct Handoff {
+    p50_us: f64,
+    p99_us: f64,
+    limit_us: f64,
+    rslock_p50_us: f64,
+}
+
+async fn handoff(
+    url: &str,
+    inspector: &mut Inspector,
+    trace: bool,
+    rows: &mut Vec<Row>,
+) -> Handoff {
+    eprintln!("[handoff] {HANDOFFS} hand-offs between two clients");
+    let holder = connect(ClientConfig::new(url)).await;
+    let waiter = connect(ClientConfig::new(url)).await;
+    let mut samples = Vec::with_capacity(HANDOFFS);
+    let mut stages = Stages::default();
+    for i in 0..HANDOFFS {
+        let name = format!("bench:handoff:{i}");
+        let guard = holder
+            .lock(&name)
+            .expect("valid name")
+            .acquire()
+            .await
+            .expect("holder acquire");
+        let pttl_before = inspector.calls("pttl").await;
+        let lock = waiter.lock(&name).expect("valid name");
+        let waiting = tokio::spawn(async move {
+            let guard = lock
+                .acquire_timeout(Duration::from_secs(10))
+                .await
+                .expect("waiter acquire");
+            let acquired = Instant::now();
+            guard.unlock().await.expect("waiter unlock");
+            acquired
+        });
+        // Parked: subscribed and refused twice (each refusal runs PTTL in the script).
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while inspector.calls("pttl").await < pttl_before + 2 {
+            assert!(Instant::now() < deadline, "handoff waiter never parked");
+            tokio::time::sleep(Duration::from_micros(200)).await;
+        }
+        tokio::time::sleep(IDLE_BEFORE_UNLOCK).await;
+        let t0 = Instant::now();
+        guard.unlock().await.expect("holder unlock");
+        let acquired = waiting.await.expect("waiter task");
+        samples.push(micros(acquired.duration_since(t0)));
+        if trace {
+            stages.add(&name, t0, acquired);
+        }
+        if (i + 1) % 500 == 0 {
+            eprintln!(
+                "[handoff] {} done, p50 so far {:.1} us",
+                i + 1,
+                percentile(&mut samples.clone(), 50.0)
+            );
+        }
+    }
+    holder.shutdown();
+    waiter.shutdown();
+    if trace {
+        stages.print();
+    }
+    let p50 = percentile(&mut samples, 50.0);
+    let p99 = percentile(&mut samples, 99.0);
+
+    eprintln!(
+        "[handoff] limit: {HANDOFFS} PUBLISH-to-delivery times and EVALSHA round trips, \
+         from idle and back to back"
+    );
+    let (publish_us, rtt_us) = handoff_limit(url, IDLE_BEFORE_UNLOCK).await;
+    let limit = publish_us + rtt_us;
+    let (hot_publish_us, hot_rtt_us) = handoff_limit(url, Duration::ZERO).await;
+    let hot_limit = hot_publish_us + hot_rtt_us;
+    eprintln!(
+        "[handoff] limit from idle = {publish_us:.1} us delivery + {rtt_us:.1} us EVALSHA \
+         = {limit:.1} us; back to back = {hot_publish_us:.1} + {hot_rtt_us:.1} = {hot_limit:.1} us"
+    );
+
+    eprintln!("[handoff] rslock: {RSLOCK_HANDOFFS} hand-offs (its waiter polls with random 0-200 ms delays)");
+    let rslock_p50 = rslock_handoff(url).await;
+
+    let ratio = p50 / limit;
+    let to_rslock = p50 / rslock_p50;
+    rows.push(
+        Row::new("handoff", "p50 us", Some(p50))
+            .target("<= rslock p50 / 20", Some(to_rslock <= 1.0 / 20.0)),
+    );
+    rows.push(Row::new("handoff", "p99 us", Some(p99)));
+    rows.push(Row::new(
+        "handoff",
+        "limit us (delivery + EVALSHA, from idle)",
+        Some(limit),
+    ));
+    rows.push(Row::new(
+        "handoff",
+        "limit us, back to back (not used)",
+        Some(hot_limit),
+    ));
+    rows.push(
+        Row::new("handoff", "ratio_to_limit", Some(ratio)).target("<= 1.5", Some(ratio <= 1.5)),
+    );
+    rows.push(Row::new("handoff", "rslock p50 us", Some(rslock_p50)));
+    Handoff {
+        p50_us: p50,
+        p99_us: p99,
+        limit_us: limit,
+        rslock_p50_us: rslock_p50,
+    }
+}
+
+/// Where hand-offs spend their time, from the library's own events (`LOCK_BENCH_TRACE=1`).
+#[derive(Default)]
+struct Stages {
+    /// unlock call → the holder's actor has the unlock reply (`released`)
+    released: Vec<f64>,
+    /// unlock call → the waiter's actor has the unlock message (`woken`)
+    woken: Vec<f64>,
+    /// `woken` → the waiter's actor has the acquire reply (`acquired`)
+    attempt: Vec<f64>,
+    /// `acquired` → the waiting task runs again
+    reply: Vec<f64>,
+}
+
+impl Stages {
+    fn add(&mut self, name: &str, t0: Instant, resumed: Instant) {
+        let events = TIMELINE.with_events(|events| events.remove(name));
+        let Some(events) = events else { return };
+        let times = |what: &str| -> Vec<Instant> {
+            events
+                .iter()
+                .filter(|(_, message)| message == what)
+                .map(|(at, _)| *at)
+                .collect()
+        };
+        // The holder's release comes first (the waiter releases too, later); the waiter's
+        // grant comes last (the holder's own grant came first).
+        let released = times("released").first().copied();
+        let woken = times("woken").first().copied();
+        let acquired = times("acquired").last().copied();
+        if let (Some(released), Some(woken), Some(acquired)) = (released, woken, acquired) {
+            let since =
+                |later: Instant, earlier: Instant| micros(later.saturating_duration_since(earlier));
+            self.released.push(since(released, t0));
+            self.woken.push(since(woken, t0));
+            self.attempt.push(since(acquired, woken));
+            self.reply.push(since(resumed, acquired));
+        }
+    }
+
+    fn print(&mut self) {
+        if self.woken.is_empty() {
+            eprintln!("[handoff] trace: no events recorded");
+            return;
+        }
+        eprintln!(
+            "[handoff] trace over {} hand-offs (p50s): unlock call -> holder has unlock reply {:.1} us; \
+             unlock call -> waiter actor woken {:.1} us; woken -> acquire reply in waiter actor {:.1} us; \
+             -> waiting task resumed {:.1} us",
+            self.woken.len(),
+            percentile(&mut self.released, 50.0),
+            percentile(&mut self.woken, 50.0),
+            percentile(&mut self.attempt, 50.0),
+            percentile(&mut self.reply, 50.0),
+        );
+    }
+}
+
+/// The events of the library the hand-off trace needs, by lock name.
+static TIMELINE: TimelineEvents = TimelineEvents(std::sync::Mutex::new(None));
+
+/// Event times and messages, by lock name.
+type EventsByLock = HashMap<String, Vec<(Instant, String)>>;
+
+struct TimelineEvents(std::sync::Mutex<Option<EventsByLock>>);
+
+impl TimelineEvents {
+    fn with_events<T>(&self, f: impl FnOnce(&mut EventsByLock) -> T) -> T {
+        let mut events = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        f(events.get_or_insert_with(HashMap::new))
+    }
+}
+
+/// A minimal `tracing` subscriber that timestamps the lock events of the hand-off trace.
+struct Timeline;
+
+#[derive(Default)]
+struct EventFields {
+    message: String,
+    lock: String,
+}
+
+impl tracing::field::Visit for EventFields {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        match field.name() {
+            "message" => self.message = format!("{value:?}"),
+            "lock" => self.lock = format!("{value:?}"),
+            _ => {}
+        }
+    }
+}
+
+impl tracing::Subscriber for Timeline {
+    fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
+        metadata.target().starts_with("lock_actors") && metadata.is_event()
+    }
+
+    fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
+        tracing::span::Id::from_u64(1)
+    }
+
+    fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
+
+    fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
+
+    fn event(&self, event: &tracing::Event<'_>) {
+        let at = Instant::now();
+        let mut fields = EventFields::default();
+        event.record(&mut fields);
+        if matches!(fields.message.as_str(), "released" | "woken" | "acquired") {
+            TIMELINE.with_events(|events| {
+                events
+                    .entry(fields.lock)
+                    .or_default()
+                    .push((at, fields.message));
+            });
+        }
+    }
+
+    fn enter(&self, _: &tracing::span::Id) {}
+
+    fn exit(&self, _: &tracing::span::Id) {}
+}
+
+/// The p50 of PUBLISH-to-delivery on another connection and of one EVALSHA round trip sent
+/// right after the delivery, as a woken waiter sends it. With `idle` > 0 every sample starts
+/// after that long without traffic, as the library's hand-offs do (the waiter had to park
+/// first), so both sides pay the same wake-ups of parked threads.
+async fn handoff_limit(url: &str, idle: Duration) -> (f64, f64) {
+    let client = redis::Client::open(url).expect("valid url");
+    let channel = "redisson_lock__channel:{bench:limit}";
+    let pubsub = client.get_async_pubsub().await.expect("pub/sub connection");
+    let (mut sink, mut stream) = pubsub.split();
+    sink.subscribe(channel).await.expect("SUBSCRIBE");
+    let mut conn = plain_connection(url).await;
+    // Its own name: its unlock publishes, and not on the channel measured above.
+    let plain = PlainLock::new("bench:limit:rtt");
+    let mut delivery = Vec::with_capacity(HANDOFFS);
+    let mut rtt = Vec::with_capacity(HANDOFFS);
+    for i in 0..HANDOFFS + 100 {
+        let mut publisher = conn.clone();
+        if !idle.is_zero() {
+            tokio::time::sleep(idle).await;
+        }
+        let t0 = Instant::now();
+        let publish = async move {
+            let _: i64 = redis::cmd("PUBLISH")
+                .arg(channel)
+                .arg("0")
+                .query_async(&mut publisher)
+                .await
+                .expect("PUBLISH");
+        };
+        let receive = async {
+            stream.next().await.expect("pub/sub message");
+            Instant::now()
+        };
+        let ((), arrived) = join(publish, receive).await;
+        let e = plain.acquire_timed(&mut conn).await;
+        plain.unlock(&mut conn).await;
+        if i >= 100 {
+            delivery.push(micros(arrived.duration_since(t0)));
+            rtt.push(e);
+        }
+    }
+    (percentile(&mut delivery, 50.0), percentile(&mut rtt, 50.0))
+}
+
+async fn rslock_handoff(url: &str) -> f64 {
+    let holder = rslock::LockManager::new(vec![url.to_string()]);
+    let waiter = rslock::LockManager::new(vec![url.to_string()]);
+    let lease = Duration::from_millis(LEASE_MS);
+    let mut samples = Vec::with_capacity(RSLOCK_HANDOFFS);
+    for i in 0..RSLOCK_HANDOFFS {
+        let name = format!("bench:rslock:handoff:{i}");
+        let lock = holder
+            .lock(name.as_bytes(), lease)
+            .await
+            .expect("rslock lock");
+        let waiting = {
+            let waiter = waiter.clone();
+            let name = name.clone();
+            tokio::spawn(async move {
+                let guard = waiter
+                    .acquire(name.as_bytes(), lease)
+                    .await
+                    .expect("rslock acquire");
+                let acquired = Instant::now();
+                guard.release().await;
+                acquired
+            })
+        };
+        // Unlock at a random point of the waiter's retry cycle.
+        let pause = 20 + rand::random::<u64>() % 200;
+        tokio::time::sleep(Duration::from_millis(pause)).await;
+        let t0 = Instant::now();
+        holder.unlock(&lock).await;
+        let acquired = waiting.await.expect("rslock waiter task");
+        samples.push(micros(acquired.duration_since(t0)));
+    }
+    let p50 = percentile(&mut samples, 50.0);
+    eprintln!("[handoff] rslock p50 {p50:.0} us");
+    p50
+}
+
+// ---------------------------------------------------------------------------------------
+// herd: 1000 waiters of one client on one name, released one after another. Also where the
+// connections of one client to the node are counted.
+
+#[derive(Clone, Copy)]
+struct Herd {
+    commands_per_handoff: f64,
+    total_s: f64,
+    connections: usize,
+}
+
+async fn herd(
+    url: &str,
+    inspector: &mut Inspector,
+    inner: &HashSet<String>,
+    rows: &mut Vec<Row>,
+) -> Herd {
+    eprintln!("[herd] {HERD} waiters in one client on one name");
+    let holder = connect(ClientConfig::new(url)).await;
+    let name = "bench:herd";
+    let guard = holder
+        .lock(name)
+        .expect("valid name")
+        .acquire()
+        .await
+        .expect("herd holder acquire");
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let others = inspector.clients().await;
+    let client = connect(ClientConfig::new(url).default_wait(Duration::from_secs(120))).await;
+    let pttl_before = inspector.calls("pttl").await;
+    let done = Arc::new(AtomicUsize::new(0));
+    let tasks: Vec<_> = (0..HERD)
+        .map(|_| {
+            let lock = client.lock(name).expect("valid name");
+            let done = done.clone();
+            tokio::spawn(async move {
+                let guard = lock.acquire().await.expect("herd acquire");
+                guard.unlock().await.expect("herd unlock");
+                done.fetch_add(1, Ordering::Relaxed);
+                Instant::now()
+            })
+        })
+        .collect();
+    // Queued: the head is parked (two refusals), and every task has had time to ask.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while inspector.calls("pttl").await < pttl_before + 2 {
+        assert!(Instant::now() < deadline, "herd head never parked");
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let mut connections = inspector.clients().await.saturating_sub(others);
+    let pttl_parked = inspector.calls("pttl").await;
+
+    let before = inspector.snapshot().await;
+    let t0 = Instant::now();
+    guard.unlock().await.expect("herd holder unlock");
+    while done.load(Ordering::Relaxed) < HERD {
+        connections = connections.max(inspector.clients().await.saturating_sub(others));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut last = t0;
+    for task in tasks {
+        last = last.max(task.await.expect("herd task"));
+    }
+    let total_s = last.duration_since(t0).as_secs_f64();
+    let after = inspector.snapshot().await;
+    let (sent, raw) = after.sent_since(&before, inner);
+    client.shutdown();
+    holder.shutdown();
+
+    let per_handoff = sent as f64 / HERD as f64;
+    eprintln!(
+        "[herd] {sent} commands sent for {HERD} hand-offs ({raw} counting those run inside scripts), \
+         {total_s:.3} s; {} refusals while queued; {connections} connections",
+        pttl_parked - pttl_before
+    );
+    eprintln!("[herd] by command: {}", after.breakdown_since(&before));
+    rows.push(
+        Row::new("herd", "commands sent per hand-off", Some(per_handoff))
+            .target("<= 3", Some(per_handoff <= 3.0)),
+    );
+    rows.push(Row::new(
+        "herd",
+        "commands per hand-off incl. inside scripts",
+        Some(raw as f64 / HERD as f64),
+    ));
+    rows.push(Row::new("herd", "total s", Some(total_s)));
+    rows.push(
+        Row::new(
+            "connections",
+            "per node, one client",
+            Some(connections as f64),
+        )
+        .target("2", Some(connections == 2)),
+    );
+    Herd {
+        commands_per_handoff: per_handoff,
+        total_s,
+        connections,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// watchdog: 10,000 locks held; renewal calls per interval and memory per held lock.
+
+#[derive(Clone, Copy)]
+struct Watchdog {
+    calls_per_interval: f64,
+    rss_per_lock: f64,
+}
+
+async fn watchdog(
+    url: &str,
+    inspector: &mut Inspector,
+    inner: &HashSet<String>,
+    rows: &mut Vec<Row>,
+) -> Watchdog {
+    eprintln!(
+        "[watchdog] {HELD} locks held with a {WATCHDOG_TIMEOUT:?} watchdog lease, for {INTERVALS} intervals"
+    );
+    let config = ClientConfig::new(url).watchdog_timeout(WATCHDOG_TIMEOUT);
+    let interval = config.renew_interval();
+    let client = connect(config).await;
+    let rss_before = rss_bytes();
+    let started = Instant::now();
+    // Kept as the tasks made them: no second copy of 10,000 guards in RSS.
+    let mut guards: Vec<Vec<LockGuard>> = Vec::with_capacity(TASKS);
+    let per_task = HELD.div_ceil(TASKS);
+    let tasks: Vec<_> = (0..TASKS)
+        .map(|t| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                let mut guards = Vec::with_capacity(per_task);
+                for i in (t * per_task)..((t + 1) * per_task).min(HELD) {
+                    let lock = client
+                        .lock(&format!("bench:watchdog:{i}"))
+                        .expect("valid name");
+                    guards.push(lock.acquire().await.expect("watchdog acquire"));
+                }
+                guards
+            })
+        })
+        .collect();
+    for task in tasks {
+        guards.push(task.await.expect("watchdog task"));
+    }
+    let held = guards.iter().map(Vec::len).sum::<usize>();
+    let rss_acquired = rss_bytes();
+    eprintln!(
+        "[watchdog] {held} holds in {:.2} s; RSS {} -> {} kB; {} watched",
+        started.elapsed().as_secs_f64(),
+        rss_before / 1024,
+        rss_acquired / 1024,
+        client.watched_holds()
+    );
+
+    // One renewal first: it loads the renew script (every batch of the first tick finds
+    // NOSCRIPT and sends the script again), which is a one-off, not the steady cost.
+    let warm = inspector.snapshot().await;
+    tokio::time::sleep(interval + interval / 2).await;
+    let before = inspector.snapshot().await;
+    eprintln!(
+        "[watchdog] first renewal: {}",
+        before.breakdown_since(&warm)
+    );
+    tokio::time::sleep(interval * INTERVALS).await;
+    let after = inspector.snapshot().await;
+    let (sent, raw) = after.sent_since(&before, inner);
+    let calls_per_interval = sent as f64 / f64::from(INTERVALS);
+    let lost = guards.iter().flatten().filter(|g| g.is_lost()).count();
+    eprintln!(
+        "[watchdog] {sent} calls in {INTERVALS} intervals of {interval:?} ({raw} counting those run inside scripts); {lost} holds lost"
+    );
+    eprintln!("[watchdog] by command: {}", after.breakdown_since(&before));
+    // Steady state: still held, after renewals (their buffers count, as they recur).
+    let rss_after = rss_bytes();
+    let rss_per_lock = rss_after.saturating_sub(rss_before) as f64 / HELD as f64;
+    eprintln!(
+        "[watchdog] RSS after the renewals {} kB: {rss_per_lock:.0} bytes per held lock \
+         ({:.0} right after acquiring)",
+        rss_after / 1024,
+        rss_acquired.saturating_sub(rss_before) as f64 / HELD as f64
+    );
+    let releases = futures_util::stream::iter(guards.into_iter().flatten())
+        .map(|guard| async move { guard.unlock().await })
+        .buffer_unordered(TASKS)
+        .collect::<Vec<_>>()
+        .await;
+    let failed = releases.iter().filter(|r| r.is_err()).count();
+    assert_eq!(failed, 0, "watchdog holds that failed to unlock");
+    client.shutdown();
+
+    let calls_target = (HELD / 100 + 1) as f64;
+    rows.push(
+        Row::new(
+            "watchdog",
+            "renew calls per interval",
+            Some(calls_per_interval),
+        )
+        .target("<= 101", Some(calls_per_interval <= calls_target)),
+    );
+    rows.push(
+        Row::new("watchdog", "RSS bytes per held lock", Some(rss_per_lock))
+            .target("<= 2048", Some(rss_per_lock <= 2048.0)),
+    );
+    Watchdog {
+        calls_per_interval,
+        rss_per_lock,
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Inspection of the server: command statistics and connected clients.
+
+/// This program's own connection to the server, named so it can leave itself out of counts.
+struct Inspector {
+    conn: MultiplexedConnection,
+    /// Commands this connection sent, by commandstats name.
+    sent: HashMap<String, u64>,
+}
+
+/// `INFO commandstats` at one moment, and what the inspector had sent before asking.
+struct Snapshot {
+    calls: HashMap<String, u64>,
+    sent: HashMap<String, u64>,
+}
+
+impl Snapshot {
+    /// Commands clients sent between `earlier` and this snapshot (the inspector's own left
+    /// out), and the raw delta including the commands run inside scripts.
+    fn sent_since(&self, earlier: &Snapshot, inner: &HashSet<String>) -> (u64, u64) {
+        let mut sent = 0;
+        let mut raw = 0;
+        for (name, calls) in &self.calls {
+            let delta = calls.saturating_sub(*earlier.calls.get(name).unwrap_or(&0));
+            let own = self.sent.get(name).unwrap_or(&0) - earlier.sent.get(name).unwrap_or(&0);
+            let delta = delta.saturating_sub(own);
+            raw += delta;
+            if !inner.contains(name) {
+                sent += delta;
+            }
+        }
+        (sent, raw)
+    }
+}
+
+impl Snapshot {
+    /// `name=delta` for every command that moved (inspector's own left out), largest first.
+    fn breakdown_since(&self, earlier: &Snapshot) -> String {
+        let mut moved: Vec<(String, u64)> = self
+            .calls
+            .iter()
+            .map(|(name, calls)| {
+                let delta = calls.saturating_sub(*earlier.calls.get(name).unwrap_or(&0));
+                let own = self.sent.get(name).unwrap_or(&0) - earlier.sent.get(name).unwrap_or(&0);
+                (name.clone(), delta.saturating_sub(own))
+            })
+            .filter(|(_, delta)| *delta > 0)
+            .collect();
+        moved.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        moved
+            .iter()
+            .map(|(name, delta)| format!("{name}={delta}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+}
+
+impl Inspector {
+    async fn connect(url: &str) -> Self {
+        let mut conn = plain_connection(url).await;
+        let () = redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg(INSPECTOR_NAME)
+            .query_async(&mut conn)
+            .await
+            .expect("CLIENT SETNAME");
+        Inspector {
+            conn,
+            sent: HashMap::new(),
+        }
+    }
+
+    fn count(&mut self, name: &str) {
+        *self.sent.entry(name.to_string()).or_default() += 1;
+    }
+
+    async fn snapshot(&mut self) -> Snapshot {
+        let sent = self.sent.clone();
+        let calls = self.commandstats().await;
+        Snapshot { calls, sent }
+    }
+
+    async fn commandstats(&mut self) -> HashMap<String, u64> {
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut self.conn)
+            .await
+            .expect("INFO commandstats");
+        self.count("info");
+        parse_commandstats(&info)
+    }
+
+    /// Calls of one command so far.
+    async fn calls(&mut self, name: &str) -> u64 {
+        *self.commandstats().await.get(name).unwrap_or(&0)
+    }
+
+    /// Connected clients, this one left out.
+    async fn clients(&mut self) -> usize {
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut self.conn)
+            .await
+            .expect("CLIENT LIST");
+        self.count("client|list");
+        let own = format!(" name={INSPECTOR_NAME} ");
+        list.lines()
+            .filter(|line| !line.trim().is_empty() && !line.contains(&own))
+            .count()
+    }
+}
+
+/// `cmdstat_<name>:calls=N,...` lines into name → N.
+fn parse_commandstats(info: &str) -> HashMap<String, u64> {
+    info.lines()
+        .filter_map(|line| {
+            let (name, fields) = line.trim().strip_prefix("cmdstat_")?.split_once(':')?;
+            let calls = fields
+                .split(',')
+                .find_map(|f| f.strip_prefix("calls="))?
+                .parse()
+                .ok()?;
+            Some((name.to_ascii_lowercase(), calls))
+        })
+        .collect()
+}
+
+/// The commands the library's scripts run inside Redis (`redis.call('x'` / `redis.pcall`).
+fn script_inner_commands() -> HashSet<String> {
+    let mut names = HashSet::new();
+    for script in [ACQUIRE_LUA, UNLOCK_LUA] {
+        for call in ["redis.call(", "redis.pcall("] {
+            for rest in script.split(call).skip(1) {
+                let rest = rest.trim_start();
+                let Some(quote) = rest.chars().next().filter(|c| *c == '\'' || *c == '"') else {
+                    continue;
+                };
+                if let Some(name) = rest[1..].split(quote).next() {
+                    names.insert(name.to_ascii_lowercase());
+                }
+            }
+        }
+    }
+    // The watchdog's renew script runs these too; both are already in the acquire script.
+    names.extend(["hexists".to_string(), "pexpire".to_string()]);
+    names
+}
+
+// ---------------------------------------------------------------------------------------
+// The redis-server this program runs.
+
+/// A `redis-server` on a free loopback port, without persistence, killed on drop (so also
+/// when a scenario panics) and by the kernel when this process dies (PR_SET_PDEATHSIG).
+struct RedisProcess {
+    port: u16,
+    dir: std::path::PathBuf,
+    child: std::process::Child,
+}
+
+impl RedisProcess {
+    fn start() -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "lock-bench-redis-{}-{}",
+            std::process::id(),
+            uuid::Uuid::new_v4()
+        ));
+        std::fs::create_dir_all(&dir).expect("temp dir for redis-server");
+        let mut last_error = String::new();
+        for _ in 0..5 {
+            let port = free_port();
+            match Self::spawn(port, &dir) {
+                Ok(child) => return RedisProcess { port, dir, child },
+                Err(e) => last_error = e,
+            }
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+        panic!("could not start redis-server: {last_error}");
+    }
+
+    fn spawn(port: u16, dir: &std::path::Path) -> Result<std::process::Child, String> {
+        use std::os::unix::process::CommandExt;
+        let log = std::fs::File::create(dir.join("redis.log")).map_err(|e| e.to_string())?;
+        let log_err = log.try_clone().map_err(|e| e.to_string())?;
+        let mut command = std::process::Command::new("redis-server");
+        command
+            .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+            .args(["--save", "", "--appendonly", "no", "--daemonize", "no"])
+            .args(["--loglevel", "warning"])
+            .arg("--dir")
+            .arg(dir)
+            .stdin(std::process::Stdio::null())
+            .stdout(log)
+            .stderr(log_err);
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+                Ok(())
+            });
+        }
+        let mut child = command
+            .spawn()
+            .map_err(|e| format!("spawn redis-server (scripts/bench installs it): {e}"))?;
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                let log = std::fs::read_to_string(dir.join("redis.log")).unwrap_or_default();
+                return Err(format!("redis-server exited with {status}: {log}"));
+            }
+            if ping(port) {
+                return Ok(child);
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!("redis-server on port {port} did not answer PING"));
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+}
+
+impl Drop for RedisProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind(("127.0.0.1", 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+fn ping(port: u16) -> bool {
+    use std::io::{Read, Write};
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let Ok(mut stream) = std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200))
+    else {
+        return false;
+    };
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(500)));
+    let mut reply = [0u8; 7];
+    stream.write_all(b"PING\r\n").is_ok()
+        && stream.read_exact(&mut reply).is_ok()
+        && reply.starts_with(b"+PONG")
+}
+
+// ---------------------------------------------------------------------------------------
+// Small helpers.
+
+async fn connect(config: ClientConfig) -> LockClient {
+    LockClient::connect(config)
+        .await
+        .expect("lock client connects")
+}
+
+async fn plain_connection(url: &str) -> MultiplexedConnection {
+    redis::Client::open(url)
+        .expect("valid url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("plain redis connection")
+}
+
+/// Resident set size of this process, from /proc/self/statm.
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");
+    let pages: u64 = statm
+        .split_whitespace()
+        .nth(1)
+        .and_then(|p| p.parse().ok())
+        .expect("resident pages in /proc/self/statm");
+    // SAFETY: sysconf only reads a system constant.
+    let page = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    pages * u64::try_from(page).unwrap_or(4096)
+}
+
+fn micros(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
+}
+
+/// Nearest-rank percentile; sorts `samples`.
+fn percentile(samples: &mut [f64], p: f64) -> f64 {
+    assert!(!samples.is_empty(), "no samples");
+    samples.sort_by(f64::total_cmp);
+    let rank = ((p / 100.0) * samples.len() as f64).ceil() as usize;
+    samples[rank.clamp(1, samples.len()) - 1]
+}
+
+fn median(values: &mut [f64]) -> f64 {
+    assert!(!values.is_empty(), "no rounds");
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+fn round1(x: f64) -> f64 {
+    (x * 10.0).round() / 10.0
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+fn print_table(rows: &[Row]) {
+    eprintln!();
+    eprintln!(
+        "{:<13} {:<44} {:>14}  {:<20} met",
+        "scenario", "metric", "value", "target"
+    );
+    eprintln!("{}", "-".repeat(100));
+    for row in rows {
+        let value = match row.value {
+            None => "null".to_string(),
+            Some(v) if v >= 1000.0 => format!("{v:.0}"),
+            Some(v) => format!("{v:.3}"),
+        };
+        let met = match row.met {
+            None if row.target.is_empty() => "",
+            None => "n/a",
+            Some(true) => "yes",
+            Some(false) => "NO",
+        };
+        eprintln!(
+            "{:<13} {:<44} {:>14}  {:<20} {}",
+            row.scenario, row.metric, value, row.target, met
+        );
+    }
+    eprintln!();
+}

@@ -1,0 +1,250 @@
+//! `LockClient`: the cheap-to-clone handle users hold, and where every lock starts.
+
+use crate::config::ClientConfig;
+use crate::error::LockError;
+use crate::keys::LockName;
+use crate::lock::LockActor;
+use crate::node::Node;
+use crate::reentrant::ReentrantLock;
+use crate::runtime::ActorRuntime;
+use actix::dev::ToEnvelope;
+use actix::{Addr, Handler, MailboxError, Message};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+/// The entry point: a connection to one Redis node and the actors that lock on it.
+///
+/// Build one per process (it is cheap to clone; clones share everything) and hand clones to
+/// tasks, actors or actix-web's `app_data`. It works inside `#[actix_web::main]` / actix
+/// systems, where its actors run on an arbiter of their own, and from plain
+/// `#[tokio::main]`, where it starts a private actix system thread.
+///
+/// Each client has its own uuid, which prefixes every owner it writes to Redis, and keeps
+/// two connections to the node (commands, subscriptions) however many locks it handles.
+///
+/// Dropping the last clone (or [`shutdown`](LockClient::shutdown)) stops its actors: renewal
+/// ends and held locks expire at their lease.
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::{ClientConfig, LockClient};
+/// use std::time::Duration;
+///
+/// #[tokio::main]
+/// async fn main() -> Result<(), Box<dyn std::error::Error>> {
+///     let config = ClientConfig::new("redis://127.0.0.1:6379/")
+///         .default_wait(Duration::from_secs(5));
+///     let client = LockClient::connect(config).await?;
+///     let guard = client.lock("stock:sku-1")?.acquire().await?;
+///     // ... decrement the stock ...
+///     guard.unlock().await?;
+///     Ok(())
+/// }
+/// ```
+#[derive(Clone)]
+pub struct LockClient {
+    inner: Arc<ClientInner>,
+}
+
+struct ClientInner {
+    id: Arc<str>,
+    config: Arc<ClientConfig>,
+    node: Arc<Node>,
+    runtime: ActorRuntime,
+    shut_down: AtomicBool,
+}
+
+impl Drop for ClientInner {
+    fn drop(&mut self) {
+        self.runtime.stop();
+    }
+}
+
+impl std::fmt::Debug for LockClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockClient")
+            .field("id", &self.inner.id)
+            .field("config", &self.inner.config)
+            .finish()
+    }
+}
+
+impl LockClient {
+    /// Validates `config`, connects to Redis and starts the client's actors.
+    ///
+    /// Fails with [`LockError::InvalidConfig`] for a bad setting or URL, and with
+    /// [`LockError::Unavailable`] when Redis cannot be reached within the connect timeout.
+    ///
+    /// ```no_run
+    /// # use actix_distributed_lock::{ClientConfig, LockClient};
+    /// # async fn demo() -> Result<(), actix_distributed_lock::LockError> {
+    /// let client = LockClient::connect(ClientConfig::new("redis://127.0.0.1/")).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn connect(config: ClientConfig) -> Result<Self, LockError> {
+        config.validate()?;
+        let config = Arc::new(config);
+        let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
+        let runtime = ActorRuntime::start()?;
+        let node = match Node::connect(config.clone(), id.clone(), &runtime).await {
+            Ok(node) => node,
+            Err(error) => {
+                runtime.stop();
+                return Err(error);
+            }
+        };
+        tracing::debug!(client = %id, node = node.commands.label(), "lock client connected");
+        Ok(LockClient {
+            inner: Arc::new(ClientInner {
+                id,
+                config,
+                node,
+                runtime,
+                shut_down: AtomicBool::new(false),
+            }),
+        })
+    }
+
+    /// [`connect`](LockClient::connect) with the default settings.
+    ///
+    /// ```no_run
+    /// # use actix_distributed_lock::LockClient;
+    /// # async fn demo() -> Result<(), actix_distributed_lock::LockError> {
+    /// let client = LockClient::from_url("redis://127.0.0.1/").await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn from_url(url: &str) -> Result<Self, LockError> {
+        Self::connect(ClientConfig::new(url)).await
+    }
+
+    /// A handle to the reentrant lock `name`. Checks the name; talks to nobody yet.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let lock = client.lock("order:42")?;
+    /// assert!(client.lock("").is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self, name: &str) -> Result<ReentrantLock, LockError> {
+        let name = LockName::new(name, self.inner.config.max_name_len)?;
+        Ok(ReentrantLock::new(self.clone(), name, false))
+    }
+
+    /// A handle to lock `name` whose every acquisition draws a fencing token
+    /// ([`LockGuard::fencing_token`](crate::LockGuard::fencing_token)): the same reentrant
+    /// lock in Redis, plus the counter `redisson_lock_token:{name}`, which never expires.
+    ///
+    /// Use it when the protected storage can check a token: a holder that lost its lock while
+    /// paused is refused by the storage even before it learns of the loss.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = client.fenced_lock("ledger")?.acquire().await?;
+    /// assert!(guard.fencing_token().is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn fenced_lock(&self, name: &str) -> Result<ReentrantLock, LockError> {
+        let name = LockName::new(name, self.inner.config.max_name_len)?;
+        Ok(ReentrantLock::new(self.clone(), name, true))
+    }
+
+    /// The address of the actor for lock `name`, for sending it messages from other actors.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let actor = client.lock_actor("order:42")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_actor(&self, name: &str) -> Result<Addr<LockActor>, LockError> {
+        let name = LockName::new(name, self.inner.config.max_name_len)?;
+        Ok(self.node()?.lock_actor(&name))
+    }
+
+    /// This client's uuid: the first part of every owner field it writes.
+    ///
+    /// ```no_run
+    /// # fn demo(client: actix_distributed_lock::LockClient) {
+    /// assert_eq!(client.id().len(), 36);
+    /// # }
+    /// ```
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The settings in force.
+    ///
+    /// ```no_run
+    /// # fn demo(client: actix_distributed_lock::LockClient) {
+    /// println!("watchdog lease: {:?}", client.config().watchdog_timeout_value());
+    /// # }
+    /// ```
+    pub fn config(&self) -> &ClientConfig {
+        &self.inner.config
+    }
+
+    /// How many lock actors this client runs now (one per lock name in use).
+    ///
+    /// ```no_run
+    /// # fn demo(client: actix_distributed_lock::LockClient) {
+    /// println!("{} locks in use", client.active_locks());
+    /// # }
+    /// ```
+    pub fn active_locks(&self) -> usize {
+        self.inner.node.actor_count()
+    }
+
+    /// How many holds the watchdog is keeping alive now.
+    ///
+    /// ```no_run
+    /// # fn demo(client: actix_distributed_lock::LockClient) {
+    /// assert_eq!(client.watched_holds(), 0);
+    /// # }
+    /// ```
+    pub fn watched_holds(&self) -> usize {
+        self.inner.node.watchdog.len()
+    }
+
+    /// Stops the client's actors now, for every clone: renewal ends (held locks expire at
+    /// their lease), waiters and later calls get [`LockError::Shutdown`].
+    ///
+    /// ```no_run
+    /// # fn demo(client: actix_distributed_lock::LockClient) {
+    /// client.shutdown();
+    /// # }
+    /// ```
+    pub fn shutdown(&self) {
+        if !self.inner.shut_down.swap(true, Ordering::SeqCst) {
+            tracing::debug!(client = %self.inner.id, "lock client shutting down");
+            self.inner.runtime.stop();
+        }
+    }
+
+    pub(crate) fn node(&self) -> Result<&Arc<Node>, LockError> {
+        if self.inner.shut_down.load(Ordering::SeqCst) {
+            return Err(LockError::Shutdown);
+        }
+        Ok(&self.inner.node)
+    }
+
+    /// Sends `msg` to the actor of `name`, once more to a fresh actor if that one had just
+    /// stopped.
+    pub(crate) async fn ask<M>(&self, name: &LockName, msg: M) -> Result<M::Result, LockError>
+    where
+        M: Message + Clone + Send + 'static,
+        M::Result: Send,
+        LockActor: Handler<M>,
+        <LockActor as actix::Actor>::Context: ToEnvelope<LockActor, M>,
+    {
+        for _ in 0..2 {
+            let node = self.node()?;
+            let actor = node.lock_actor(name);
+            match actor.send(msg.clone()).await {
+                Ok(reply) => return Ok(reply),
+                Err(MailboxError::Closed) => node.evict_actor(name, &actor),
+                Err(MailboxError::Timeout) => break,
+            }
+        }
+        Err(LockError::Shutdown)
+    }
+}

@@ -1,0 +1,124 @@
+//! Lock names and the Redis keys and channels derived from them (Redisson's layout).
+//!
+//! This is the only place that builds a key or channel name from a lock name.
+
+use crate::error::LockError;
+use std::sync::Arc;
+
+/// A validated lock name: non-empty, at most the configured length, no control characters.
+///
+/// The name is also the Redis key of the lock's hash, as in Redisson. Braces are kept as
+/// written: they are Redis Cluster hash tags.
+///
+/// # Example
+///
+/// ```
+/// use actix_distributed_lock::LockName;
+///
+/// let name = LockName::new("order:42", 4096).unwrap();
+/// assert_eq!(name.as_str(), "order:42");
+/// assert_eq!(name.unlock_channel(), "redisson_lock__channel:{order:42}");
+/// assert!(LockName::new("", 4096).is_err());
+/// assert!(LockName::new("a\nb", 4096).is_err());
+/// ```
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct LockName(Arc<str>);
+
+impl LockName {
+    /// Checks `name` and wraps it; `max_len` is in bytes.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockName;
+    /// assert!(LockName::new("x".repeat(65).as_str(), 64).is_err());
+    /// ```
+    pub fn new(name: &str, max_len: usize) -> Result<Self, LockError> {
+        if name.is_empty() {
+            return Err(LockError::InvalidName {
+                reason: "the name is empty".into(),
+            });
+        }
+        if name.len() > max_len {
+            return Err(LockError::InvalidName {
+                reason: format!(
+                    "`{}` is {} bytes long; the limit is {max_len} (see ClientConfig::max_name_len)",
+                    preview(name),
+                    name.len()
+                ),
+            });
+        }
+        if let Some(pos) = name.chars().position(char::is_control) {
+            return Err(LockError::InvalidName {
+                reason: format!(
+                    "`{}` has a control character at position {pos}",
+                    preview(name)
+                ),
+            });
+        }
+        Ok(LockName(Arc::from(name)))
+    }
+
+    /// The name as given, which is also the key of the lock's hash.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockName;
+    /// assert_eq!(LockName::new("a", 8).unwrap().as_str(), "a");
+    /// ```
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The channel on which unlocks of this lock are published (`0` wakes one waiter).
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockName;
+    /// let n = LockName::new("{tag}x", 64).unwrap();
+    /// assert_eq!(n.unlock_channel(), "redisson_lock__channel:{{tag}x}");
+    /// ```
+    pub fn unlock_channel(&self) -> String {
+        format!("redisson_lock__channel:{{{}}}", self.0)
+    }
+}
+
+impl LockName {
+    /// The counter that fencing tokens of this lock are drawn from (it never expires).
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockName;
+    /// let n = LockName::new("ledger", 64).unwrap();
+    /// assert_eq!(n.fencing_token_key(), "redisson_lock_token:{ledger}");
+    /// ```
+    pub fn fencing_token_key(&self) -> String {
+        format!("redisson_lock_token:{{{}}}", self.0)
+    }
+}
+
+impl std::fmt::Display for LockName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::fmt::Debug for LockName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LockName({:?})", &*self.0)
+    }
+}
+
+/// The start of a refused name, escaped, for an error message that must stay short.
+fn preview(name: &str) -> String {
+    const SHOWN: usize = 64;
+    let mut shown: String = name
+        .chars()
+        .take(SHOWN)
+        .flat_map(char::escape_debug)
+        .collect();
+    if name.chars().nth(SHOWN).is_some() {
+        shown.push('…');
+    }
+    shown
+}
+
+/// The message published on an unlock channel when a lock is freed (wakes one waiter).
+pub(crate) const UNLOCK_MESSAGE: &str = "0";
+/// The message published when a read lock is freed (wakes every waiter).
+pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";

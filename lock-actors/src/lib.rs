@@ -1,0 +1,87 @@
+//! The runtime of `actix-distributed-lock`: Redisson-compatible distributed locks as actix
+//! actors over Redis. Use it through the facade crate `actix-distributed-lock`, which
+//! re-exports everything here and adds the `#[distributed_lock]` attribute.
+//!
+//! # Which lock should I use?
+//!
+//! - **[`ReentrantLock`]** (from [`LockClient::lock`]) — the default. One holder at a time;
+//!   the same [`LockOwner`] may take it again. Held locks are kept alive by the watchdog and
+//!   expire on their own if the process dies. Same keys and channel as Redisson's `RLock`,
+//!   so Java services can lock the same resource.
+//! - Take it with a **fixed lease** ([`AcquireOptions::lease`]) when the work has a known
+//!   upper bound and you would rather the lock free itself than be renewed.
+//! - **A fenced lock** ([`LockClient::fenced_lock`]) when the protected storage can check a
+//!   number: every hold carries a strictly increasing [`LockGuard::fencing_token`].
+//! - Fair, read-write and fast non-reentrant locks, semaphores, MultiLock and RedLock are
+//!   planned (see the README's road map).
+//!
+//! # The pieces
+//!
+//! - [`LockClient`]: the handle you keep; one per process, cheap to clone.
+//! - [`LockActor`]: one per lock name in use; its messages ([`Acquire`], [`Release`],
+//!   [`Renew`], [`ForceRelease`], [`GetState`]) are the API for other actors.
+//! - [`LockGuard`]: one hold; releases on drop; [`LockGuard::lost`] tells you if the lock
+//!   was lost while you held it.
+//! - [`NodeSupervisor`]: owns the subscription connection of the node and reconnects it.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use actix_distributed_lock::LockClient;
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let client = LockClient::from_url("redis://127.0.0.1:6379/").await?;
+//!     let guard = client.lock("order:42")?.acquire().await?;
+//!     // ... pay the order exactly once ...
+//!     guard.unlock().await?;
+//!     Ok(())
+//! }
+//! ```
+
+mod client;
+mod config;
+mod error;
+mod keys;
+mod lock;
+#[doc(hidden)]
+pub mod macro_support;
+mod node;
+mod reentrant;
+mod runtime;
+#[cfg(feature = "web")]
+pub mod web;
+
+pub use client::LockClient;
+pub use config::ClientConfig;
+pub use error::{redact_url, LockError};
+pub use keys::LockName;
+#[doc(hidden)]
+pub use lock::Deferred;
+pub use lock::{
+    Acquire, AcquireFenced, ForceRelease, GetState, LockActor, LockGuard, LockOwner, LockState,
+    Release, Released, Renew,
+};
+pub use macro_support::{default_client, fencing_token, set_default_client};
+pub use node::NodeSupervisor;
+pub use reentrant::{AcquireOptions, ReentrantLock};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send_sync_static<T: Send + Sync + 'static>() {}
+    fn assert_send_static<T: Send + 'static>() {}
+
+    /// Pins the bounds users rely on: handles go into tasks, app_data and actor state.
+    #[test]
+    fn public_types_keep_their_bounds() {
+        assert_send_sync_static::<LockClient>();
+        assert_send_sync_static::<ReentrantLock>();
+        assert_send_sync_static::<LockGuard>();
+        assert_send_sync_static::<LockError>();
+        assert_send_sync_static::<LockOwner>();
+        assert_send_sync_static::<ClientConfig>();
+        assert_send_static::<actix::Addr<LockActor>>();
+    }
+}

@@ -1,0 +1,1029 @@
+use super::guard::HoldStatus;
+use super::guard::ReleaseHold;
+use super::reply::{Deferred, ReplySlot};
+use super::{
+    Acquire, AcquireFenced, ForceRelease, GetState, LockGuard, LockOwner, LockState, Release,
+    Released, Renew,
+};
+use crate::config::positive_millis;
+use crate::error::LockError;
+use crate::keys::{LockName, UNLOCK_MESSAGE};
+use crate::node::{Node, Subscribe, Unsubscribe, Wake};
+use crate::reentrant::{
+    read_state, ACQUIRE, FENCED_ACQUIRE, FORCE_UNLOCK, RECONCILE, RENEW, UNLOCK,
+};
+use actix::prelude::*;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Retry delay after a Redis error while waiting (the wait bound still applies).
+const ERROR_RETRY: Duration = Duration::from_millis(100);
+/// Poll period for a lock whose key has no expiry (never written by us or Redisson).
+const NO_TTL_POLL: Duration = Duration::from_secs(1);
+/// Why a holder ends normally (every other reason is a loss).
+const RELEASED: &str = "released";
+/// Waits longer than this are treated as this long (an `Instant` cannot reach further).
+const LONGEST_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
+/// How long to go without pub/sub after a failed SUBSCRIBE before trying again.
+const SUBSCRIBE_RETRY: Duration = Duration::from_secs(1);
+
+/// The actor of one lock name on one node: it takes, renews and releases the lock for every
+/// local owner, and queues local waiters in FIFO order.
+///
+/// Only the head of the local queue contends in Redis, so one process never stampedes a
+/// lock; it is woken by the unlock message on `redisson_lock__channel:{name}`, or by a timer
+/// at the holder's remaining lease if that message is lost. The actor lives while anyone
+/// holds its address (lock handles, guards) or it has holders or waiters, then stops.
+///
+/// Get its address with [`LockClient::lock_actor`](crate::LockClient::lock_actor) and send
+/// it [`Acquire`], [`Release`], [`Renew`], [`ForceRelease`] and [`GetState`].
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::{Acquire, LockClient, LockOwner};
+/// use std::time::Duration;
+///
+/// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// let actor = client.lock_actor("order:42")?;
+/// let owner = LockOwner::new();
+/// let outer = actor.send(Acquire { owner, lease: None, wait: Duration::from_secs(5) }).await??;
+/// let inner = actor.send(Acquire { owner, lease: None, wait: Duration::ZERO }).await??;
+/// drop(inner);
+/// outer.unlock().await?;
+/// # Ok(()) }
+/// ```
+pub struct LockActor {
+    node: Arc<Node>,
+    name: LockName,
+    channel: String,
+    id: u64,
+    holders: HashMap<LockOwner, Holder>,
+    waiters: VecDeque<Waiter>,
+    attempt_in_flight: bool,
+    /// An unlock was announced while an attempt was in flight: retry instead of sleeping.
+    wake_pending: bool,
+    sleep: Option<SpawnHandle>,
+    subscription: Subscription,
+    /// Our own address while we have holders or waiters, so nobody's dropped handle stops us.
+    keepalive: Option<Addr<LockActor>>,
+    next_hold: u64,
+    next_waiter: u64,
+    /// Holds Redis may count that we do not (a lost reply); settled before any new try.
+    reconciles: VecDeque<Reconcile>,
+    reconcile_in_flight: bool,
+    /// Why the last reconcile failed: what a waiter held up by it reports at its deadline.
+    reconcile_error: Option<LockError>,
+}
+
+/// One hold to check against Redis once it answers again.
+struct Reconcile {
+    owner: LockOwner,
+    lease: Duration,
+    /// Past this, the lease has run out in Redis anyway: nothing left to settle.
+    until: Instant,
+    /// An unlock waiting for this settlement to report: its reply and the holds left.
+    unlock: Option<(ReplySlot<Result<Released, LockError>>, u32)>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Subscription {
+    None { retry_after: Option<Instant> },
+    Pending,
+    Active,
+}
+
+struct Holder {
+    holds: Vec<Hold>,
+    status: watch::Sender<HoldStatus>,
+    watch_id: Option<u64>,
+    expiry: Option<SpawnHandle>,
+}
+
+struct Hold {
+    id: u64,
+    lease: Option<Duration>,
+}
+
+struct Waiter {
+    id: u64,
+    owner: LockOwner,
+    lease: Option<Duration>,
+    /// Draw a fencing token with the hold.
+    fenced: bool,
+    started: Instant,
+    deadline: Instant,
+    reply: ReplySlot<Result<LockGuard, LockError>>,
+    attempts: u32,
+    last_error: Option<LockError>,
+    /// A first try that got no answer is tried once more before failing: a connection that
+    /// dropped while idle fails its next command, and the connection manager reconnects.
+    retried: bool,
+    /// The deadline the caller asked for (a retry after a lost reply shortens `deadline`).
+    patience: Instant,
+    /// Armed only once the waiter has to wait: an uncontended acquire never needs it.
+    deadline_timer: Option<SpawnHandle>,
+}
+
+/// What one try found: `(None, token)` acquired (with a token when fenced), or
+/// `(Some(pttl), None)` held by another for `pttl` ms more.
+type Tried = (Option<i64>, Option<u64>);
+
+/// Reads an acquire script's reply; `None` for a reply no script of ours gives.
+fn tried(reply: redis::Value) -> Option<Tried> {
+    match reply {
+        redis::Value::Nil => Some((None, None)),
+        redis::Value::Int(pttl) => Some((Some(pttl), None)),
+        redis::Value::Array(items) => match items.first() {
+            Some(redis::Value::Int(token)) => Some((None, u64::try_from(*token).ok())),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+fn disarm(timer: Option<SpawnHandle>, ctx: &mut Context<LockActor>) {
+    if let Some(timer) = timer {
+        ctx.cancel_future(timer);
+    }
+}
+
+/// The watchdog found `owner`'s hold gone (sent by the watchdog).
+pub(crate) struct HoldLost {
+    pub(crate) owner: LockOwner,
+    pub(crate) watch_id: u64,
+}
+
+impl Message for HoldLost {
+    type Result = ();
+}
+
+impl LockActor {
+    pub(crate) fn new(node: Arc<Node>, name: LockName, id: u64) -> Self {
+        LockActor {
+            channel: name.unlock_channel(),
+            node,
+            name,
+            id,
+            holders: HashMap::new(),
+            waiters: VecDeque::new(),
+            attempt_in_flight: false,
+            wake_pending: false,
+            sleep: None,
+            subscription: Subscription::None { retry_after: None },
+            keepalive: None,
+            next_hold: 1,
+            next_waiter: 1,
+            reconciles: VecDeque::new(),
+            reconcile_in_flight: false,
+            reconcile_error: None,
+        }
+    }
+
+    fn watchdog_lease(&self) -> Duration {
+        self.node.config.watchdog_timeout
+    }
+
+    fn refresh_keepalive(&mut self, ctx: &mut Context<Self>) {
+        let busy = !self.holders.is_empty()
+            || !self.waiters.is_empty()
+            || self.attempt_in_flight
+            || !self.reconciles.is_empty();
+        if !busy {
+            self.keepalive = None;
+        } else if self.keepalive.is_none() {
+            self.keepalive = Some(ctx.address());
+        }
+    }
+
+    /// Lets the head of the queue contend, unless it already is.
+    ///
+    /// A head that is asleep (waiting for an unlock or its timer) is left alone; use
+    /// [`wake_head`](Self::wake_head) when there is news.
+    fn pump(&mut self, ctx: &mut Context<Self>) {
+        if self.attempt_in_flight
+            || self.subscription == Subscription::Pending
+            || self.sleep.is_some()
+        {
+            return;
+        }
+        self.settle_reconcile(ctx);
+        let now = Instant::now();
+        while let Some(head) = self.waiters.front() {
+            if head.reply.is_closed() {
+                if let Some(gone) = self.waiters.pop_front() {
+                    disarm(gone.deadline_timer, ctx);
+                }
+            } else if head.attempts > 0 && head.deadline <= now {
+                if let Some(late) = self.waiters.pop_front() {
+                    self.time_out(late, ctx);
+                }
+            } else {
+                break;
+            }
+        }
+        let Some(head) = self.waiters.front() else {
+            // An idle actor keeps no queue buffer (it is most of a held lock's footprint).
+            if self.waiters.capacity() > 0 {
+                self.waiters = VecDeque::new();
+            }
+            self.refresh_keepalive(ctx);
+            return;
+        };
+        if !self.holders.is_empty() && !self.holders.contains_key(&head.owner) {
+            // Another local owner holds it: Redis could only say "busy", and that owner's
+            // release (or loss) wakes the head here. Sleep at most its lease, in case the
+            // lock is lost without our hearing of it.
+            let (id, deadline) = (head.id, head.deadline);
+            let lease = self.longest_local_lease();
+            if let Some(head) = self.waiters.front_mut() {
+                head.attempts = head.attempts.max(1);
+            }
+            self.arm_deadline(id, ctx);
+            self.sleep_for(lease.min(deadline.saturating_duration_since(now)), ctx);
+            return;
+        }
+        if self.doubted(head.owner) {
+            // Its owner's count is being settled with Redis; try once that is done. Its own
+            // deadline still holds meanwhile (Redis may stay away longer than it waits).
+            let (id, error) = (head.id, self.reconcile_error.clone());
+            if let Some(head) = self.waiters.front_mut() {
+                head.attempts = head.attempts.max(1);
+                if head.last_error.is_none() {
+                    head.last_error = error;
+                }
+            }
+            self.arm_deadline(id, ctx);
+            self.sleep_for(ERROR_RETRY, ctx);
+            return;
+        }
+        if head.attempts > 0 {
+            if let Subscription::None { retry_after } = self.subscription {
+                if retry_after.is_none_or(|at| at <= now) {
+                    self.subscribe(ctx);
+                    return;
+                }
+            }
+        }
+        self.attempt(ctx);
+    }
+
+    /// The longest lease any local hold may still have in Redis.
+    fn longest_local_lease(&self) -> Duration {
+        self.holders
+            .values()
+            .flat_map(|holder| holder.holds.iter())
+            .map(|hold| hold.lease.unwrap_or(self.watchdog_lease()))
+            .max()
+            .unwrap_or(self.watchdog_lease())
+    }
+
+    /// A Redis call about `owner`'s hold failed without an answer: it may or may not have run.
+    /// Remember to compare Redis's count with ours once Redis answers again.
+    fn doubt(
+        &mut self,
+        owner: LockOwner,
+        lease: Duration,
+        unlock: Option<(ReplySlot<Result<Released, LockError>>, u32)>,
+        ctx: &mut Context<Self>,
+    ) {
+        tracing::debug!(lock = %self.name, owner = owner.id(), "reply lost; will reconcile");
+        self.reconciles.push_back(Reconcile {
+            owner,
+            lease,
+            until: Instant::now() + lease,
+            unlock,
+        });
+        self.refresh_keepalive(ctx);
+    }
+
+    /// Sends the oldest pending reconcile, unless one is under way. Tries of other owners go
+    /// on meanwhile; tries of its owner wait for it (it compares our count with Redis's).
+    fn settle_reconcile(&mut self, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        while self.reconciles.front().is_some_and(|r| r.until <= now) {
+            self.reconciles.pop_front();
+        }
+        if self.reconcile_in_flight {
+            return;
+        }
+        let Some(reconcile) = self.reconciles.front() else {
+            return;
+        };
+        let (owner, lease) = (reconcile.owner, reconcile.lease);
+        let counted = self.holders.get(&owner).map_or(0, |h| h.holds.len());
+        let mut invocation = RECONCILE.key(self.name.as_str());
+        invocation
+            .key(self.channel.as_str())
+            .arg(counted)
+            .arg(lease.as_millis() as u64)
+            .arg(self.node.owner_field(owner))
+            .arg(UNLOCK_MESSAGE);
+        self.reconcile_in_flight = true;
+        let request = self
+            .node
+            .commands
+            .clone()
+            .eval::<i64>(invocation, self.name.clone());
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            act.reconcile_in_flight = false;
+            match result {
+                Ok(undone) => {
+                    act.reconcile_error = None;
+                    let settled = act.reconciles.pop_front();
+                    if undone == 1 {
+                        tracing::info!(lock = %act.name, owner = owner.id(),
+                            "undid a hold whose reply was lost");
+                    }
+                    // Either way Redis now counts what we count: the unlock is done.
+                    if let Some((reply, holds)) = settled.and_then(|r| r.unlock) {
+                        let released = match holds {
+                            0 => Released::Unlocked,
+                            holds => Released::StillHeld { holds },
+                        };
+                        let _ = reply.send(Ok(released));
+                    }
+                    act.wake_head(ctx);
+                }
+                Err(error) => {
+                    act.reconcile_error = Some(error);
+                    ctx.run_later(ERROR_RETRY, |act, ctx| act.settle_reconcile(ctx));
+                }
+            }
+            act.refresh_keepalive(ctx);
+        }));
+    }
+
+    fn doubted(&self, owner: LockOwner) -> bool {
+        self.reconciles.iter().any(|r| r.owner == owner)
+    }
+
+    /// The lock may be free now (an unlock was heard, or the head changed): end the head's
+    /// sleep and let it try.
+    fn wake_head(&mut self, ctx: &mut Context<Self>) {
+        if let Some(sleep) = self.sleep.take() {
+            ctx.cancel_future(sleep);
+        }
+        self.pump(ctx);
+    }
+
+    /// Subscribes to the unlock channel before the head's second try, so no unlock between
+    /// the two tries goes unheard.
+    fn subscribe(&mut self, ctx: &mut Context<Self>) {
+        self.subscription = Subscription::Pending;
+        let request = self.node.supervisor.send(Subscribe {
+            channel: self.channel.clone(),
+            id: self.id,
+            subscriber: ctx.address().recipient::<Wake>().downgrade(),
+        });
+        ctx.spawn(request.into_actor(self).map(|reply, act, ctx| {
+            match reply {
+                Ok(Ok(())) => act.subscription = Subscription::Active,
+                failed => {
+                    tracing::warn!(lock = %act.name, ?failed,
+                        "cannot subscribe to unlock messages; polling at the lease until it works");
+                    act.subscription = Subscription::None {
+                        retry_after: Some(Instant::now() + SUBSCRIBE_RETRY),
+                    };
+                }
+            }
+            act.pump(ctx);
+        }));
+    }
+
+    fn attempt(&mut self, ctx: &mut Context<Self>) {
+        let Some(head) = self.waiters.front() else {
+            return;
+        };
+        let (id, owner, lease) = (head.id, head.owner, head.lease);
+        let lease_ms = lease.unwrap_or(self.watchdog_lease()).as_millis() as u64;
+        let mut invocation = if head.fenced {
+            let mut fenced = FENCED_ACQUIRE.key(self.name.as_str());
+            fenced.key(self.name.fencing_token_key());
+            fenced
+        } else {
+            ACQUIRE.key(self.name.as_str())
+        };
+        invocation.arg(lease_ms).arg(self.node.owner_field(owner));
+        self.attempt_in_flight = true;
+        self.wake_pending = false;
+        let sent = Instant::now();
+        let request = self
+            .node
+            .commands
+            .clone()
+            .eval::<redis::Value>(invocation, self.name.clone());
+        ctx.spawn(request.into_actor(self).map(move |reply, act, ctx| {
+            act.attempt_in_flight = false;
+            let result = reply.and_then(|reply| {
+                tried(reply).ok_or_else(|| LockError::Unavailable {
+                    node: act.node.commands.label().to_string(),
+                    reason: "unexpected reply to the acquire script".into(),
+                })
+            });
+            act.attempted(id, owner, lease, sent, result, ctx);
+            act.pump(ctx);
+            act.refresh_keepalive(ctx);
+        }));
+        self.refresh_keepalive(ctx);
+    }
+
+    fn attempted(
+        &mut self,
+        id: u64,
+        owner: LockOwner,
+        lease: Option<Duration>,
+        sent: Instant,
+        result: Result<Tried, LockError>,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Err(LockError::Unavailable { .. }) = result {
+            self.doubt(owner, lease.unwrap_or(self.watchdog_lease()), None, ctx);
+        }
+        let Some(pos) = self.waiters.iter().position(|w| w.id == id) else {
+            if let Ok((None, _)) = result {
+                // The asker gave up while its grant was on the way: give the hold back.
+                self.give_back(owner, lease, ctx);
+            }
+            return;
+        };
+        let now = Instant::now();
+        match result {
+            Ok((None, token)) => {
+                if let Some(waiter) = self.waiters.remove(pos) {
+                    self.grant(waiter, sent, token, ctx);
+                }
+            }
+            Ok((Some(pttl), _)) => {
+                let waiter = &mut self.waiters[pos];
+                waiter.attempts += 1;
+                waiter.last_error = None;
+                if waiter.retried && waiter.deadline != waiter.patience {
+                    // Redis answered: the caller's own wait applies again.
+                    waiter.deadline = waiter.patience;
+                    disarm(waiter.deadline_timer.take(), ctx);
+                }
+                if now >= waiter.deadline {
+                    if let Some(late) = self.waiters.remove(pos) {
+                        self.time_out(late, ctx);
+                    }
+                    return;
+                }
+                let until_deadline = waiter.deadline - now;
+                let will_subscribe = matches!(self.subscription,
+                    Subscription::None { retry_after } if retry_after.is_none_or(|at| at <= now));
+                self.arm_deadline(id, ctx);
+                if self.wake_pending || will_subscribe {
+                    return; // `pump` retries at once (after subscribing, if need be)
+                }
+                let ttl = u64::try_from(pttl)
+                    .map(Duration::from_millis)
+                    .unwrap_or(NO_TTL_POLL);
+                self.sleep_for(ttl.min(until_deadline), ctx);
+                tracing::trace!(lock = %self.name, owner = owner.id(), ?ttl, "waiting");
+            }
+            Err(error @ LockError::Unavailable { .. })
+                if self.waiters[pos].attempts == 0 && !self.waiters[pos].retried =>
+            {
+                // Once more, after the reconcile `doubt` queued (the try may have run).
+                // Bounded by a response timeout: Redis that stays away is reported fast.
+                let grace = self.node.config.response_timeout;
+                let waiter = &mut self.waiters[pos];
+                waiter.retried = true;
+                waiter.deadline = now + grace;
+                waiter.last_error = Some(error);
+                disarm(waiter.deadline_timer.take(), ctx);
+                self.arm_deadline(id, ctx);
+            }
+            Err(error) => {
+                let waiter = &mut self.waiters[pos];
+                let permanent = matches!(error, LockError::WrongType { .. });
+                if waiter.attempts == 0 || permanent || now >= waiter.deadline {
+                    if let Some(failed) = self.waiters.remove(pos) {
+                        disarm(failed.deadline_timer, ctx);
+                        tracing::debug!(lock = %self.name, %error, "acquire failed");
+                        let _ = failed.reply.send(Err(error));
+                    }
+                    return;
+                }
+                waiter.attempts += 1;
+                waiter.last_error = Some(error);
+                let pause = ERROR_RETRY.min(waiter.deadline - now);
+                self.arm_deadline(id, ctx);
+                self.sleep_for(pause, ctx);
+            }
+        }
+    }
+
+    /// Starts waiter `id`'s deadline timer, if it has none yet.
+    fn arm_deadline(&mut self, id: u64, ctx: &mut Context<Self>) {
+        let Some(waiter) = self.waiters.iter_mut().find(|w| w.id == id) else {
+            return;
+        };
+        if waiter.deadline_timer.is_none() {
+            let left = waiter.deadline.saturating_duration_since(Instant::now());
+            waiter.deadline_timer = Some(ctx.run_later(left, move |act, ctx| act.expire(id, ctx)));
+        }
+    }
+
+    fn sleep_for(&mut self, pause: Duration, ctx: &mut Context<Self>) {
+        if let Some(old) = self.sleep.take() {
+            ctx.cancel_future(old);
+        }
+        self.sleep = Some(ctx.run_later(pause, |act, ctx| {
+            act.sleep = None;
+            act.pump(ctx);
+        }));
+    }
+
+    fn time_out(&mut self, waiter: Waiter, ctx: &mut Context<Self>) {
+        disarm(waiter.deadline_timer, ctx);
+        let waited = waiter.started.elapsed();
+        let error = match waiter.last_error {
+            Some(unavailable @ LockError::Unavailable { .. }) => unavailable,
+            _ => LockError::Timeout {
+                name: self.name.to_string(),
+                waited,
+            },
+        };
+        tracing::debug!(lock = %self.name, owner = waiter.owner.id(), ?waited, "wait timed out");
+        let _ = waiter.reply.send(Err(error));
+    }
+
+    /// The deadline timer of waiter `id` fired.
+    fn expire(&mut self, id: u64, ctx: &mut Context<Self>) {
+        let Some(pos) = self.waiters.iter().position(|w| w.id == id) else {
+            return;
+        };
+        if pos == 0 && self.attempt_in_flight {
+            return; // its attempt's answer decides
+        }
+        if let Some(waiter) = self.waiters.remove(pos) {
+            self.time_out(waiter, ctx);
+        }
+        if pos == 0 {
+            self.wake_head(ctx); // the next waiter has not been asleep on its own timer
+        }
+        self.refresh_keepalive(ctx);
+    }
+
+    fn grant(
+        &mut self,
+        waiter: Waiter,
+        sent: Instant,
+        token: Option<u64>,
+        ctx: &mut Context<Self>,
+    ) {
+        disarm(waiter.deadline_timer, ctx);
+        let hold = self.next_hold;
+        self.next_hold += 1;
+        let owner = waiter.owner;
+        let address = ctx.address();
+        let holder = self.holders.entry(owner).or_insert_with(|| Holder {
+            holds: Vec::new(),
+            status: watch::channel(HoldStatus::Held).0,
+            watch_id: None,
+            expiry: None,
+        });
+        holder.holds.push(Hold {
+            id: hold,
+            lease: waiter.lease,
+        });
+        let status = holder.status.subscribe();
+        self.arm_lease_keeping(owner, sent, ctx);
+        tracing::debug!(lock = %self.name, owner = owner.id(), waited = ?waiter.started.elapsed(),
+            lease = ?waiter.lease, "acquired");
+        let guard = LockGuard::new(
+            address,
+            self.name.clone(),
+            owner,
+            hold,
+            waiter.lease,
+            status,
+        )
+        .with_token(token);
+        // An undelivered guard is dropped here, and its drop releases the hold.
+        let _ = waiter.reply.send(Ok(guard));
+    }
+
+    /// Keeps `owner`'s hold alive the way its holds ask: the watchdog while any hold has no
+    /// fixed lease, else a timer that reports the loss when the fixed lease runs out.
+    fn arm_lease_keeping(&mut self, owner: LockOwner, since: Instant, ctx: &mut Context<Self>) {
+        let watchdog_lease = self.watchdog_lease();
+        let field = self.node.owner_field(owner);
+        let Some(holder) = self.holders.get_mut(&owner) else {
+            return;
+        };
+        if let Some(expiry) = holder.expiry.take() {
+            ctx.cancel_future(expiry);
+        }
+        let watched = holder.holds.iter().any(|h| h.lease.is_none());
+        match (watched, holder.watch_id) {
+            (true, None) => {
+                holder.watch_id = Some(self.node.watchdog.register(
+                    self.name.clone(),
+                    field,
+                    owner,
+                    ctx.address().downgrade(),
+                    since + watchdog_lease,
+                ));
+            }
+            (true, Some(_)) => {}
+            (false, watch_id) => {
+                if let Some(id) = watch_id {
+                    self.node.watchdog.unregister(id);
+                    holder.watch_id = None;
+                }
+                let lease = holder
+                    .holds
+                    .last()
+                    .and_then(|h| h.lease)
+                    .unwrap_or(watchdog_lease);
+                let ends_in = (since + lease).saturating_duration_since(Instant::now());
+                holder.expiry = Some(ctx.run_later(ends_in, move |act, ctx| {
+                    act.lose(owner, "its fixed lease ran out", ctx);
+                }));
+            }
+        }
+    }
+
+    /// `owner` no longer holds the lock: tell its guards, stop keeping it alive.
+    fn lose(&mut self, owner: LockOwner, why: &str, ctx: &mut Context<Self>) {
+        if let Some(holder) = self.holders.remove(&owner) {
+            if let Some(id) = holder.watch_id {
+                self.node.watchdog.unregister(id);
+            }
+            if why == RELEASED {
+                holder.status.send_replace(HoldStatus::Released);
+            } else {
+                tracing::warn!(lock = %self.name, owner = owner.id(), why, "lock lost");
+                holder.status.send_replace(HoldStatus::Lost);
+            }
+            // A head that slept on this local holder may go now.
+            self.wake_head(ctx);
+        }
+    }
+
+    /// Releases a hold that was granted to a waiter who had already left.
+    fn give_back(&mut self, owner: LockOwner, lease: Option<Duration>, ctx: &mut Context<Self>) {
+        let lease = lease.unwrap_or(self.watchdog_lease());
+        let still_holds = self.holders.contains_key(&owner);
+        let request = self.unlock_request(owner, lease);
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            if let Err(error) = result {
+                tracing::warn!(lock = %act.name, %error,
+                    "could not give back an abandoned grant; it expires at its lease");
+            }
+            if !still_holds {
+                act.wake_head(ctx);
+            }
+        }));
+    }
+
+    fn unlock_request(
+        &self,
+        owner: LockOwner,
+        lease: Duration,
+    ) -> impl std::future::Future<Output = Result<Option<i64>, LockError>> + 'static {
+        let mut invocation = UNLOCK.key(self.name.as_str());
+        invocation
+            .key(self.channel.as_str())
+            .arg(UNLOCK_MESSAGE)
+            .arg(lease.as_millis() as u64)
+            .arg(self.node.owner_field(owner));
+        self.node
+            .commands
+            .clone()
+            .eval(invocation, self.name.clone())
+    }
+
+    fn release(
+        &mut self,
+        owner: LockOwner,
+        hold: Option<u64>,
+        ctx: &mut Context<Self>,
+    ) -> Deferred<Result<Released, LockError>> {
+        let not_owner = || {
+            Deferred::ready(Err(LockError::NotOwner {
+                name: self.name.to_string(),
+            }))
+        };
+        let Some(holder) = self.holders.get_mut(&owner) else {
+            return not_owner();
+        };
+        let pos = match hold {
+            Some(id) => holder.holds.iter().position(|h| h.id == id),
+            None => holder.holds.len().checked_sub(1),
+        };
+        let Some(pos) = pos else {
+            return not_owner();
+        };
+        holder.holds.remove(pos);
+        let remaining = holder.holds.len() as u32;
+        let lease = if holder.holds.iter().any(|h| h.lease.is_none()) {
+            self.watchdog_lease()
+        } else {
+            holder
+                .holds
+                .last()
+                .and_then(|h| h.lease)
+                .unwrap_or(self.watchdog_lease())
+        };
+        if remaining == 0 {
+            // Renewal stops here, before the unlock is even sent.
+            if let Some(holder) = self.holders.remove(&owner) {
+                if let Some(id) = holder.watch_id {
+                    self.node.watchdog.unregister(id);
+                }
+                if let Some(expiry) = holder.expiry {
+                    ctx.cancel_future(expiry);
+                }
+                holder.status.send_replace(HoldStatus::Released);
+            }
+        } else {
+            self.arm_lease_keeping(owner, Instant::now(), ctx);
+        }
+        let slot = ReplySlot::new();
+        let reply = slot.clone();
+        let request = self.unlock_request(owner, lease);
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            let outcome = match result {
+                Ok(None) => {
+                    act.lose(
+                        owner,
+                        "an unlock found it held by nobody or by another owner",
+                        ctx,
+                    );
+                    Err(LockError::NotOwner {
+                        name: act.name.to_string(),
+                    })
+                }
+                Ok(Some(0)) => Ok(Released::StillHeld { holds: remaining }),
+                Ok(Some(_)) => {
+                    act.lose(owner, RELEASED, ctx);
+                    tracing::debug!(lock = %act.name, owner = owner.id(), "released");
+                    act.wake_head(ctx);
+                    Ok(Released::Unlocked)
+                }
+                Err(error @ LockError::Unavailable { .. }) => {
+                    // The unlock may or may not have run: settle it with Redis and report
+                    // that, or report the error if Redis stays silent for a response timeout
+                    // (the settlement goes on; at worst the lock expires at its lease).
+                    tracing::warn!(lock = %act.name, %error, "unlock got no answer; settling it");
+                    act.doubt(owner, lease, Some((reply.clone(), remaining)), ctx);
+                    let give_up = reply.clone();
+                    ctx.run_later(act.node.config.response_timeout, move |_, _| {
+                        let _ = give_up.send(Err(error));
+                    });
+                    act.pump(ctx);
+                    act.refresh_keepalive(ctx);
+                    return;
+                }
+                Err(error) => Err(error),
+            };
+            let _ = reply.send(outcome);
+            act.refresh_keepalive(ctx);
+        }));
+        self.refresh_keepalive(ctx);
+        Deferred(slot)
+    }
+}
+
+impl Actor for LockActor {
+    type Context = Context<Self>;
+
+    /// Leaves the registry and stops, unless someone took our address from the registry
+    /// meanwhile: both happen under the registry's lock, so it never hands out a stopping
+    /// actor.
+    fn stopping(&mut self, ctx: &mut Context<Self>) -> Running {
+        if self
+            .node
+            .retire_actor(&self.name, self.id, || ctx.connected())
+        {
+            Running::Stop
+        } else {
+            Running::Continue
+        }
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        if self.subscription != (Subscription::None { retry_after: None }) {
+            self.node.supervisor.do_send(Unsubscribe {
+                channel: self.channel.clone(),
+                id: self.id,
+            });
+        }
+        for (_, holder) in self.holders.drain() {
+            if let Some(id) = holder.watch_id {
+                self.node.watchdog.unregister(id);
+            }
+        }
+    }
+}
+
+impl Handler<AcquireFenced> for LockActor {
+    type Result = Deferred<Result<LockGuard, LockError>>;
+
+    fn handle(&mut self, msg: AcquireFenced, ctx: &mut Context<Self>) -> Self::Result {
+        let plain = Acquire {
+            owner: msg.owner,
+            lease: msg.lease,
+            wait: msg.wait,
+        };
+        self.enqueue(plain, true, ctx)
+    }
+}
+
+impl Handler<Acquire> for LockActor {
+    type Result = Deferred<Result<LockGuard, LockError>>;
+
+    fn handle(&mut self, msg: Acquire, ctx: &mut Context<Self>) -> Self::Result {
+        self.enqueue(msg, false, ctx)
+    }
+}
+
+impl LockActor {
+    /// Queues an acquire (fenced or not) and lets the queue move.
+    fn enqueue(
+        &mut self,
+        msg: Acquire,
+        fenced: bool,
+        ctx: &mut Context<Self>,
+    ) -> Deferred<Result<LockGuard, LockError>> {
+        if let Some(lease) = msg.lease {
+            if let Err(error) =
+                positive_millis(&format!("the lease of lock `{}`", self.name), lease)
+            {
+                return Deferred::ready(Err(error));
+            }
+        }
+        let id = self.next_waiter;
+        self.next_waiter += 1;
+        let started = Instant::now();
+        let reply = ReplySlot::new();
+        let waiter = Waiter {
+            id,
+            owner: msg.owner,
+            lease: msg.lease,
+            fenced,
+            started,
+            deadline: started + msg.wait.min(LONGEST_WAIT),
+            reply: reply.clone(),
+            attempts: 0,
+            last_error: None,
+            retried: false,
+            patience: started + msg.wait.min(LONGEST_WAIT),
+            deadline_timer: None,
+        };
+        self.refresh_keepalive(ctx);
+        if self.holders.contains_key(&msg.owner) {
+            // Re-entry never queues behind other owners (that would deadlock).
+            self.waiters.push_front(waiter);
+            self.wake_head(ctx);
+        } else {
+            let tries_now =
+                self.waiters.is_empty() && !self.attempt_in_flight && self.sleep.is_none();
+            self.waiters.push_back(waiter);
+            if !tries_now {
+                self.arm_deadline(id, ctx);
+            }
+            self.pump(ctx);
+        }
+        Deferred(reply)
+    }
+}
+
+impl Handler<ReleaseHold> for LockActor {
+    type Result = Deferred<Result<Released, LockError>>;
+
+    fn handle(&mut self, msg: ReleaseHold, ctx: &mut Context<Self>) -> Self::Result {
+        self.release(msg.owner, Some(msg.hold), ctx)
+    }
+}
+
+impl Handler<Release> for LockActor {
+    type Result = Deferred<Result<Released, LockError>>;
+
+    fn handle(&mut self, msg: Release, ctx: &mut Context<Self>) -> Self::Result {
+        self.release(msg.owner, None, ctx)
+    }
+}
+
+impl Handler<Renew> for LockActor {
+    type Result = Deferred<Result<bool, LockError>>;
+
+    fn handle(&mut self, msg: Renew, ctx: &mut Context<Self>) -> Self::Result {
+        let lease_ms =
+            match positive_millis(&format!("the lease of lock `{}`", self.name), msg.lease) {
+                Ok(ms) => ms,
+                Err(error) => return Deferred::ready(Err(error)),
+            };
+        let mut invocation = RENEW.key(self.name.as_str());
+        invocation
+            .arg(lease_ms)
+            .arg(self.node.owner_field(msg.owner));
+        let sent = Instant::now();
+        let request = self
+            .node
+            .commands
+            .clone()
+            .eval::<Vec<i64>>(invocation, self.name.clone());
+        let slot = ReplySlot::new();
+        let reply = slot.clone();
+        let owner = msg.owner;
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            let outcome = result.map(|renewed| renewed.first() == Some(&1));
+            match outcome {
+                Ok(true) => {
+                    if let Some(holder) = act.holders.get_mut(&owner) {
+                        if let Some(last) = holder.holds.last_mut() {
+                            if last.lease.is_some() {
+                                last.lease = Some(msg.lease);
+                            }
+                        }
+                        act.arm_lease_keeping(owner, sent, ctx);
+                    }
+                }
+                Ok(false) => act.lose(owner, "a renewal found it gone", ctx),
+                Err(_) => {}
+            }
+            let _ = reply.send(outcome);
+        }));
+        Deferred(slot)
+    }
+}
+
+impl Handler<ForceRelease> for LockActor {
+    type Result = Deferred<Result<bool, LockError>>;
+
+    fn handle(&mut self, _: ForceRelease, ctx: &mut Context<Self>) -> Self::Result {
+        let mut invocation = FORCE_UNLOCK.key(self.name.as_str());
+        invocation.key(self.channel.as_str()).arg(UNLOCK_MESSAGE);
+        let request = self
+            .node
+            .commands
+            .clone()
+            .eval::<i64>(invocation, self.name.clone());
+        let slot = ReplySlot::new();
+        let reply = slot.clone();
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            let outcome = result.map(|deleted| deleted == 1);
+            if outcome == Ok(true) {
+                tracing::warn!(lock = %act.name, "force-unlocked");
+                let owners: Vec<LockOwner> = act.holders.keys().copied().collect();
+                for owner in owners {
+                    act.lose(owner, "it was force-unlocked", ctx);
+                }
+                act.wake_head(ctx);
+            }
+            let _ = reply.send(outcome);
+            act.refresh_keepalive(ctx);
+        }));
+        Deferred(slot)
+    }
+}
+
+impl Handler<GetState> for LockActor {
+    type Result = ResponseFuture<Result<LockState, LockError>>;
+
+    fn handle(&mut self, msg: GetState, _: &mut Context<Self>) -> Self::Result {
+        let field = msg.owner.map(|owner| self.node.owner_field(owner));
+        Box::pin(read_state(
+            self.node.commands.clone(),
+            self.name.clone(),
+            field,
+        ))
+    }
+}
+
+impl Handler<Wake> for LockActor {
+    type Result = ();
+
+    fn handle(&mut self, wake: Wake, ctx: &mut Context<Self>) {
+        tracing::trace!(lock = %self.name, read_unlock = wake.all, "woken");
+        if self.attempt_in_flight || self.subscription == Subscription::Pending {
+            self.wake_pending = true;
+        }
+        self.wake_head(ctx);
+    }
+}
+
+impl Handler<HoldLost> for LockActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: HoldLost, ctx: &mut Context<Self>) {
+        let current = self
+            .holders
+            .get(&msg.owner)
+            .is_some_and(|h| h.watch_id == Some(msg.watch_id));
+        if current {
+            if let Some(holder) = self.holders.get_mut(&msg.owner) {
+                holder.watch_id = None; // the watchdog already dropped the entry
+            }
+            self.lose(msg.owner, "the watchdog found it gone", ctx);
+            self.refresh_keepalive(ctx);
+        }
+    }
+}

@@ -1,0 +1,244 @@
+use super::{Acquire, AcquireFenced, LockActor, LockOwner, Released};
+use crate::error::LockError;
+use crate::keys::LockName;
+use actix::Addr;
+use std::future::Future;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Proof that one hold of a lock is yours; the hold ends when the guard is released or dropped.
+///
+/// - [`unlock`](LockGuard::unlock) releases and reports how it went.
+/// - Dropping the guard releases in the background (so `?`, early returns and panics release
+///   too); the outcome is logged with `tracing`.
+/// - [`lost`](LockGuard::lost) resolves if the lock is lost while you hold it (the watchdog
+///   found it gone, its fixed lease ran out, or it was force-released); stop the protected
+///   work then.
+///
+/// The guard keeps its lock's actor alive, not the client: when the client shuts down,
+/// renewals stop and the lock expires at its lease.
+///
+/// # Example
+///
+/// ```no_run
+/// # use actix_distributed_lock::LockClient;
+/// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// let guard = client.lock("invoice:17")?.acquire().await?;
+/// tokio::select! {
+///     _ = guard.lost() => eprintln!("lock lost; abandoning the invoice"),
+///     _ = async { /* protected work */ } => {}
+/// }
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping the guard releases the lock at once; keep it for as long as the work needs the lock"]
+pub struct LockGuard {
+    actor: Addr<LockActor>,
+    name: LockName,
+    owner: LockOwner,
+    hold: u64,
+    lease: Option<Duration>,
+    status: watch::Receiver<HoldStatus>,
+    released: bool,
+    token: Option<u64>,
+}
+
+impl LockGuard {
+    pub(crate) fn new(
+        actor: Addr<LockActor>,
+        name: LockName,
+        owner: LockOwner,
+        hold: u64,
+        lease: Option<Duration>,
+        status: watch::Receiver<HoldStatus>,
+    ) -> Self {
+        LockGuard {
+            actor,
+            name,
+            owner,
+            hold,
+            lease,
+            status,
+            released: false,
+            token: None,
+        }
+    }
+
+    pub(crate) fn with_token(mut self, token: Option<u64>) -> Self {
+        self.token = token;
+        self
+    }
+
+    /// The fencing token of this hold, for a fenced acquisition (`None` otherwise).
+    ///
+    /// Tokens of one lock name strictly increase with every fenced acquisition. Send the
+    /// token with every write to the protected storage and have the storage refuse a token
+    /// lower than the highest it has seen: a holder that lost its lock during a pause is then
+    /// refused, even if it does not know yet.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = client.fenced_lock("ledger")?.acquire().await?;
+    /// let token = guard.fencing_token().expect("fenced");
+    /// // storage.write_if_newer(token, ...)
+    /// # Ok(()) }
+    /// ```
+    pub fn fencing_token(&self) -> Option<u64> {
+        self.token
+    }
+
+    /// The lock's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = client.lock("a")?.acquire().await?;
+    /// assert_eq!(guard.name(), "a");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    /// The owner this hold belongs to; acquire again with it to re-enter.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = client.lock("a")?.acquire().await?;
+    /// let owner = guard.owner();
+    /// # Ok(()) }
+    /// ```
+    pub fn owner(&self) -> LockOwner {
+        self.owner
+    }
+
+    /// Releases this hold. Returns [`Released::Unlocked`] when it was the last one.
+    ///
+    /// Errors: [`LockError::NotOwner`] when the lock was lost or its lease ran out before
+    /// the unlock (nothing is changed in Redis); [`LockError::Unavailable`] when Redis did not
+    /// answer (the lock then expires at its lease; renewal has already stopped).
+    ///
+    /// # Cancel safety
+    ///
+    /// The release is sent before the first `.await` point completes; dropping the future
+    /// after that only loses the report, not the release.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = client.lock("a")?.acquire().await?;
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn unlock(mut self) -> Result<Released, LockError> {
+        self.released = true;
+        let request = self.actor.send(ReleaseHold {
+            owner: self.owner,
+            hold: self.hold,
+        });
+        request.await.map_err(|_| LockError::Shutdown)?
+    }
+
+    /// Takes the lock again for the same owner (a nested hold), with this guard's lease kind.
+    ///
+    /// Succeeds at once while this guard still holds the lock; if it was lost meanwhile this
+    /// waits like any acquire, for at most `wait`.
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let outer = client.lock("a")?.acquire().await?;
+    /// let inner = outer.reenter(Duration::ZERO).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn reenter(&self, wait: Duration) -> Result<LockGuard, LockError> {
+        let (owner, lease) = (self.owner, self.lease);
+        let reply = if self.token.is_some() {
+            self.actor.send(AcquireFenced { owner, lease, wait }).await
+        } else {
+            self.actor.send(Acquire { owner, lease, wait }).await
+        };
+        reply.map_err(|_| LockError::Shutdown)?
+    }
+
+    /// Resolves when the lock is lost while this guard holds it. It also resolves when the
+    /// client shuts down, since nothing keeps the lock alive after that. After a normal
+    /// release it never resolves.
+    ///
+    /// The future does not borrow the guard: it can be moved into another task.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = client.lock("a")?.acquire().await?;
+    /// let lost = guard.lost();
+    /// tokio::spawn(async move { lost.await; eprintln!("lost it") });
+    /// # Ok(()) }
+    /// ```
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut status = self.status.clone();
+        async move {
+            // An error means the actor is gone (the client shut down) and nothing renews.
+            let ended = status
+                .wait_for(|s| *s != HoldStatus::Held)
+                .await
+                .map(|s| *s);
+            if ended.unwrap_or(HoldStatus::Lost) == HoldStatus::Released {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// True once the lock is known to be lost (see [`lost`](LockGuard::lost)).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = client.lock("a")?.acquire().await?;
+    /// assert!(!guard.is_lost());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        match *self.status.borrow() {
+            HoldStatus::Lost => true,
+            HoldStatus::Released => false,
+            HoldStatus::Held => self.status.has_changed().is_err(),
+        }
+    }
+}
+
+impl std::fmt::Debug for LockGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockGuard")
+            .field("name", &self.name)
+            .field("owner", &self.owner)
+            .field("hold", &self.hold)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+impl Drop for LockGuard {
+    fn drop(&mut self) {
+        if !self.released {
+            self.actor.do_send(ReleaseHold {
+                owner: self.owner,
+                hold: self.hold,
+            });
+        }
+    }
+}
+
+/// Release the hold a guard stands for (sent by the guard itself).
+pub(crate) struct ReleaseHold {
+    pub(crate) owner: LockOwner,
+    pub(crate) hold: u64,
+}
+
+impl actix::Message for ReleaseHold {
+    type Result = Result<Released, LockError>;
+}
+
+/// Where a holder's holds stand, as its guards see it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum HoldStatus {
+    Held,
+    Released,
+    Lost,
+}

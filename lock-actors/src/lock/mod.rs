@@ -1,0 +1,224 @@
+//! The lock actor, its messages, the guard a holder keeps, owners, and the watchdog.
+
+mod actor;
+mod guard;
+mod owner;
+mod reply;
+pub(crate) mod watchdog;
+
+pub use actor::LockActor;
+pub use guard::LockGuard;
+pub use owner::with_task_owner;
+pub use owner::LockOwner;
+pub use reply::Deferred;
+
+use crate::error::LockError;
+use actix::Message;
+use std::time::Duration;
+
+/// Ask a [`LockActor`] for the lock: reentrant for `owner`, waiting at most `wait`.
+///
+/// `lease: None` takes the lock with the watchdog (renewed while held); `Some(d)` takes it
+/// for exactly `d`, with no renewal. The reply is a [`LockGuard`]; dropping it releases.
+///
+/// # Cancel safety
+///
+/// Dropping the `send` future withdraws the request: a queued request leaves the queue, and a
+/// grant that arrives after the drop is released at once.
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::{Acquire, LockClient, LockOwner};
+/// use std::time::Duration;
+///
+/// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// let actor = client.lock_actor("job:nightly")?;
+/// let guard = actor
+///     .send(Acquire { owner: LockOwner::new(), lease: None, wait: Duration::from_secs(1) })
+///     .await??;
+/// guard.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Acquire {
+    /// Who is taking the lock; the same owner may take it again (reentrancy).
+    pub owner: LockOwner,
+    /// `None`: watchdog lease, renewed while held. `Some(d)`: fixed lease `d`, never renewed.
+    pub lease: Option<Duration>,
+    /// How long to wait for a busy lock; `Duration::ZERO` tries once.
+    pub wait: Duration,
+}
+
+impl Message for Acquire {
+    type Result = Result<LockGuard, LockError>;
+}
+
+/// [`Acquire`], and draw a fencing token for the hold: [`LockGuard::fencing_token`] is
+/// strictly greater than the token of every earlier hold of this lock name.
+///
+/// # Cancel safety
+///
+/// As [`Acquire`].
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::{AcquireFenced, LockClient, LockOwner};
+/// use std::time::Duration;
+///
+/// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// let actor = client.lock_actor("ledger")?;
+/// let guard = actor
+///     .send(AcquireFenced { owner: LockOwner::new(), lease: None, wait: Duration::from_secs(1) })
+///     .await??;
+/// let token = guard.fencing_token().expect("fenced holds carry a token");
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcquireFenced {
+    /// Who is taking the lock; the same owner may take it again (reentrancy).
+    pub owner: LockOwner,
+    /// `None`: watchdog lease, renewed while held. `Some(d)`: fixed lease `d`, never renewed.
+    pub lease: Option<Duration>,
+    /// How long to wait for a busy lock; `Duration::ZERO` tries once.
+    pub wait: Duration,
+}
+
+impl Message for AcquireFenced {
+    type Result = Result<LockGuard, LockError>;
+}
+
+/// Release one hold of `owner` (the most recent one), as Redisson's `unlock()` does.
+///
+/// Replies [`Released`], or [`LockError::NotOwner`] when the owner holds nothing here.
+/// A [`LockGuard`] whose hold was released this way does nothing more when dropped.
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::{Acquire, LockClient, LockOwner, Release, Released};
+/// use std::time::Duration;
+///
+/// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// let actor = client.lock_actor("job:nightly")?;
+/// let owner = LockOwner::new();
+/// let guard = actor.send(Acquire { owner, lease: None, wait: Duration::ZERO }).await??;
+/// assert_eq!(actor.send(Release { owner }).await??, Released::Unlocked);
+/// drop(guard); // already released: nothing is sent
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Release {
+    /// The owner whose newest hold is released.
+    pub owner: LockOwner,
+}
+
+impl Message for Release {
+    type Result = Result<Released, LockError>;
+}
+
+/// Extend `owner`'s hold to `lease` from now, as one renewal of the watchdog would.
+///
+/// Replies `true` when renewed, `false` when the owner no longer holds the lock in Redis.
+/// Useful for holds taken with a fixed lease that need more time.
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::{Acquire, LockClient, LockOwner, Renew};
+/// use std::time::Duration;
+///
+/// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// let actor = client.lock_actor("report")?;
+/// let owner = LockOwner::new();
+/// let lease = Some(Duration::from_secs(5));
+/// let _guard = actor.send(Acquire { owner, lease, wait: Duration::ZERO }).await??;
+/// assert!(actor.send(Renew { owner, lease: Duration::from_secs(5) }).await??);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Renew {
+    /// The holder to renew.
+    pub owner: LockOwner,
+    /// The new lease, from now.
+    pub lease: Duration,
+}
+
+impl Message for Renew {
+    type Result = Result<bool, LockError>;
+}
+
+/// Delete the lock whoever holds it and wake a waiter. Replies whether a lock was there.
+///
+/// Local holders of the lock are told it is lost.
+///
+/// # Example
+///
+/// ```no_run
+/// # use actix_distributed_lock::{ForceRelease, LockClient};
+/// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// let was_locked = client.lock_actor("stuck:lock")?.send(ForceRelease).await??;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ForceRelease;
+
+impl Message for ForceRelease {
+    type Result = Result<bool, LockError>;
+}
+
+/// Read the lock's state in Redis: held or not, remaining lease, `owner`'s hold count.
+///
+/// # Example
+///
+/// ```no_run
+/// # use actix_distributed_lock::{GetState, LockClient, LockOwner};
+/// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// let state = client.lock_actor("order:7")?.send(GetState { owner: Some(LockOwner::new()) }).await??;
+/// println!("locked: {}, ttl: {:?}, mine: {}", state.locked, state.ttl, state.hold_count);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GetState {
+    /// Whose hold count to read; `None` reads 0.
+    pub owner: Option<LockOwner>,
+}
+
+impl Message for GetState {
+    type Result = Result<LockState, LockError>;
+}
+
+/// What [`GetState`] reads from Redis.
+///
+/// ```
+/// # use actix_distributed_lock::LockState;
+/// let free = LockState { locked: false, ttl: None, hold_count: 0 };
+/// assert!(!free.locked);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LockState {
+    /// Somebody (anybody) holds the lock.
+    pub locked: bool,
+    /// The remaining lease; `None` when free (or, never for our locks, without expiry).
+    pub ttl: Option<Duration>,
+    /// How many holds the asked owner has (0 when not asked).
+    pub hold_count: u32,
+}
+
+/// The outcome of a successful release.
+///
+/// ```
+/// # use actix_distributed_lock::Released;
+/// assert_ne!(Released::Unlocked, Released::StillHeld { holds: 1 });
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Released {
+    /// That was the last hold: the lock is free and a waiter was woken.
+    Unlocked,
+    /// The owner re-entered the lock and still holds it `holds` times.
+    StillHeld {
+        /// Holds the owner still has.
+        holds: u32,
+    },
+}

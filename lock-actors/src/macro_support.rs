@@ -1,0 +1,143 @@
+//! What `#[distributed_lock]` expands to calls: kept here so the expansion stays small.
+//! Not a public API: names and signatures may change in any release.
+
+use crate::client::LockClient;
+use crate::error::LockError;
+use crate::lock::{LockGuard, LockOwner};
+use crate::reentrant::AcquireOptions;
+use std::future::Future;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+pub use crate::lock::with_task_owner;
+
+static DEFAULT_CLIENT: RwLock<Option<LockClient>> = RwLock::new(None);
+
+/// Makes `client` the one `#[distributed_lock]` uses outside actix-web handlers when no
+/// `client = …` is given. Returns the client it replaces.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), actix_distributed_lock::LockError> {
+/// use actix_distributed_lock::{set_default_client, LockClient};
+/// set_default_client(LockClient::from_url("redis://127.0.0.1/").await?);
+/// # Ok(()) }
+/// ```
+pub fn set_default_client(client: LockClient) -> Option<LockClient> {
+    let mut slot = DEFAULT_CLIENT.write().unwrap_or_else(|p| p.into_inner());
+    slot.replace(client)
+}
+
+/// The client set by [`set_default_client`], if any.
+///
+/// ```
+/// # use actix_distributed_lock::default_client;
+/// if default_client().is_none() { /* pass `client = …` to the attribute */ }
+/// ```
+pub fn default_client() -> Option<LockClient> {
+    DEFAULT_CLIENT
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+}
+
+/// Whatever `client = …` may name: a client, a reference to one, or a shared one.
+pub trait AsLockClient {
+    /// The client.
+    fn as_lock_client(&self) -> &LockClient;
+}
+
+impl AsLockClient for LockClient {
+    fn as_lock_client(&self) -> &LockClient {
+        self
+    }
+}
+
+impl<T: AsLockClient + ?Sized> AsLockClient for &T {
+    fn as_lock_client(&self) -> &LockClient {
+        (**self).as_lock_client()
+    }
+}
+
+impl<T: AsLockClient + ?Sized> AsLockClient for Arc<T> {
+    fn as_lock_client(&self) -> &LockClient {
+        (**self).as_lock_client()
+    }
+}
+
+/// The default client, or an error that says how to provide one.
+pub fn require_default_client() -> Result<LockClient, LockError> {
+    default_client().ok_or_else(|| {
+        LockError::invalid_config(
+            "#[distributed_lock] has no client: pass `client = …` or call set_default_client()",
+        )
+    })
+}
+
+/// Takes lock `name` for `owner` as the attribute's options say.
+pub async fn acquire(
+    client: &LockClient,
+    name: &str,
+    owner: LockOwner,
+    wait: Option<Duration>,
+    lease: Option<Duration>,
+    fenced: bool,
+) -> Result<LockGuard, LockError> {
+    let mut options = AcquireOptions::new().owner(owner);
+    if let Some(wait) = wait {
+        options = options.wait(wait);
+    }
+    if let Some(lease) = lease {
+        options = options.lease(lease);
+    }
+    let lock = if fenced {
+        client.fenced_lock(name)?
+    } else {
+        client.lock(name)?
+    };
+    lock.acquire_with(options).await
+}
+
+/// Releases after the body finished normally; an unlock that fails is logged, not raised:
+/// the body's result stands, and the lock expires at its lease.
+pub async fn release(guard: LockGuard) {
+    let name = guard.name().to_string();
+    if let Err(error) = guard.unlock().await {
+        tracing::warn!(lock = %name, %error, "unlock after #[distributed_lock] body failed");
+    }
+}
+
+tokio::task_local! {
+    static FENCING_TOKEN: Option<u64>;
+}
+
+/// The fencing token of the innermost `#[distributed_lock(…, kind = fenced)]` call running in
+/// this task, or `None` outside one (or for an unfenced lock).
+///
+/// ```no_run
+/// use actix_distributed_lock::{distributed_lock, fencing_token, LockClient, LockError};
+///
+/// #[distributed_lock("ledger:<id>", client = client, kind = fenced)]
+/// async fn post_entry(client: &LockClient, id: u64) -> Result<u64, LockError> {
+///     let token = fencing_token().expect("inside a fenced lock");
+///     // ledger.write_if_newer(id, token, …)
+///     Ok(token)
+/// }
+/// ```
+pub fn fencing_token() -> Option<u64> {
+    FENCING_TOKEN.try_with(|token| *token).ok().flatten()
+}
+
+/// Runs the moved body with `token` as the task's current fencing token.
+pub async fn with_fencing_token<F: Future>(token: Option<u64>, body: F) -> F::Output {
+    FENCING_TOKEN.scope(token, body).await
+}
+
+/// Pins the output type of the moved body, so `?` inside it knows its error type.
+pub fn typed<T, F: Future<Output = T>>(body: F) -> F {
+    body
+}
+
+/// Milliseconds to a `Duration` (the attribute parses durations at compile time).
+pub const fn millis(ms: u64) -> Duration {
+    Duration::from_millis(ms)
+}

@@ -1,0 +1,464 @@
+//! One Redis node: its command connection, its subscription connection (owned by the
+//! `NodeSupervisor` actor), its watchdog, and the registry of its lock actors.
+
+use crate::config::ClientConfig;
+use crate::error::{redact_url, LockError};
+use crate::keys::LockName;
+use crate::lock::watchdog::{WatchRegistry, Watchdog};
+use crate::lock::{LockActor, LockOwner};
+use crate::runtime::ActorRuntime;
+use actix::prelude::*;
+use actix::{WeakAddr, WeakRecipient};
+use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink};
+use redis::{FromRedisValue, ScriptInvocation};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Sends commands to one node, each bounded by the response timeout.
+///
+/// A clone shares the one multiplexed connection: concurrent commands pipeline on it.
+#[derive(Clone)]
+pub(crate) struct Commands {
+    conn: ConnectionManager,
+    timeout: Duration,
+    label: Arc<str>,
+}
+
+impl Commands {
+    /// Runs a script about lock `name`; Redis errors become [`LockError`]s.
+    ///
+    /// The connection manager bounds every request by the response timeout (and a
+    /// reconnect by the connect timeout, tried twice), so no extra timer is armed here:
+    /// on the hot path that timer cost more than the actor hops.
+    pub(crate) async fn eval<T: FromRedisValue>(
+        mut self,
+        invocation: ScriptInvocation<'static>,
+        name: LockName,
+    ) -> Result<T, LockError> {
+        let reply = invocation.invoke_async(&mut self.conn).await;
+        reply.map_err(|err| self.error(&err, &name))
+    }
+
+    /// Runs a plain command (or pipeline) about lock `name`.
+    pub(crate) async fn query<T: FromRedisValue>(
+        mut self,
+        pipe: redis::Pipeline,
+        name: LockName,
+    ) -> Result<T, LockError> {
+        let reply = pipe.query_async(&mut self.conn).await;
+        reply.map_err(|err| self.error(&err, &name))
+    }
+
+    fn error(&self, err: &redis::RedisError, name: &LockName) -> LockError {
+        if err.is_timeout() {
+            self.no_answer()
+        } else {
+            LockError::from_redis(err, name.as_str(), &self.label)
+        }
+    }
+
+    fn no_answer(&self) -> LockError {
+        LockError::Unavailable {
+            node: self.label.to_string(),
+            reason: format!("no answer within the response timeout ({:?})", self.timeout),
+        }
+    }
+
+    pub(crate) fn label(&self) -> &str {
+        &self.label
+    }
+}
+
+/// Everything a lock actor needs to know about its node. Shared, immutable but for the
+/// registry and the watch list.
+pub(crate) struct Node {
+    pub(crate) commands: Commands,
+    pub(crate) supervisor: Addr<NodeSupervisor>,
+    pub(crate) watchdog: Arc<WatchRegistry>,
+    pub(crate) config: Arc<ClientConfig>,
+    client_id: Arc<str>,
+    arbiter: actix_rt::ArbiterHandle,
+    registry: Mutex<HashMap<LockName, (u64, WeakAddr<LockActor>)>>,
+    next_actor: AtomicU64,
+    _watchdog_actor: Addr<Watchdog>,
+}
+
+impl Node {
+    /// Connects to the node and starts its supervisor and watchdog on the client's thread.
+    pub(crate) async fn connect(
+        config: Arc<ClientConfig>,
+        client_id: Arc<str>,
+        runtime: &ActorRuntime,
+    ) -> Result<Arc<Node>, LockError> {
+        let label: Arc<str> = redact_url(&config.url).into();
+        let client = redis::Client::open(config.url.as_str()).map_err(|e| {
+            // The kind only: the error text may quote the URL, password and all.
+            LockError::invalid_config(format!("cannot use Redis URL {label}: {:?}", e.kind()))
+        })?;
+        let arbiter = runtime.arbiter().clone();
+        let setup_config = config.clone();
+        let setup_label = label.clone();
+        let (commands, supervisor, watchdog, watchdog_actor) = runtime
+            .run(async move {
+                let manager_config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(setup_config.connect_timeout))
+                    .set_response_timeout(Some(setup_config.response_timeout))
+                    .set_number_of_retries(1)
+                    .set_max_delay(Duration::from_millis(200));
+                let connecting = ConnectionManager::new_with_config(client.clone(), manager_config);
+                let conn =
+                    match tokio::time::timeout(setup_config.connect_timeout, connecting).await {
+                        Ok(Ok(conn)) => conn,
+                        Ok(Err(e)) => {
+                            return Err(LockError::from_redis(&e, "", &setup_label));
+                        }
+                        Err(_) => {
+                            return Err(LockError::Unavailable {
+                                node: setup_label.to_string(),
+                                reason: format!(
+                                    "no connection within the connect timeout ({:?})",
+                                    setup_config.connect_timeout
+                                ),
+                            })
+                        }
+                    };
+                let mut conn = conn;
+                crate::reentrant::preload_scripts(&mut conn).await;
+                let commands = Commands {
+                    conn,
+                    timeout: setup_config.response_timeout,
+                    label: setup_label.clone(),
+                };
+                let supervisor_client = client.clone();
+                let supervisor_label = setup_label.clone();
+                let supervisor_config = setup_config.clone();
+                let supervisor = Supervisor::start(move |_| {
+                    NodeSupervisor::new(supervisor_client, supervisor_label, &supervisor_config)
+                });
+                let watchdog = Arc::new(WatchRegistry::default());
+                let watchdog_actor = Watchdog::new(
+                    watchdog.clone(),
+                    commands.clone(),
+                    setup_config.watchdog_timeout,
+                    setup_config.renew_interval(),
+                )
+                .start();
+                Ok((commands, supervisor, watchdog, watchdog_actor))
+            })
+            .await??;
+        Ok(Arc::new(Node {
+            commands,
+            supervisor,
+            watchdog,
+            config,
+            client_id,
+            arbiter,
+            registry: Mutex::new(HashMap::new()),
+            next_actor: AtomicU64::new(1),
+            _watchdog_actor: watchdog_actor,
+        }))
+    }
+
+    /// The hash field that stands for `owner` in Redis: `<client-uuid>:<owner-id>`.
+    pub(crate) fn owner_field(&self, owner: LockOwner) -> String {
+        format!("{}:{}", self.client_id, owner.id())
+    }
+
+    /// The live lock actor for `name`, started if there is none.
+    pub(crate) fn lock_actor(self: &Arc<Self>, name: &LockName) -> Addr<LockActor> {
+        let mut registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((_, weak)) = registry.get(name) {
+            if let Some(addr) = weak.upgrade() {
+                if addr.connected() {
+                    return addr;
+                }
+            }
+        }
+        let id = self.next_actor.fetch_add(1, Ordering::Relaxed);
+        let node = self.clone();
+        let actor_name = name.clone();
+        let addr = LockActor::start_in_arbiter(&self.arbiter, move |_| {
+            LockActor::new(node, actor_name, id)
+        });
+        registry.insert(name.clone(), (id, addr.downgrade()));
+        addr
+    }
+
+    /// Called by a lock actor about to stop: it may, and leaves the registry, unless
+    /// `still_wanted` (someone holds its address) says otherwise.
+    pub(crate) fn retire_actor(
+        &self,
+        name: &LockName,
+        id: u64,
+        still_wanted: impl FnOnce() -> bool,
+    ) -> bool {
+        let mut registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        if still_wanted() {
+            return false;
+        }
+        if registry.get(name).is_some_and(|(live, _)| *live == id) {
+            registry.remove(name);
+        }
+        true
+    }
+
+    /// Drops a registry entry whose actor turned out to be stopped.
+    pub(crate) fn evict_actor(&self, name: &LockName, addr: &Addr<LockActor>) {
+        let mut registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        let stale = registry
+            .get(name)
+            .is_some_and(|(_, weak)| weak.upgrade().is_none_or(|live| &live == addr));
+        if stale {
+            registry.remove(name);
+        }
+    }
+
+    /// How many lock actors are registered (live or stopping).
+    pub(crate) fn actor_count(&self) -> usize {
+        self.registry
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .len()
+    }
+}
+
+/// Wake a lock actor: its channel carried an unlock (`all` for a read unlock), or the
+/// subscription connection came back and every waiter must try again.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Wake {
+    pub(crate) all: bool,
+}
+
+impl Message for Wake {
+    type Result = ();
+}
+
+/// Route a channel's messages to a lock actor; replies once Redis confirmed the subscription.
+pub(crate) struct Subscribe {
+    pub(crate) channel: String,
+    pub(crate) id: u64,
+    pub(crate) subscriber: WeakRecipient<Wake>,
+}
+
+impl Message for Subscribe {
+    type Result = Result<(), LockError>;
+}
+
+/// Stop routing a channel to lock actor `id`.
+pub(crate) struct Unsubscribe {
+    pub(crate) channel: String,
+    pub(crate) id: u64,
+}
+
+impl Message for Unsubscribe {
+    type Result = ();
+}
+
+/// Owns the subscription connection of one Redis node and routes unlock messages to the
+/// lock actors that wait on them.
+///
+/// When the connection drops, the supervisor restarts (actix [`Supervised`]): it reconnects
+/// with backoff, subscribes again to every channel that still has a listener, and then wakes
+/// every listener so it retries at once (an unlock published while disconnected is lost).
+/// You reach it only through [`LockClient`](crate::LockClient); it has no public messages.
+///
+/// # Example
+///
+/// Nothing to call: a waiter parked across a Redis restart is woken by the supervisor once
+/// the subscription is back, and simply acquires.
+///
+/// ```no_run
+/// # use std::time::Duration;
+/// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+/// // Even if Redis restarts while this waits, the wait ends as soon as Redis is back.
+/// let guard = client.lock("job")?.acquire_timeout(Duration::from_secs(60)).await?;
+/// # Ok(()) }
+/// ```
+pub struct NodeSupervisor {
+    client: redis::Client,
+    label: Arc<str>,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+    routes: HashMap<String, Vec<(u64, WeakRecipient<Wake>)>>,
+    sink: Option<PubSubSink>,
+    connected_once: bool,
+    retry_delay: Duration,
+}
+
+const FIRST_RETRY: Duration = Duration::from_millis(50);
+const LAST_RETRY: Duration = Duration::from_secs(2);
+/// Channels per SUBSCRIBE command when subscribing again after a reconnect.
+const RESUBSCRIBE_CHUNK: usize = 1000;
+
+impl NodeSupervisor {
+    fn new(client: redis::Client, label: Arc<str>, config: &ClientConfig) -> Self {
+        NodeSupervisor {
+            client,
+            label,
+            connect_timeout: config.connect_timeout,
+            response_timeout: config.response_timeout,
+            routes: HashMap::new(),
+            sink: None,
+            connected_once: false,
+            retry_delay: FIRST_RETRY,
+        }
+    }
+
+    fn connect(&mut self, ctx: &mut Context<Self>) {
+        let client = self.client.clone();
+        let limit = self.connect_timeout;
+        let attempt = async move { tokio::time::timeout(limit, client.get_async_pubsub()).await };
+        ctx.spawn(
+            attempt
+                .into_actor(self)
+                .map(|result, act, ctx| match result {
+                    Ok(Ok(pubsub)) => {
+                        let (sink, stream) = pubsub.split();
+                        ctx.add_stream(stream);
+                        act.sink = Some(sink);
+                        act.retry_delay = FIRST_RETRY;
+                        tracing::debug!(node = %act.label, "subscription connection up");
+                        act.resubscribe(ctx);
+                    }
+                    failed => {
+                        let reason = match failed {
+                            Ok(Err(e)) => format!("{:?}", e.kind()),
+                            _ => "connect timeout".to_string(),
+                        };
+                        tracing::warn!(node = %act.label, %reason, retry_in = ?act.retry_delay,
+                    "subscription connection failed");
+                        ctx.run_later(act.retry_delay, |act, ctx| act.connect(ctx));
+                        act.retry_delay = (act.retry_delay * 2).min(LAST_RETRY);
+                    }
+                }),
+        );
+    }
+
+    /// After (re)connecting: subscribe every routed channel, then wake every listener.
+    fn resubscribe(&mut self, ctx: &mut Context<Self>) {
+        let reconnected = std::mem::replace(&mut self.connected_once, true);
+        let (Some(sink), false) = (self.sink.clone(), self.routes.is_empty()) else {
+            return;
+        };
+        let channels: Vec<String> = self.routes.keys().cloned().collect();
+        let limit = self.response_timeout;
+        let mut sink = sink;
+        let subscribing = async move {
+            for chunk in channels.chunks(RESUBSCRIBE_CHUNK) {
+                tokio::time::timeout(limit, sink.subscribe(chunk))
+                    .await
+                    .map_err(|_| "timeout".to_string())?
+                    .map_err(|e| format!("{:?}", e.kind()))?;
+            }
+            Ok::<(), String>(())
+        };
+        ctx.spawn(subscribing.into_actor(self).map(move |result, act, _| {
+            if let Err(reason) = result {
+                tracing::warn!(node = %act.label, %reason, "re-subscribing failed");
+            }
+            if reconnected {
+                tracing::info!(node = %act.label, channels = act.routes.len(),
+                    "subscriptions restored; waking every waiter");
+                act.wake_all();
+            }
+        }));
+    }
+
+    fn wake_all(&self) {
+        for subscriber in self.routes.values().flatten() {
+            if let Some(recipient) = subscriber.1.upgrade() {
+                recipient.do_send(Wake { all: true });
+            }
+        }
+    }
+}
+
+impl Actor for NodeSupervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.connect(ctx);
+    }
+}
+
+impl Supervised for NodeSupervisor {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        self.sink = None;
+    }
+}
+
+impl StreamHandler<redis::Msg> for NodeSupervisor {
+    fn handle(&mut self, msg: redis::Msg, _: &mut Context<Self>) {
+        let Some(subscribers) = self.routes.get(msg.get_channel_name()) else {
+            return;
+        };
+        let all = msg.get_payload_bytes() == crate::keys::READ_UNLOCK_MESSAGE.as_bytes();
+        for (_, subscriber) in subscribers {
+            if let Some(recipient) = subscriber.upgrade() {
+                recipient.do_send(Wake { all });
+            }
+        }
+    }
+
+    fn finished(&mut self, ctx: &mut Context<Self>) {
+        tracing::warn!(node = %self.label, "subscription connection lost; reconnecting");
+        ctx.stop();
+    }
+}
+
+impl Handler<Subscribe> for NodeSupervisor {
+    type Result = ResponseActFuture<Self, Result<(), LockError>>;
+
+    fn handle(&mut self, msg: Subscribe, _: &mut Context<Self>) -> Self::Result {
+        let subscribers = self.routes.entry(msg.channel.clone()).or_default();
+        subscribers.push((msg.id, msg.subscriber));
+        let Some(mut sink) = self.sink.clone() else {
+            // Disconnected: the reconnect subscribes this channel and wakes its listener.
+            return Box::pin(fut::ready(Ok(())));
+        };
+        let limit = self.response_timeout;
+        let label = self.label.clone();
+        Box::pin(
+            async move {
+                match tokio::time::timeout(limit, sink.subscribe(&msg.channel)).await {
+                    Ok(Ok(())) => Ok(()),
+                    Ok(Err(e)) => Err(LockError::Unavailable {
+                        node: label.to_string(),
+                        reason: format!("SUBSCRIBE failed: {:?}", e.kind()),
+                    }),
+                    Err(_) => Err(LockError::Unavailable {
+                        node: label.to_string(),
+                        reason: format!("SUBSCRIBE got no answer within {limit:?}"),
+                    }),
+                }
+            }
+            .into_actor(self),
+        )
+    }
+}
+
+impl Handler<Unsubscribe> for NodeSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Unsubscribe, ctx: &mut Context<Self>) {
+        let Some(subscribers) = self.routes.get_mut(&msg.channel) else {
+            return;
+        };
+        subscribers.retain(|(id, _)| *id != msg.id);
+        if !subscribers.is_empty() {
+            return;
+        }
+        self.routes.remove(&msg.channel);
+        if let Some(mut sink) = self.sink.clone() {
+            let limit = self.response_timeout;
+            ctx.spawn(
+                async move {
+                    let _ = tokio::time::timeout(limit, sink.unsubscribe(&msg.channel)).await;
+                }
+                .into_actor(self),
+            );
+        }
+    }
+}

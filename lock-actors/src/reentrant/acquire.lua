@@ -1,0 +1,14 @@
+-- Take (or re-enter) a reentrant lock.
+--
+-- | KEYS[1] | the lock's hash; field = owner, value = hold count          |
+-- | ARGV[1] | lease in milliseconds                                        |
+-- | ARGV[2] | owner field `uuid:owner`                                     |
+-- | returns | nil: acquired (or re-entered); integer: PTTL of the holder   |
+--
+-- HEXISTS fails with WRONGTYPE on a key that is not a hash, before anything is written.
+if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    redis.call('hincrby', KEYS[1], ARGV[2], 1)
+    redis.call('pexpire', KEYS[1], ARGV[1])
+    return nil
+end
+return redis.call('pttl', KEYS[1])

@@ -1,0 +1,378 @@
+//! The reentrant lock: Redisson's `RLock` layout (a hash of owner → hold count) and the
+//! handle users take it through.
+
+use crate::client::LockClient;
+use crate::error::LockError;
+use crate::keys::LockName;
+use crate::lock::{
+    Acquire, AcquireFenced, ForceRelease, LockActor, LockGuard, LockOwner, LockState,
+};
+use crate::node::Commands;
+use actix::Addr;
+use redis::Script;
+use std::sync::LazyLock;
+use std::time::Duration;
+
+pub(crate) static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("acquire.lua")));
+pub(crate) static FENCED_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("fenced_acquire.lua")));
+pub(crate) static UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("unlock.lua")));
+pub(crate) static RENEW: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("renew.lua")));
+pub(crate) static RECONCILE: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("reconcile.lua")));
+pub(crate) static FORCE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| Script::new(include_str!("force_unlock.lua")));
+
+/// Loads every script into Redis's script cache, so first uses do not pay a NOSCRIPT round
+/// trip (the first watchdog round would otherwise hit it once per batch). Best effort: a
+/// script missing later (Redis restarted) is loaded on its first NOSCRIPT anyway.
+pub(crate) async fn preload_scripts(conn: &mut redis::aio::ConnectionManager) {
+    for script in [
+        &ACQUIRE,
+        &FENCED_ACQUIRE,
+        &UNLOCK,
+        &RENEW,
+        &RECONCILE,
+        &FORCE_UNLOCK,
+    ] {
+        if let Err(error) = script.prepare_invoke().load_async(conn).await {
+            tracing::debug!(%error, "could not preload a lock script; it loads on first use");
+        }
+    }
+}
+
+/// Reads a lock's state: key type (to refuse non-lock data), PTTL, and one owner's holds.
+pub(crate) async fn read_state(
+    commands: Commands,
+    name: LockName,
+    field: Option<String>,
+) -> Result<LockState, LockError> {
+    let mut pipe = redis::pipe();
+    pipe.cmd("TYPE")
+        .arg(name.as_str())
+        .cmd("PTTL")
+        .arg(name.as_str());
+    let (kind, pttl): (String, i64) = commands.clone().query(pipe, name.clone()).await?;
+    if kind != "hash" && kind != "none" {
+        return Err(LockError::WrongType {
+            name: name.to_string(),
+        });
+    }
+    let hold_count = match field {
+        Some(field) if kind == "hash" => {
+            let mut pipe = redis::pipe();
+            pipe.cmd("HGET").arg(name.as_str()).arg(field);
+            let (count,): (Option<u32>,) = commands.query(pipe, name.clone()).await?;
+            count.unwrap_or(0)
+        }
+        _ => 0,
+    };
+    Ok(LockState {
+        locked: kind == "hash",
+        ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
+        hold_count,
+    })
+}
+
+/// How to take a lock: who, how long to wait, which lease.
+///
+/// The defaults are a fresh owner (so no re-entry), the client's default wait, and the
+/// watchdog lease.
+///
+/// # Example
+///
+/// ```
+/// use actix_distributed_lock::{AcquireOptions, LockOwner};
+/// use std::time::Duration;
+///
+/// let me = LockOwner::new();
+/// let options = AcquireOptions::new()
+///     .owner(me)
+///     .wait(Duration::from_secs(2))
+///     .lease(Duration::from_secs(10));
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct AcquireOptions {
+    owner: Option<LockOwner>,
+    wait: Option<Duration>,
+    lease: Option<Duration>,
+}
+
+impl AcquireOptions {
+    /// The defaults: fresh owner, client's default wait, watchdog lease.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::AcquireOptions;
+    /// assert_eq!(AcquireOptions::new(), AcquireOptions::default());
+    /// ```
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Acquire as `owner`; acquiring again with the same owner re-enters the lock.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::{AcquireOptions, LockOwner};
+    /// let options = AcquireOptions::new().owner(LockOwner::new());
+    /// ```
+    pub fn owner(mut self, owner: LockOwner) -> Self {
+        self.owner = Some(owner);
+        self
+    }
+
+    /// Wait at most `wait` for a busy lock (`Duration::ZERO`: try once).
+    ///
+    /// ```
+    /// # use actix_distributed_lock::AcquireOptions;
+    /// # use std::time::Duration;
+    /// let options = AcquireOptions::new().wait(Duration::from_millis(250));
+    /// ```
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
+    /// Hold for exactly `lease`, with no watchdog: the lock frees itself when it runs out.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::AcquireOptions;
+    /// # use std::time::Duration;
+    /// let options = AcquireOptions::new().lease(Duration::from_secs(5));
+    /// ```
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = Some(lease);
+        self
+    }
+}
+
+/// A reentrant lock (Redisson's `RLock`): one owner at a time, and that owner may take it
+/// again; it is free after as many releases as acquisitions.
+///
+/// Get one with [`LockClient::lock`]. The handle is cheap to clone and holds no lock itself;
+/// each acquire returns a [`LockGuard`].
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::{AcquireOptions, LockClient, LockOwner};
+/// use std::time::Duration;
+///
+/// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+/// let client = LockClient::from_url("redis://127.0.0.1:6379/").await?;
+/// let lock = client.lock("order:42")?;
+///
+/// // Wait up to 5 s; the watchdog keeps the lock while the guard lives.
+/// let guard = lock.acquire_timeout(Duration::from_secs(5)).await?;
+/// guard.unlock().await?;
+///
+/// // Re-entry: same owner, two holds, free after both are released.
+/// let me = LockOwner::new();
+/// let outer = lock.acquire_with(AcquireOptions::new().owner(me)).await?;
+/// let inner = lock.acquire_with(AcquireOptions::new().owner(me)).await?;
+/// assert_eq!(lock.hold_count(me).await?, 2);
+/// inner.unlock().await?;
+/// outer.unlock().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct ReentrantLock {
+    client: LockClient,
+    name: LockName,
+    fenced: bool,
+}
+
+impl std::fmt::Debug for ReentrantLock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReentrantLock")
+            .field("name", &self.name)
+            .field("fenced", &self.fenced)
+            .finish()
+    }
+}
+
+impl ReentrantLock {
+    pub(crate) fn new(client: LockClient, name: LockName, fenced: bool) -> Self {
+        ReentrantLock {
+            client,
+            name,
+            fenced,
+        }
+    }
+
+    /// Whether acquisitions through this handle draw fencing tokens
+    /// ([`LockClient::fenced_lock`]).
+    ///
+    /// ```no_run
+    /// # fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// assert!(client.fenced_lock("ledger")?.is_fenced());
+    /// assert!(!client.lock("ledger")?.is_fenced());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_fenced(&self) -> bool {
+        self.fenced
+    }
+
+    /// The lock's name (also its Redis key).
+    ///
+    /// ```no_run
+    /// # fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// assert_eq!(client.lock("a")?.name(), "a");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    /// Takes the lock with the watchdog, waiting at most the client's default wait.
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future leaves nothing behind: a queued request is withdrawn, and a hold
+    /// granted after the drop is released at once.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = client.lock("a")?.acquire().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire(&self) -> Result<LockGuard, LockError> {
+        self.acquire_with(AcquireOptions::new()).await
+    }
+
+    /// Takes the lock with the watchdog, waiting at most `wait`.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](ReentrantLock::acquire).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// match client.lock("a")?.acquire_timeout(Duration::from_secs(1)).await {
+    ///     Ok(guard) => { /* work */ }
+    ///     Err(e) if e.is_timeout() => { /* busy */ }
+    ///     Err(e) => return Err(e),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire_timeout(&self, wait: Duration) -> Result<LockGuard, LockError> {
+        self.acquire_with(AcquireOptions::new().wait(wait)).await
+    }
+
+    /// Tries once, without waiting: `Ok(None)` when someone else holds the lock.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](ReentrantLock::acquire).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// if let Some(guard) = client.lock("a")?.try_acquire().await? {
+    ///     // we have it
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn try_acquire(&self) -> Result<Option<LockGuard>, LockError> {
+        match self
+            .acquire_with(AcquireOptions::new().wait(Duration::ZERO))
+            .await
+        {
+            Ok(guard) => Ok(Some(guard)),
+            Err(LockError::Timeout { .. }) => Ok(None),
+            Err(other) => Err(other),
+        }
+    }
+
+    /// Takes the lock as `options` say (owner, wait, fixed lease).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`acquire`](ReentrantLock::acquire).
+    ///
+    /// ```no_run
+    /// # use actix_distributed_lock::AcquireOptions;
+    /// # use std::time::Duration;
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let options = AcquireOptions::new().lease(Duration::from_secs(10));
+    /// let guard = client.lock("a")?.acquire_with(options).await?; // frees itself after 10 s
+    /// # Ok(()) }
+    /// ```
+    pub async fn acquire_with(&self, options: AcquireOptions) -> Result<LockGuard, LockError> {
+        let (owner, lease) = (options.owner.unwrap_or_default(), options.lease);
+        let wait = options.wait.unwrap_or(self.client.config().default_wait);
+        if self.fenced {
+            let request = AcquireFenced { owner, lease, wait };
+            self.client.ask(&self.name, request).await?
+        } else {
+            let request = Acquire { owner, lease, wait };
+            self.client.ask(&self.name, request).await?
+        }
+    }
+
+    /// Whether anybody holds the lock now.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let busy = client.lock("a")?.is_locked().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn is_locked(&self) -> Result<bool, LockError> {
+        Ok(self.state(None).await?.locked)
+    }
+
+    /// The remaining lease of the current hold, or `None` when the lock is free.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let ttl = client.lock("a")?.remaining_ttl().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn remaining_ttl(&self) -> Result<Option<Duration>, LockError> {
+        Ok(self.state(None).await?.ttl)
+    }
+
+    /// How many holds `owner` has on the lock (0 when none).
+    ///
+    /// ```no_run
+    /// # use actix_distributed_lock::LockOwner;
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// assert_eq!(client.lock("a")?.hold_count(LockOwner::new()).await?, 0);
+    /// # Ok(()) }
+    /// ```
+    pub async fn hold_count(&self, owner: LockOwner) -> Result<u32, LockError> {
+        Ok(self.state(Some(owner)).await?.hold_count)
+    }
+
+    /// Deletes the lock whoever holds it, and wakes a waiter. Returns whether it was held.
+    /// Local holders are told their lock is lost. Use it to clear a lock left by a crashed
+    /// holder that has no lease (which this crate never writes).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let was_held = client.lock("a")?.force_unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_unlock(&self) -> Result<bool, LockError> {
+        self.client.ask(&self.name, ForceRelease).await?
+    }
+
+    /// The address of this lock's actor, for driving it with messages.
+    ///
+    /// ```no_run
+    /// # fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let actor = client.lock("a")?.actor()?;
+    /// # Ok(()) }
+    /// ```
+    pub fn actor(&self) -> Result<Addr<LockActor>, LockError> {
+        self.client.lock_actor(self.name.as_str())
+    }
+
+    async fn state(&self, owner: Option<LockOwner>) -> Result<LockState, LockError> {
+        let node = self.client.node()?;
+        let field = owner.map(|owner| node.owner_field(owner));
+        read_state(node.commands.clone(), self.name.clone(), field).await
+    }
+}

@@ -1,0 +1,204 @@
+//! actix-web glue: the lock client as an extractor, and lock failures as HTTP responses.
+
+use crate::client::LockClient;
+use crate::error::LockError;
+use actix_web::dev::Payload;
+use actix_web::http::{header, StatusCode};
+use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError};
+use std::future::{ready, Ready};
+
+#[doc(hidden)]
+pub use actix_web as __actix_web;
+
+/// The [`LockClient`] registered with `App::app_data(web::Data::new(client))`, as an
+/// extractor. `#[distributed_lock]` adds one to every handler it wraps.
+///
+/// A missing client is a 500 whose body says which `app_data` to register, not a panic.
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::web::LockClientData;
+/// use actix_web::{get, HttpResponse};
+///
+/// #[get("/locks/{name}")]
+/// async fn is_locked(client: LockClientData, name: actix_web::web::Path<String>) -> HttpResponse {
+///     match client.lock(&name) {
+///         Ok(lock) => HttpResponse::Ok().json(lock.is_locked().await.unwrap_or(false)),
+///         Err(e) => HttpResponse::BadRequest().body(e.to_string()),
+///     }
+/// }
+/// ```
+#[derive(Clone, Debug)]
+pub struct LockClientData(pub LockClient);
+
+impl std::ops::Deref for LockClientData {
+    type Target = LockClient;
+
+    fn deref(&self) -> &LockClient {
+        &self.0
+    }
+}
+
+impl crate::macro_support::AsLockClient for LockClientData {
+    fn as_lock_client(&self) -> &LockClient {
+        &self.0
+    }
+}
+
+impl crate::macro_support::AsLockClient for actix_web::web::Data<LockClient> {
+    fn as_lock_client(&self) -> &LockClient {
+        self.get_ref()
+    }
+}
+
+impl FromRequest for LockClientData {
+    type Error = MissingLockClient;
+    type Future = Ready<Result<Self, Self::Error>>;
+
+    fn from_request(req: &HttpRequest, _: &mut Payload) -> Self::Future {
+        ready(
+            req.app_data::<actix_web::web::Data<LockClient>>()
+                .map(|data| LockClientData(data.get_ref().clone()))
+                .ok_or(MissingLockClient),
+        )
+    }
+}
+
+/// No `web::Data<LockClient>` was registered with the app.
+///
+/// ```
+/// use actix_distributed_lock::web::MissingLockClient;
+/// assert!(MissingLockClient.to_string().contains("app_data"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MissingLockClient;
+
+impl std::fmt::Display for MissingLockClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(
+            "no lock client: register one with App::new().app_data(web::Data::new(lock_client))",
+        )
+    }
+}
+
+impl std::error::Error for MissingLockClient {}
+
+impl ResponseError for MissingLockClient {
+    fn status_code(&self) -> StatusCode {
+        StatusCode::INTERNAL_SERVER_ERROR
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        HttpResponse::InternalServerError().json(serde_json::json!({
+            "error": "lock_client_missing",
+            "message": self.to_string(),
+        }))
+    }
+}
+
+/// A lock the handler could not take, as an HTTP response.
+///
+/// | error | status | body `error` |
+/// |---|---|---|
+/// | `Timeout` | 409 Conflict, `Retry-After: 1` | `lock_timeout` (with `lock`, `waited_ms`) |
+/// | `Unavailable`, `Shutdown` | 503 Service Unavailable | `lock_unavailable` |
+/// | `InvalidName` | 400 Bad Request (the name came from the request) | `lock_name_invalid` |
+/// | anything else | 500 | `lock_error` |
+///
+/// # Example
+///
+/// ```
+/// use actix_distributed_lock::{web::LockRejection, LockError};
+/// use actix_web::ResponseError;
+/// use std::time::Duration;
+///
+/// let busy = LockRejection::new("order:42", LockError::Timeout {
+///     name: "order:42".into(), waited: Duration::from_millis(1500) });
+/// assert_eq!(busy.status_code(), actix_web::http::StatusCode::CONFLICT);
+/// ```
+#[derive(Debug, Clone)]
+pub struct LockRejection {
+    lock: String,
+    error: LockError,
+}
+
+impl LockRejection {
+    /// The response for failing to take lock `lock` with `error`.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::{web::LockRejection, LockError};
+    /// let r = LockRejection::new("a", LockError::Shutdown);
+    /// assert_eq!(r.error(), &LockError::Shutdown);
+    /// ```
+    pub fn new(lock: impl Into<String>, error: LockError) -> Self {
+        LockRejection {
+            lock: lock.into(),
+            error,
+        }
+    }
+
+    /// The error behind the response.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::{web::LockRejection, LockError};
+    /// assert!(LockRejection::new("a", LockError::Shutdown).error().to_string().contains("shut down"));
+    /// ```
+    pub fn error(&self) -> &LockError {
+        &self.error
+    }
+}
+
+impl std::fmt::Display for LockRejection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.error.fmt(f)
+    }
+}
+
+impl ResponseError for LockRejection {
+    fn status_code(&self) -> StatusCode {
+        match self.error {
+            LockError::Timeout { .. } => StatusCode::CONFLICT,
+            LockError::Unavailable { .. } | LockError::Shutdown => StatusCode::SERVICE_UNAVAILABLE,
+            LockError::InvalidName { .. } => StatusCode::BAD_REQUEST,
+            _ => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut response = HttpResponse::build(self.status_code());
+        let body = match &self.error {
+            LockError::Timeout { waited, .. } => {
+                response.insert_header((header::RETRY_AFTER, "1"));
+                serde_json::json!({
+                    "error": "lock_timeout",
+                    "lock": self.lock,
+                    "waited_ms": waited.as_millis() as u64,
+                })
+            }
+            LockError::Unavailable { .. } | LockError::Shutdown => serde_json::json!({
+                "error": "lock_unavailable",
+                "lock": self.lock,
+                "message": self.error.to_string(),
+            }),
+            LockError::InvalidName { .. } => serde_json::json!({
+                "error": "lock_name_invalid",
+                "message": self.error.to_string(),
+            }),
+            other => serde_json::json!({
+                "error": "lock_error",
+                "lock": self.lock,
+                "message": other.to_string(),
+            }),
+        };
+        response.json(body)
+    }
+}
+
+impl actix_web::Responder for LockRejection {
+    type Body = actix_web::body::BoxBody;
+
+    fn respond_to(self, _: &HttpRequest) -> HttpResponse {
+        self.error_response()
+    }
+}

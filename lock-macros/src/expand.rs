@@ -1,0 +1,118 @@
+//! What we generate: the user's signature token for token (plus, for handlers, a hidden
+//! client extractor and a response for lock failures), and the body moved inside
+//! acquire / release.
+
+use crate::parse::Attribute;
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::spanned::Spanned;
+use syn::{parse_quote, ItemFn, ReturnType, Type};
+
+pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
+    let ItemFn {
+        attrs,
+        vis,
+        mut sig,
+        block,
+    } = item;
+    let krate = quote!(::actix_distributed_lock);
+    let private = quote!(#krate::__private);
+    let original_output: Type = match &sig.output {
+        ReturnType::Default => parse_quote!(()),
+        ReturnType::Type(_, ty) => (**ty).clone(),
+    };
+    let span = attribute.template.literal.span();
+
+    let wait = millis_option(attribute.wait_ms, &private);
+    let lease = millis_option(attribute.lease_ms, &private);
+    let format = &attribute.template.format;
+    let args = &attribute.template.args;
+
+    // How to answer when the lock cannot be taken, and how to hand back the body's result.
+    let respond = attribute.handler && attribute.on_fail.is_none();
+    let fail = match (&attribute.on_fail, respond) {
+        (Some(on_fail), _) => quote!(::core::result::Result::Err(#on_fail(__adl_error))),
+        (None, true) => quote! {
+            #krate::web::__actix_web::Either::Left(
+                #krate::web::LockRejection::new(__adl_name.clone(), __adl_error))
+        },
+        (None, false) => quote!(::core::result::Result::Err(::core::convert::From::from(
+            __adl_error
+        ))),
+    };
+    let succeed = if respond {
+        quote!(#krate::web::__actix_web::Either::Right(__adl_out))
+    } else {
+        quote!(__adl_out)
+    };
+
+    let client = match (&attribute.client, attribute.handler) {
+        (Some(expr), _) => quote_spanned! {expr.span()=>
+            ::core::clone::Clone::clone(#private::AsLockClient::as_lock_client(&(#expr)))
+        },
+        (None, true) => quote!(::core::clone::Clone::clone(&__adl_client_data.0)),
+        (None, false) => quote! {
+            match #private::require_default_client() {
+                ::core::result::Result::Ok(__adl_client) => __adl_client,
+                ::core::result::Result::Err(__adl_error) => return #fail,
+            }
+        },
+    };
+
+    if attribute.handler {
+        sig.inputs.insert(
+            0,
+            parse_quote!(__adl_client_data: #krate::web::LockClientData),
+        );
+    }
+    if respond {
+        sig.output = parse_quote! {
+            -> #krate::web::__actix_web::Either<#krate::web::LockRejection, #original_output>
+        };
+    }
+
+    // `?` in the moved body needs its output type; an `impl Trait` type cannot be named.
+    let body = if mentions_impl(&original_output) {
+        quote!(async move #block)
+    } else {
+        quote!(#private::typed::<#original_output, _>(async move #block))
+    };
+
+    let fenced = attribute.fenced;
+    let acquire = quote_spanned! {span=>
+        #private::acquire(&__adl_client, &__adl_name, __adl_owner, #wait, #lease, #fenced)
+    };
+    quote! {
+        #(#attrs)*
+        #vis #sig {
+            #private::with_task_owner(move |__adl_owner| async move {
+                let __adl_name: ::std::string::String = ::std::format!(#format #(, #args)*);
+                let __adl_client: #krate::LockClient = #client;
+                let __adl_guard = match #acquire.await {
+                    ::core::result::Result::Ok(__adl_guard) => __adl_guard,
+                    ::core::result::Result::Err(__adl_error) => return #fail,
+                };
+                // A panic or a dropped future unwinds through here: the guard's drop releases.
+                let __adl_out =
+                    #private::with_fencing_token(__adl_guard.fencing_token(), #body).await;
+                #private::release(__adl_guard).await;
+                #succeed
+            })
+            .await
+        }
+    }
+}
+
+fn millis_option(ms: Option<u64>, private: &TokenStream) -> TokenStream {
+    match ms {
+        Some(ms) => quote!(::core::option::Option::Some(#private::millis(#ms))),
+        None => quote!(::core::option::Option::None),
+    }
+}
+
+fn mentions_impl(ty: &Type) -> bool {
+    quote!(#ty)
+        .to_string()
+        .split_whitespace()
+        .any(|word| word == "impl")
+}

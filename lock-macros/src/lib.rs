@@ -1,0 +1,33 @@
+//! `#[distributed_lock("order:<id>")]`: wraps an async fn (an actix-web handler, a free fn or
+//! a method) in acquire / release of a distributed lock. Use it through the facade crate
+//! `actix-distributed-lock`, whose docs describe every option.
+//!
+//! Parsing (what the user wrote) lives in `parse`, expansion (what we generate) in `expand`.
+
+mod duration;
+mod expand;
+mod parse;
+
+use proc_macro::TokenStream;
+
+/// Takes a distributed lock around the annotated `async fn`; see the facade crate's docs.
+///
+/// ```text
+/// #[post("/orders/{id}/pay")]
+/// #[distributed_lock("order:<id>", wait = "5s")]
+/// async fn pay(id: web::Path<u64>) -> HttpResponse { HttpResponse::Ok().finish() }
+/// ```
+#[proc_macro_attribute]
+pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
+    let item_fn = syn::parse_macro_input!(item as syn::ItemFn);
+    let parsed = parse::Attribute::parse(args.into(), &item_fn);
+    match parsed {
+        Ok(attribute) => expand::expand(attribute, item_fn).into(),
+        Err(error) => {
+            // Keep the user's fn so the only errors shown are ours, not knock-on ones.
+            let mut tokens = error.to_compile_error();
+            tokens.extend(quote::quote!(#item_fn));
+            tokens.into()
+        }
+    }
+}

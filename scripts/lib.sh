@@ -1,0 +1,46 @@
+# shellcheck shell=bash
+# Shared helpers for scripts/test and scripts/demo. Source it; do not execute it.
+
+# Prints a short step header to stderr.
+step() {
+    printf '\n==> %s\n' "$*" >&2
+}
+
+# Runs a command as root: directly when already root, via sudo when available.
+as_root() {
+    if [ "$(id -u)" -eq 0 ]; then
+        "$@"
+    elif command -v sudo >/dev/null 2>&1; then
+        sudo "$@"
+    else
+        echo "error: need root (or sudo) to run: $*" >&2
+        return 1
+    fi
+}
+
+# Makes sure `redis-server` (and `redis-cli`) are on PATH, installing the Debian package
+# `redis-server` when they are missing. Starts, stops or disables no service.
+ensure_redis_server() {
+    if command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1; then
+        return 0
+    fi
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "error: redis-server is not installed and apt-get is not available; install redis-server manually" >&2
+        return 1
+    fi
+    step "installing redis-server (apt-get)"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server
+    if ! command -v redis-server >/dev/null 2>&1; then
+        echo "error: redis-server still not on PATH after installing it" >&2
+        return 1
+    fi
+}
+
+# Fails with a clear message when cargo is missing.
+ensure_cargo() {
+    if ! command -v cargo >/dev/null 2>&1; then
+        echo "error: cargo not found on PATH; install Rust (https://rustup.rs) first" >&2
+        return 1
+    fi
+}

@@ -1,0 +1,123 @@
+//! Redisson-grade distributed locks for Rust, built as actix actors over Redis.
+//!
+//! This crate is the facade: it re-exports the runtime ([`lock_actors`]) and the
+//! `#[distributed_lock]` attribute. Start at [`LockClient`].
+//!
+//! # Which lock should I use?
+//!
+//! - **[`ReentrantLock`]** (from [`LockClient::lock`]) — the default. One holder at a time,
+//!   re-entrant for the same [`LockOwner`], kept alive by the watchdog while held, freed by
+//!   its lease if the process dies. It shares keys and channels with Redisson's `RLock`, so
+//!   Rust and Java services can lock the same resource.
+//! - A **fixed lease** ([`AcquireOptions::lease`]) when the work has a known bound and the
+//!   lock should free itself rather than be renewed.
+//! - **A fenced lock** ([`LockClient::fenced_lock`]) when the protected storage can check a
+//!   number: every hold carries a strictly increasing [`LockGuard::fencing_token`], so a
+//!   holder that lost its lock while paused is refused by the storage.
+//! - **[`distributed_lock`]** when the lock guards a whole handler or async fn: the
+//!   attribute takes and releases it for you.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use actix_distributed_lock::LockClient;
+//! use std::time::Duration;
+//!
+//! #[tokio::main]
+//! async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//!     let client = LockClient::from_url("redis://127.0.0.1:6379/").await?;
+//!     let lock = client.lock("order:42")?;
+//!     let guard = lock.acquire_timeout(Duration::from_secs(5)).await?;
+//!     // ... pay the order exactly once ...
+//!     guard.unlock().await?;
+//!     Ok(())
+//! }
+//! ```
+
+pub use lock_actors::*;
+
+/// Wraps an `async fn` in acquire / release of a distributed lock.
+///
+/// ```no_run
+/// use actix_distributed_lock::distributed_lock;
+/// use actix_web::{post, web, HttpResponse};
+///
+/// #[post("/orders/{id}/pay")]
+/// #[distributed_lock("order:<id>", wait = "5s")]
+/// async fn pay(id: web::Path<u64>) -> HttpResponse {
+///     // runs while holding lock `order:42` for POST /orders/42/pay
+///     HttpResponse::Ok().finish()
+/// }
+/// ```
+///
+/// # The template
+///
+/// `<param>` and `<param.field.sub>` (or `<self.field>` in a method) bind to the function's
+/// parameters, including bindings inside destructured parameters, and are formatted with
+/// `Display` (`web::Path<T>` and `web::Json<T>` display their inner value; fields are
+/// reached through them). Everything else is literal, braces included: `"{order}:<id>"`
+/// keeps the Redis Cluster hash tag `{order}`.
+///
+/// # Options
+///
+/// | option | meaning | default |
+/// |---|---|---|
+/// | `wait = "5s"` | how long to wait for a busy lock (`ms`, `s`, `m`, `h`, combined: `"1m30s"`); `"0s"` tries once | the client's `default_wait` |
+/// | `lease = "30s"` | a fixed lease, no watchdog | watchdog lease, renewed while the body runs |
+/// | `kind = reentrant` | the lock kind: `reentrant` or `fenced` (fair, read and write are not available yet) | `reentrant` |
+/// | `client = expr` | the client: a `LockClient`, a reference to one, an `Arc`, or `web::Data<LockClient>` | see below |
+/// | `on_fail = path` | a `fn(LockError) -> E` whose result is returned as `Err(E)` | see below |
+///
+/// # Where the client comes from, and what a failure returns
+///
+/// - **actix-web handlers** (a free fn taking an extractor such as `web::Path`/`Json`/
+///   `Data`/`HttpRequest`, or returning `HttpResponse`/`impl Responder`, and no `client =`):
+///   the client comes from `App::app_data(web::Data::new(client))` through a hidden
+///   extractor, and is a clear 500 when missing. The return type becomes
+///   `Either<LockRejection, T>`: a wait that times out is 409 Conflict with
+///   `{"error":"lock_timeout","lock":"order:42","waited_ms":…}` and `Retry-After: 1`;
+///   Redis unreachable is 503 (see [`web::LockRejection`]). With `on_fail`, the signature is
+///   unchanged and failures return `Err(on_fail(error))`.
+/// - **Any other async fn or method**: the client is `client = expr`, else the one set with
+///   [`set_default_client`]. The function must return `Result<_, E>`: a failure returns
+///   `Err(on_fail(error))`, or `Err(E::from(error))` without `on_fail`.
+///
+/// # Guarantees
+///
+/// - The lock is released on every exit path: normal return (awaited before the function
+///   returns), `?` and early `return`, panic and a dropped future (in the background).
+/// - With `kind = fenced` every hold draws a fencing token, readable in the body with
+///   [`fencing_token`].
+/// - Nested annotated calls in the same task re-enter: the first opens a task-scoped
+///   [`LockOwner`] (see [`LockOwner::current`]) that inner calls reuse.
+/// - The function's attributes, doc comments, visibility, generics and parameters are kept.
+///
+/// # Compile errors
+///
+/// An unknown placeholder (the message lists the parameters), a non-async fn, a malformed
+/// duration, an unknown option or kind, an empty template, or several templates (MultiLock is
+/// not offered yet) are compile errors on the offending token.
+///
+/// # Example outside actix-web
+///
+/// ```no_run
+/// use actix_distributed_lock::{distributed_lock, LockClient, LockError};
+///
+/// #[distributed_lock("report:<day>", client = client, wait = "0s")]
+/// async fn build_report(client: &LockClient, day: &str) -> Result<(), LockError> {
+///     // only one process builds a given day's report at a time
+///     Ok(())
+/// }
+/// ```
+pub use lock_macros::distributed_lock;
+
+#[doc(hidden)]
+pub use lock_actors::macro_support as __private;
+
+/// The runtime crate, for paths that name it directly.
+pub use lock_actors;
+
+/// Compiles the README's examples as doc tests, so the tour cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

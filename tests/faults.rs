@@ -1,0 +1,434 @@
+//! Faults other lock libraries get wrong, against real redis-server processes: churn,
+//! pauses, restarts, cut connections, cancellation storms, Redis away and back.
+
+mod support;
+
+use actix_distributed_lock::{AcquireOptions, ClientConfig, LockClient, LockError};
+use rand::Rng;
+use redis::AsyncCommands;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::proxy::TcpProxy;
+use support::{eventually, RedisServer};
+use tokio::time::timeout;
+
+async fn client_at(url: &str, tune: impl FnOnce(ClientConfig) -> ClientConfig) -> LockClient {
+    LockClient::connect(tune(ClientConfig::new(url)))
+        .await
+        .expect("connect")
+}
+
+fn fast_failing(config: ClientConfig) -> ClientConfig {
+    config
+        .response_timeout(Duration::from_millis(500))
+        .connect_timeout(Duration::from_millis(500))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_exclusion_holds_under_churn_of_ten_thousand_acquisitions() {
+    const TOTAL: usize = 10_000;
+    let server = RedisServer::start();
+    let mut clients = Vec::new();
+    for _ in 0..4 {
+        clients.push(client_at(&server.url(), |c| c).await);
+    }
+    let conn = server.conn().await;
+    let started = Arc::new(AtomicUsize::new(0));
+    let log = Arc::new(Mutex::new(Vec::with_capacity(TOTAL)));
+    let mut tasks = Vec::new();
+    for client in &clients {
+        for _ in 0..8 {
+            let lock = client.lock("churn").unwrap();
+            let (started, log, mut conn) = (started.clone(), log.clone(), conn.clone());
+            tasks.push(tokio::spawn(async move {
+                while started.fetch_add(1, Ordering::SeqCst) < TOTAL {
+                    let guard = lock.acquire_timeout(Duration::from_secs(60)).await.unwrap();
+                    let entered = Instant::now();
+                    let value: Option<u64> = conn.get("counter").await.unwrap();
+                    let hold = rand::rng().random_range(0..2_000u64);
+                    if hold > 0 {
+                        tokio::time::sleep(Duration::from_micros(hold)).await;
+                    }
+                    let _: () = conn.set("counter", value.unwrap_or(0) + 1).await.unwrap();
+                    let left = Instant::now();
+                    guard.unlock().await.unwrap();
+                    log.lock().unwrap().push((entered, left));
+                }
+            }));
+        }
+    }
+    for task in tasks {
+        task.await.unwrap();
+    }
+    let mut conn = conn;
+    assert_eq!(conn.get::<_, u64>("counter").await.unwrap(), TOTAL as u64);
+    let mut holds = log.lock().unwrap().clone();
+    assert_eq!(holds.len(), TOTAL);
+    holds.sort();
+    let overlaps = holds.windows(2).filter(|w| w[0].1 > w[1].0).count();
+    assert_eq!(overlaps, 0, "two holders at once");
+    assert_eq!(server.keys().await, vec!["counter".to_string()]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_redis_pause_keeps_the_lock_and_a_long_one_loses_it_for_good() {
+    let mut server = RedisServer::start();
+    let watchdog = Duration::from_secs(2);
+    let client = client_at(&server.url(), |c| {
+        fast_failing(c).watchdog_timeout(watchdog)
+    })
+    .await;
+
+    // Half the watchdog timeout: renewals resume, nothing is lost.
+    let kept = client
+        .lock("paused:short")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    server.pause();
+    tokio::time::sleep(watchdog / 2).await; // the pause is the scenario
+    server.resume();
+    assert!(!kept.is_lost(), "lost after a pause shorter than the lease");
+    let lock = client.lock("paused:short").unwrap();
+    assert_eq!(lock.hold_count(kept.owner()).await.unwrap(), 1);
+    kept.unlock().await.unwrap();
+
+    // One and a half: the holder is told, and never renews over the next owner.
+    let doomed = client.lock("paused:long").unwrap().acquire().await.unwrap();
+    let lost = doomed.lost();
+    server.pause();
+    timeout(watchdog * 2, lost)
+        .await
+        .expect("lost() fires while Redis is still paused");
+    tokio::time::sleep(watchdog * 3 / 2 - watchdog).await; // complete the 1.5x pause
+    server.resume();
+    let other = client_at(&server.url(), |c| c).await;
+    let lease = Duration::from_secs(10);
+    let next = other
+        .lock("paused:long")
+        .unwrap()
+        .acquire_with(
+            AcquireOptions::new()
+                .lease(lease)
+                .wait(Duration::from_secs(10)),
+        )
+        .await
+        .expect("another owner takes the expired lock");
+    let mut conn = server.conn().await;
+    let mut last = i64::MAX;
+    for _ in 0..4 {
+        tokio::time::sleep(watchdog / 3).await; // one renew interval of the old holder
+        let fields: Vec<String> = conn.hkeys("paused:long").await.unwrap();
+        assert_eq!(
+            fields,
+            vec![format!("{}:{}", other.id(), next.owner().id())]
+        );
+        let ttl: i64 = conn.pttl("paused:long").await.unwrap();
+        assert!(
+            ttl > 0 && ttl <= lease.as_millis() as i64 && ttl < last,
+            "re-extended: {ttl} ms"
+        );
+        last = ttl;
+    }
+    assert!(matches!(
+        doomed.unlock().await,
+        Err(LockError::NotOwner { .. })
+    ));
+    assert!(other
+        .lock("paused:long")
+        .unwrap()
+        .is_locked()
+        .await
+        .unwrap());
+    next.unlock().await.unwrap();
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_loses_held_locks_and_their_renewal_stops() {
+    let mut server = RedisServer::start();
+    let watchdog = Duration::from_secs(1);
+    let client = client_at(&server.url(), |c| {
+        fast_failing(c).watchdog_timeout(watchdog)
+    })
+    .await;
+    let guard = client.lock("restarted").unwrap().acquire().await.unwrap();
+    let lost = guard.lost();
+    server.restart();
+    timeout(watchdog * 3, lost)
+        .await
+        .expect("the holder hears its lock is gone");
+    assert!(matches!(
+        guard.unlock().await,
+        Err(LockError::NotOwner { .. })
+    ));
+    assert_eq!(client.watched_holds(), 0);
+    server.reset_stats().await;
+    tokio::time::sleep(watchdog).await; // three renew intervals
+    assert_eq!(server.command_calls("pexpire").await, 0);
+    assert_eq!(
+        server.command_calls("evalsha").await,
+        0,
+        "a renewal ran after the loss"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_whose_connection_is_cut_either_succeeds_or_leaves_nothing() {
+    let server = RedisServer::start();
+    let proxy = TcpProxy::start(server.port()).await;
+    // A 30 s lease: only the library's own clean-up can remove a stray hold within the test.
+    let client = client_at(&proxy.url(), fast_failing).await;
+    let mut outcomes = (0, 0);
+    for i in 0..40 {
+        let lock = client.lock(&format!("cut:acquire:{i}")).unwrap();
+        let acquiring = tokio::spawn(async move { lock.acquire_timeout(Duration::ZERO).await });
+        tokio::time::sleep(Duration::from_micros(rand::rng().random_range(0..1_500))).await;
+        proxy.cut();
+        match timeout(Duration::from_secs(10), acquiring)
+            .await
+            .expect("hangs")
+            .unwrap()
+        {
+            Ok(guard) => {
+                outcomes.0 += 1;
+                let _ = guard.unlock().await;
+            }
+            Err(error) => {
+                assert!(error.is_unavailable(), "{error}");
+                outcomes.1 += 1;
+            }
+        }
+    }
+    eventually(
+        "every stray hold is cleaned up, long before its 30 s lease",
+        Duration::from_secs(10),
+        || async { server.keys().await.is_empty() },
+    )
+    .await;
+    eprintln!("acquires that succeeded / failed across a cut: {outcomes:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn renewal_resumes_after_cut_connections() {
+    let server = RedisServer::start();
+    let proxy = TcpProxy::start(server.port()).await;
+    let watchdog = Duration::from_millis(1500);
+    let client = client_at(&proxy.url(), |c| fast_failing(c).watchdog_timeout(watchdog)).await;
+    let guard = client.lock("cut:renew").unwrap().acquire().await.unwrap();
+    let mut conn = server.conn().await;
+    let before = server.command_calls("pexpire").await;
+    for _ in 0..10 {
+        tokio::time::sleep(Duration::from_millis(200)).await; // cut every 200 ms for 2 s
+        proxy.cut();
+    }
+    eventually(
+        "renewals go on after the cuts",
+        Duration::from_secs(5),
+        || async { server.command_calls("pexpire").await >= before + 2 },
+    )
+    .await;
+    assert!(!guard.is_lost(), "lost across cuts shorter than the lease");
+    let ttl: i64 = conn.pttl("cut:renew").await.unwrap();
+    assert!(ttl > 0, "expired while held: {ttl}");
+    guard.unlock().await.unwrap();
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlock_whose_connection_is_cut_does_not_leave_the_lock_to_its_lease() {
+    let server = RedisServer::start();
+    let proxy = TcpProxy::start(server.port()).await;
+    let client = client_at(&proxy.url(), fast_failing).await; // 30 s watchdog lease
+    let guard = client.lock("cut:unlock").unwrap().acquire().await.unwrap();
+    proxy.blackhole(true);
+    let unlocking = tokio::spawn(guard.unlock());
+    tokio::time::sleep(Duration::from_millis(100)).await; // the unlock is held in the proxy
+    proxy.cut();
+    proxy.blackhole(false);
+    let outcome = timeout(Duration::from_secs(10), unlocking)
+        .await
+        .expect("hangs")
+        .unwrap();
+    assert!(
+        matches!(outcome, Ok(_) | Err(LockError::Unavailable { .. })),
+        "{outcome:?}"
+    );
+    eventually(
+        "the lock is released long before its 30 s lease",
+        Duration::from_secs(10),
+        || async { server.keys().await.is_empty() },
+    )
+    .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_cancelled_acquires_leave_no_key_renewal_or_waiter() {
+    let server = RedisServer::start();
+    let watchdog = Duration::from_secs(1);
+    let client = client_at(&server.url(), |c| c.watchdog_timeout(watchdog)).await;
+    let mut tasks = Vec::new();
+    for _ in 0..4 {
+        let client = client.clone();
+        tasks.push(tokio::spawn(async move {
+            let mut granted = 0;
+            for i in 0..2_500 {
+                let lock = client.lock(&format!("cancel:{}", i % 8)).unwrap();
+                let limit = Duration::from_micros(rand::rng().random_range(0..5_000));
+                if let Ok(Ok(guard)) =
+                    timeout(limit, lock.acquire_timeout(Duration::from_millis(50))).await
+                {
+                    granted += 1;
+                    drop(guard);
+                }
+            }
+            granted
+        }));
+    }
+    let mut granted = 0;
+    for task in tasks {
+        granted += task.await.unwrap();
+    }
+    tokio::time::sleep(watchdog * 3).await; // the settling time
+    assert_eq!(
+        server.keys().await,
+        Vec::<String>::new(),
+        "a lock key remains"
+    );
+    assert_eq!(client.watched_holds(), 0, "a renewal is still scheduled");
+    let renewals = server.command_calls("pexpire").await;
+    tokio::time::sleep(watchdog).await;
+    assert_eq!(
+        server.command_calls("pexpire").await,
+        renewals,
+        "renewals still run"
+    );
+    eventually(
+        "no waiter or lock actor is left",
+        Duration::from_secs(5),
+        || async { client.active_locks() == 0 },
+    )
+    .await;
+    eprintln!("{granted} of 10000 acquires were granted before their future was dropped");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_call_is_unavailable_while_redis_is_away_and_the_client_recovers() {
+    let mut server = RedisServer::start();
+    let client = client_at(&server.url(), fast_failing).await;
+    let lock = client.lock("away").unwrap();
+    server.stop();
+    let started = Instant::now();
+    let calls: Vec<(&str, LockError)> = vec![
+        (
+            "acquire",
+            lock.acquire_timeout(Duration::from_secs(5))
+                .await
+                .unwrap_err(),
+        ),
+        ("try_acquire", lock.try_acquire().await.unwrap_err()),
+        ("is_locked", lock.is_locked().await.unwrap_err()),
+        ("remaining_ttl", lock.remaining_ttl().await.unwrap_err()),
+        ("force_unlock", lock.force_unlock().await.unwrap_err()),
+    ];
+    for (call, error) in &calls {
+        assert!(error.is_unavailable(), "{call}: {error}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "{:?}",
+        started.elapsed()
+    );
+    server.restart();
+    let guard = timeout(Duration::from_secs(15), async {
+        loop {
+            match lock.acquire_timeout(Duration::from_secs(1)).await {
+                Ok(guard) => return guard,
+                Err(error) => assert!(error.is_unavailable(), "{error}"),
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await; // poll while Redis returns
+        }
+    })
+    .await
+    .expect("the client recovers when Redis is back");
+    guard.unlock().await.unwrap();
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_dropped_on_another_runtime_still_releases() {
+    let server = RedisServer::start();
+    let client = client_at(&server.url(), |c| c).await;
+    let guard = client.lock("elsewhere").unwrap().acquire().await.unwrap();
+    std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        runtime.block_on(async move { drop(guard) });
+    })
+    .join()
+    .unwrap();
+    eventually(
+        "the dropped guard's lock is released",
+        Duration::from_secs(5),
+        || async { !client.lock("elsewhere").unwrap().is_locked().await.unwrap() },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn a_client_used_after_shutdown_says_so() {
+    let server = RedisServer::start();
+    let client = client_at(&server.url(), |c| c).await;
+    let lock = client.lock("after").unwrap();
+    let guard = lock.acquire().await.unwrap();
+    client.shutdown();
+    assert_eq!(lock.acquire().await.unwrap_err(), LockError::Shutdown);
+    assert_eq!(lock.is_locked().await.unwrap_err(), LockError::Shutdown);
+    assert!(matches!(
+        client.lock_actor("after"),
+        Err(LockError::Shutdown)
+    ));
+    assert!(matches!(guard.unlock().await, Err(LockError::Shutdown)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_bound_holds_while_a_lost_unlock_is_still_being_settled() {
+    let server = RedisServer::start();
+    let proxy = TcpProxy::start(server.port()).await;
+    let client = client_at(&proxy.url(), fast_failing).await; // 30 s watchdog lease
+    let lock = client.lock("settling").unwrap();
+    let owner = actix_distributed_lock::LockOwner::new();
+    let guard = lock
+        .acquire_with(AcquireOptions::new().owner(owner))
+        .await
+        .unwrap();
+    // Redis goes away for good: the unlock's answer is lost and cannot be settled.
+    proxy.refuse(true);
+    assert!(guard.unlock().await.unwrap_err().is_unavailable());
+    // The same owner asks again while the settlement is still pending: its own wait bound
+    // applies, not the 30 s lease the settlement may take to give up.
+    let started = Instant::now();
+    let options = AcquireOptions::new()
+        .owner(owner)
+        .wait(Duration::from_secs(1));
+    let outcome = timeout(Duration::from_secs(10), lock.acquire_with(options))
+        .await
+        .expect("the wait outlived its bound");
+    let error = outcome.unwrap_err();
+    assert!(error.is_unavailable() || error.is_timeout(), "{error}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "{:?}",
+        started.elapsed()
+    );
+    proxy.refuse(false);
+    eventually(
+        "the lock is settled once Redis is back",
+        Duration::from_secs(10),
+        || async { server.keys().await.is_empty() },
+    )
+    .await;
+}

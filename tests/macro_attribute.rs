@@ -1,0 +1,203 @@
+//! `#[distributed_lock]` outside actix-web: free fns, methods, `?`, panics, re-entry.
+
+mod support;
+
+use actix_distributed_lock::{distributed_lock, LockClient, LockError, LockOwner};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use support::RedisServer;
+
+#[derive(Debug)]
+enum JobError {
+    Lock(LockError),
+    Failed,
+}
+
+impl From<LockError> for JobError {
+    fn from(error: LockError) -> Self {
+        JobError::Lock(error)
+    }
+}
+
+struct Order {
+    id: u64,
+    sku: String,
+}
+
+#[distributed_lock("job:<name>", client = client, wait = "2s")]
+async fn run_job(client: &LockClient, name: &str) -> Result<u32, JobError> {
+    let lock = client
+        .lock(&format!("job:{name}"))
+        .map_err(JobError::Lock)?;
+    let holds = lock
+        .hold_count(LockOwner::current().expect("task owner"))
+        .await?;
+    Ok(holds)
+}
+
+#[distributed_lock("job:<name>", client = client)]
+async fn failing_job(client: &LockClient, name: &str) -> Result<(), JobError> {
+    let _ = client;
+    Err(JobError::Failed)?;
+    Ok(())
+}
+
+#[distributed_lock("job:<name>", client = client)]
+async fn panicking_job(client: &LockClient, name: &str) -> Result<(), JobError> {
+    let _ = (client, name);
+    panic!("the job blew up");
+}
+
+#[distributed_lock("outer:<id>", client = client)]
+async fn outer(client: &LockClient, id: u64) -> Result<u32, JobError> {
+    inner(client, id).await
+}
+
+#[distributed_lock("outer:<id>", client = client)]
+async fn inner(client: &LockClient, id: u64) -> Result<u32, JobError> {
+    let owner = LockOwner::current().expect("task owner");
+    Ok(client
+        .lock(&format!("outer:{id}"))?
+        .hold_count(owner)
+        .await?)
+}
+
+#[distributed_lock("order:{<order.id>}:sku:<order.sku>", client = client, lease = "10s")]
+async fn field_paths(client: &LockClient, order: &Order) -> Result<Option<Duration>, JobError> {
+    let name = format!("order:{{{}}}:sku:{}", order.id, order.sku);
+    Ok(client.lock(&name)?.remaining_ttl().await?)
+}
+
+fn to_job_error(error: LockError) -> JobError {
+    JobError::Lock(error)
+}
+
+struct Worker {
+    client: LockClient,
+    name: String,
+    runs: AtomicUsize,
+}
+
+impl Worker {
+    #[distributed_lock("worker:<self.name>", client = self.client, wait = "0s", on_fail = to_job_error)]
+    async fn run(&self, hold: Duration) -> Result<usize, JobError> {
+        tokio::time::sleep(hold).await; // the protected work
+        Ok(self.runs.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+}
+
+#[tokio::test]
+async fn a_free_fn_runs_under_the_lock_and_releases_it() {
+    let server = RedisServer::start();
+    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let holds = run_job(&client, "nightly").await.unwrap();
+    assert_eq!(holds, 1, "the body ran while holding the lock");
+    assert!(!client
+        .lock("job:nightly")
+        .unwrap()
+        .is_locked()
+        .await
+        .unwrap());
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn question_mark_and_panic_both_release() {
+    let server = RedisServer::start();
+    let client = LockClient::from_url(&server.url()).await.unwrap();
+    assert!(matches!(
+        failing_job(&client, "a").await,
+        Err(JobError::Failed)
+    ));
+    assert!(!client.lock("job:a").unwrap().is_locked().await.unwrap());
+
+    let task_client = client.clone();
+    let panicked = tokio::spawn(async move { panicking_job(&task_client, "b").await }).await;
+    assert!(panicked.unwrap_err().is_panic());
+    support::eventually(
+        "the panicked holder's lock is released",
+        Duration::from_secs(5),
+        || async { !client.lock("job:b").unwrap().is_locked().await.unwrap() },
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn nested_annotated_calls_in_one_task_reenter() {
+    let server = RedisServer::start();
+    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let holds = tokio::time::timeout(Duration::from_secs(5), outer(&client, 7))
+        .await
+        .expect("a nested call deadlocked instead of re-entering")
+        .unwrap();
+    assert_eq!(holds, 2);
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn placeholders_follow_field_paths_and_keep_braces() {
+    let server = RedisServer::start();
+    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let order = Order {
+        id: 42,
+        sku: "A-1".into(),
+    };
+    let ttl = field_paths(&client, &order)
+        .await
+        .unwrap()
+        .expect("held with a lease");
+    assert!(
+        ttl <= Duration::from_secs(10) && ttl > Duration::from_secs(8),
+        "{ttl:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn methods_lock_on_self_fields_and_map_failures_with_on_fail() {
+    let server = RedisServer::start();
+    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let worker = Arc::new(Worker {
+        client,
+        name: "w".into(),
+        runs: AtomicUsize::new(0),
+    });
+    let busy = {
+        let worker = worker.clone();
+        tokio::spawn(async move { worker.run(Duration::from_millis(500)).await })
+    };
+    let lock = worker.client.lock("worker:w").unwrap();
+    support::eventually(
+        "the first run holds the lock",
+        Duration::from_secs(5),
+        || async { lock.is_locked().await.unwrap() },
+    )
+    .await;
+    // Wait "0s": the second run is refused at once, through on_fail.
+    let refused = worker.run(Duration::ZERO).await;
+    assert!(
+        matches!(refused, Err(JobError::Lock(LockError::Timeout { .. }))),
+        "{refused:?}"
+    );
+    assert_eq!(busy.await.unwrap().unwrap(), 1);
+    assert_eq!(worker.run(Duration::ZERO).await.unwrap(), 2);
+}
+
+#[distributed_lock("default:<key>")]
+async fn with_the_default_client(key: u32) -> Result<u32, LockError> {
+    Ok(key)
+}
+
+#[tokio::test]
+async fn without_a_client_option_the_process_default_is_used_or_the_error_says_how() {
+    let server = RedisServer::start();
+    let missing = with_the_default_client(1).await.unwrap_err();
+    assert!(
+        matches!(&missing, LockError::InvalidConfig { reason } if reason.contains("set_default_client")),
+        "{missing}"
+    );
+    let client = LockClient::from_url(&server.url()).await.unwrap();
+    assert!(actix_distributed_lock::set_default_client(client).is_none());
+    assert_eq!(with_the_default_client(2).await.unwrap(), 2);
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}

@@ -1,0 +1,422 @@
+//! Support code shared by the integration tests (`mod support;` in each test file).
+//!
+//! Every test gets its own throw-away `redis-server` process on a free loopback port, so
+//! tests never touch a shared Redis (in particular not the one on port 6379) and can stop,
+//! pause (SIGSTOP), resume and restart the server they talk to.
+//!
+//! Dependencies: std, tokio (via the redis async API), redis and libc only.
+#![allow(dead_code)]
+pub mod proxy;
+
+use std::fs::{self, File};
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// How long to wait for a freshly started server to answer PING.
+const STARTUP_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long to wait for a killed server's port to become free again.
+const SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How many free ports to try before giving up in [`RedisServer::start`].
+const START_ATTEMPTS: usize = 5;
+/// How many times [`RedisServer::restart`] retries binding the same port.
+const RESTART_ATTEMPTS: usize = 5;
+
+static DIR_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// A private `redis-server` process on `127.0.0.1:<free port>`, killed on drop.
+///
+/// Persistence is off (`--save "" --appendonly no`), so every (re)start begins empty.
+pub struct RedisServer {
+    port: u16,
+    dir: PathBuf,
+    child: Option<Child>,
+    paused: bool,
+}
+
+impl RedisServer {
+    /// Starts a new server on a free loopback port and waits until it answers PING.
+    ///
+    /// Panics (with the server's log) if no server could be started.
+    pub fn start() -> RedisServer {
+        let dir = fresh_temp_dir();
+        let mut last_error = String::new();
+        for _ in 0..START_ATTEMPTS {
+            let port = free_port();
+            match spawn_and_wait(port, &dir) {
+                Ok(child) => {
+                    return RedisServer {
+                        port,
+                        dir,
+                        child: Some(child),
+                        paused: false,
+                    }
+                }
+                // Most likely someone grabbed the port between our probe and redis' bind.
+                Err(e) => last_error = e,
+            }
+        }
+        let _ = fs::remove_dir_all(&dir);
+        panic!("could not start redis-server after {START_ATTEMPTS} attempts: {last_error}");
+    }
+
+    /// The loopback port the server listens on (stable across [`restart`](Self::restart)).
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// `redis://127.0.0.1:PORT/`
+    pub fn url(&self) -> String {
+        format!("redis://127.0.0.1:{}/", self.port)
+    }
+
+    /// A `redis::Client` for this server.
+    pub fn client(&self) -> redis::Client {
+        redis::Client::open(self.url()).expect("valid redis url")
+    }
+
+    /// A fresh multiplexed async connection to this server.
+    pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
+        self.client()
+            .get_multiplexed_async_connection()
+            .await
+            .unwrap_or_else(|e| panic!("connect to test redis on port {}: {e}", self.port))
+    }
+
+    /// Process id of the running server, if any.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Whether a server process is currently running (possibly paused).
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// Whether the server is currently paused with SIGSTOP.
+    pub fn is_paused(&self) -> bool {
+        self.paused
+    }
+
+    /// Kills the server with SIGKILL, waits for the process to be gone and for its port
+    /// to be free again. Does nothing if it is not running.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        if self.paused {
+            signal(&child, libc::SIGCONT);
+            self.paused = false;
+        }
+        signal(&child, libc::SIGKILL);
+        let _ = child.wait();
+        let deadline = Instant::now() + SHUTDOWN_TIMEOUT;
+        while !port_is_free(self.port) {
+            assert!(
+                Instant::now() < deadline,
+                "port {} still busy {SHUTDOWN_TIMEOUT:?} after killing redis-server",
+                self.port
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Stops the server (if running) and starts a new, empty one on the SAME port, then
+    /// waits until it answers PING.
+    pub fn restart(&mut self) {
+        self.stop();
+        let mut last_error = String::new();
+        for attempt in 0..RESTART_ATTEMPTS {
+            if attempt > 0 {
+                thread::sleep(Duration::from_millis(200));
+            }
+            match spawn_and_wait(self.port, &self.dir) {
+                Ok(child) => {
+                    self.child = Some(child);
+                    self.paused = false;
+                    return;
+                }
+                Err(e) => last_error = e,
+            }
+        }
+        panic!(
+            "could not restart redis-server on port {} after {RESTART_ATTEMPTS} attempts: {last_error}",
+            self.port
+        );
+    }
+
+    /// Freezes the server with SIGSTOP: connections stay open but nothing is answered.
+    pub fn pause(&mut self) {
+        let child = self
+            .child
+            .as_ref()
+            .expect("pause(): redis-server is not running");
+        signal(child, libc::SIGSTOP);
+        self.paused = true;
+    }
+
+    /// Lets a paused server continue with SIGCONT.
+    pub fn resume(&mut self) {
+        let child = self
+            .child
+            .as_ref()
+            .expect("resume(): redis-server is not running");
+        signal(child, libc::SIGCONT);
+        self.paused = false;
+    }
+
+    /// Number of calls of `cmd` since start or the last [`reset_stats`](Self::reset_stats),
+    /// from `INFO commandstats` (`cmdstat_<cmd>:calls=N,...`); 0 if never called.
+    ///
+    /// `cmd` is matched case-insensitively; subcommands use Redis' `|` form, e.g.
+    /// `"client|kill"`. Note that this helper's own connection and `INFO` call show up
+    /// in the statistics too (`hello`/`client|setinfo`/`info`).
+    pub async fn command_calls(&self, cmd: &str) -> u64 {
+        let mut conn = self.conn().await;
+        let info: String = redis::cmd("INFO")
+            .arg("commandstats")
+            .query_async(&mut conn)
+            .await
+            .expect("INFO commandstats");
+        parse_command_calls(&info, cmd)
+    }
+
+    /// All keys currently in the server (`KEYS *`), sorted.
+    pub async fn keys(&self) -> Vec<String> {
+        let mut conn = self.conn().await;
+        let mut keys: Vec<String> = redis::cmd("KEYS")
+            .arg("*")
+            .query_async(&mut conn)
+            .await
+            .expect("KEYS *");
+        keys.sort();
+        keys
+    }
+
+    /// Resets the command statistics (`CONFIG RESETSTAT`).
+    pub async fn reset_stats(&self) {
+        let mut conn = self.conn().await;
+        let () = redis::cmd("CONFIG")
+            .arg("RESETSTAT")
+            .query_async(&mut conn)
+            .await
+            .expect("CONFIG RESETSTAT");
+    }
+
+    /// The server's log (stdout/stderr of the current or last process).
+    pub fn log(&self) -> String {
+        fs::read_to_string(log_path(&self.dir)).unwrap_or_default()
+    }
+
+    /// Subscribers of `channel` (`PUBSUB NUMSUB`).
+    pub async fn subscribers(&self, channel: &str) -> i64 {
+        let mut conn = self.conn().await;
+        let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(channel)
+            .query_async(&mut conn)
+            .await
+            .expect("PUBSUB NUMSUB");
+        counts.first().map_or(0, |(_, n)| *n)
+    }
+
+    /// Waits (at most 10 s, then panics) until `channel` has at least `n` subscribers.
+    pub async fn wait_for_subscribers(&self, channel: &str, n: i64) {
+        eventually(
+            "subscribers on the unlock channel",
+            Duration::from_secs(10),
+            || async { self.subscribers(channel).await >= n },
+        )
+        .await;
+    }
+
+    /// Waits (at most 10 s, then panics) until `waiters` waiters are parked: each has
+    /// subscribed to `channel` and made its second try. Every refused try runs PTTL inside
+    /// the acquire script, so this counts PTTL calls: only use it where nothing else sends
+    /// PTTL. A parked waiter moves only on a wake-up or on its lease timer.
+    pub async fn wait_until_parked(&self, channel: &str, waiters: i64) {
+        eventually(
+            "waiters parked on the unlock channel",
+            Duration::from_secs(10),
+            || async {
+                self.subscribers(channel).await >= waiters
+                    && self.command_calls("pttl").await as i64 >= 2 * waiters
+            },
+        )
+        .await;
+    }
+}
+
+impl Drop for RedisServer {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            if self.paused {
+                signal(&child, libc::SIGCONT);
+            }
+            signal(&child, libc::SIGKILL);
+            let _ = child.wait();
+        }
+        let _ = fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Extracts `calls=N` of `cmdstat_<cmd>` from `INFO commandstats` output (0 if absent).
+pub fn parse_command_calls(info: &str, cmd: &str) -> u64 {
+    let wanted = format!("cmdstat_{}:", cmd.to_ascii_lowercase());
+    info.lines()
+        .map(str::trim)
+        .find_map(|line| line.strip_prefix(wanted.as_str()))
+        .and_then(|fields| {
+            fields
+                .split(',')
+                .find_map(|field| field.strip_prefix("calls="))
+                .and_then(|n| n.trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+fn signal(child: &Child, sig: libc::c_int) {
+    let pid = child.id() as libc::pid_t;
+    // SAFETY: plain kill(2) on a pid we own and have not reaped yet.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+fn fresh_temp_dir() -> PathBuf {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let n = DIR_COUNTER.fetch_add(1, Ordering::Relaxed);
+    let dir = std::env::temp_dir().join(format!(
+        "adl-test-redis-{}-{n}-{nanos:x}",
+        std::process::id()
+    ));
+    fs::create_dir_all(&dir).unwrap_or_else(|e| panic!("create {}: {e}", dir.display()));
+    dir
+}
+
+fn log_path(dir: &Path) -> PathBuf {
+    dir.join("redis.log")
+}
+
+/// Asks the OS for a free loopback port (bind to port 0, read it, release it).
+fn free_port() -> u16 {
+    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind 127.0.0.1:0");
+    listener.local_addr().expect("local_addr").port()
+}
+
+/// True if nothing listens on the port and it can be bound again.
+fn port_is_free(port: u16) -> bool {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok()
+}
+
+/// Starts `redis-server` on `port` and waits until it answers PING.
+/// On failure the process is killed and the error (with the log) returned.
+fn spawn_and_wait(port: u16, dir: &Path) -> Result<Child, String> {
+    let log = File::create(log_path(dir)).map_err(|e| format!("create log file: {e}"))?;
+    let log_err = log
+        .try_clone()
+        .map_err(|e| format!("clone log file: {e}"))?;
+    let mut child = Command::new("redis-server")
+        .arg("--port")
+        .arg(port.to_string())
+        .args(["--bind", "127.0.0.1"])
+        .args(["--save", ""])
+        .args(["--appendonly", "no"])
+        .args(["--daemonize", "no"])
+        .args(["--loglevel", "warning"])
+        .arg("--dir")
+        .arg(dir)
+        .stdin(Stdio::null())
+        .stdout(log)
+        .stderr(log_err)
+        .spawn()
+        .map_err(|e| {
+            format!("spawn redis-server (is it installed? scripts/test installs it): {e}")
+        })?;
+
+    let deadline = Instant::now() + STARTUP_TIMEOUT;
+    loop {
+        if let Ok(Some(status)) = child.try_wait() {
+            return Err(format!(
+                "redis-server on port {port} exited with {status}; log:\n{}",
+                fs::read_to_string(log_path(dir)).unwrap_or_default()
+            ));
+        }
+        match server_pid(port) {
+            Some(pid) if pid == child.id() => return Ok(child),
+            Some(other) => {
+                // Another test's server won this port between our probe and our bind.
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(format!(
+                    "port {port} is served by another redis-server (pid {other})"
+                ));
+            }
+            None => {}
+        }
+        if Instant::now() >= deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(format!(
+                "redis-server on port {port} did not answer PING within {STARTUP_TIMEOUT:?}; log:\n{}",
+                fs::read_to_string(log_path(dir)).unwrap_or_default()
+            ));
+        }
+        thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// The pid of the redis-server answering on `port` (from `INFO server`), if one answers.
+/// Comparing it with our child's pid tells our server from another test's on the same port.
+fn server_pid(port: u16) -> Option<u32> {
+    let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_millis(200)).ok()?;
+    stream
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
+    stream
+        .set_write_timeout(Some(Duration::from_millis(500)))
+        .ok()?;
+    stream.write_all(b"INFO server\r\n").ok()?;
+    let mut reply = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while reply.len() < 64 * 1024 {
+        let n = stream.read(&mut chunk).ok()?;
+        if n == 0 {
+            break;
+        }
+        reply.extend_from_slice(&chunk[..n]);
+        let text = String::from_utf8_lossy(&reply);
+        if let Some(start) = text.find("process_id:") {
+            let rest = &text[start + "process_id:".len()..];
+            // Only a complete line: a chunk may end in the middle of the number.
+            if let Some(end) = rest.find("\r\n") {
+                return rest[..end].trim().parse().ok();
+            }
+        }
+    }
+    None
+}
+
+/// Waits until `cond` holds, checking every 5 ms; panics naming `what` after `limit`.
+pub async fn eventually<F, Fut>(what: &str, limit: Duration, mut cond: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + limit;
+    while !cond().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {limit:?} waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
