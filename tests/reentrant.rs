@@ -518,11 +518,15 @@ async fn connections_per_node_stay_constant_with_many_locks_and_waiters() {
     let server = RedisServer::start();
     let holder = client(&server).await;
     let waiter = client(&server).await;
+    // The subscription connection comes up in the background after `connect` returns.
+    eventually(
+        "two clients, each one command and one subscription connection",
+        Duration::from_secs(10),
+        || async { connections(&server).await == 4 },
+    )
+    .await;
     let idle = connections(&server).await;
-    assert_eq!(
-        idle, 4,
-        "two clients, each one command and one subscription connection"
-    );
+    assert_eq!(idle, 4, "no more connections appear once both are up");
     let mut held = Vec::new();
     for i in 0..50 {
         held.push(

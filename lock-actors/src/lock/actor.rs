@@ -517,6 +517,31 @@ impl LockActor {
         }
     }
 
+    /// Drops waiters whose askers went away (a cancelled acquire), so a newcomer never
+    /// queues behind them. A head whose try is in flight stays: its answer decides.
+    fn withdraw_gone(&mut self, ctx: &mut Context<Self>) {
+        let keep_head = self.attempt_in_flight;
+        let mut head_gone = false;
+        let mut pos = 0;
+        while pos < self.waiters.len() {
+            let waiter = &self.waiters[pos];
+            if waiter.reply.is_closed() && !(pos == 0 && keep_head) {
+                head_gone |= pos == 0;
+                if let Some(gone) = self.waiters.remove(pos) {
+                    disarm(gone.deadline_timer, ctx);
+                }
+            } else {
+                pos += 1;
+            }
+        }
+        if head_gone {
+            // Its sleep was its own: whoever heads the queue now has not tried yet.
+            if let Some(sleep) = self.sleep.take() {
+                ctx.cancel_future(sleep);
+            }
+        }
+    }
+
     /// Starts waiter `id`'s deadline timer, if it has none yet.
     fn arm_deadline(&mut self, id: u64, ctx: &mut Context<Self>) {
         let Some(waiter) = self.waiters.iter_mut().find(|w| w.id == id) else {
@@ -878,6 +903,7 @@ impl LockActor {
             deadline_timer: None,
         };
         self.refresh_keepalive(ctx);
+        self.withdraw_gone(ctx);
         if self.holders.contains_key(&msg.owner) {
             // Re-entry never queues behind other owners (that would deadlock).
             self.waiters.push_front(waiter);
