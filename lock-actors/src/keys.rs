@@ -69,17 +69,20 @@ impl LockName {
 
     /// The channel on which unlocks of this lock are published (`0` wakes one waiter).
     ///
+    /// Redisson's rule for every derived key and channel: the name goes in braces (a Redis
+    /// Cluster hash tag, so it lands on the lock's slot), unless it already has braces of
+    /// its own, which then stay the only hash tag.
+    ///
     /// ```
     /// # use actix_distributed_lock::LockName;
+    /// assert_eq!(LockName::new("a", 64).unwrap().unlock_channel(), "redisson_lock__channel:{a}");
     /// let n = LockName::new("{tag}x", 64).unwrap();
-    /// assert_eq!(n.unlock_channel(), "redisson_lock__channel:{{tag}x}");
+    /// assert_eq!(n.unlock_channel(), "redisson_lock__channel:{tag}x");
     /// ```
     pub fn unlock_channel(&self) -> String {
-        format!("redisson_lock__channel:{{{}}}", self.0)
+        self.prefixed("redisson_lock__channel")
     }
-}
 
-impl LockName {
     /// The counter that fencing tokens of this lock are drawn from (it never expires).
     ///
     /// ```
@@ -88,7 +91,73 @@ impl LockName {
     /// assert_eq!(n.fencing_token_key(), "redisson_lock_token:{ledger}");
     /// ```
     pub fn fencing_token_key(&self) -> String {
-        format!("redisson_lock_token:{{{}}}", self.0)
+        self.prefixed("redisson_lock_token")
+    }
+
+    /// The channel of a read-write lock (both sides): a read unlock publishes `1` here.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockName;
+    /// let n = LockName::new("doc", 64).unwrap();
+    /// assert_eq!(n.rwlock_channel(), "redisson_rwlock:{doc}");
+    /// ```
+    pub fn rwlock_channel(&self) -> String {
+        self.prefixed("redisson_rwlock")
+    }
+
+    /// The prefix of one reader's per-hold timeout keys, `{name}:<owner field>:rwlock_timeout`
+    /// (hold `n` of that reader expires with key `<prefix>:n`).
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockName;
+    /// let n = LockName::new("doc", 64).unwrap();
+    /// assert_eq!(n.read_timeout_prefix("u:1"), "{doc}:u:1:rwlock_timeout");
+    /// ```
+    pub fn read_timeout_prefix(&self, owner_field: &str) -> String {
+        format!("{}:{owner_field}:rwlock_timeout", self.hash_tagged())
+    }
+
+    /// The name as a hash tag, `{name}`, or the name itself when it has braces already: the
+    /// part every reader's timeout key starts with.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockName;
+    /// assert_eq!(LockName::new("doc", 64).unwrap().hash_tagged(), "{doc}");
+    /// assert_eq!(LockName::new("{t}doc", 64).unwrap().hash_tagged(), "{t}doc");
+    /// ```
+    pub fn hash_tagged(&self) -> String {
+        if self.0.contains('{') {
+            self.0.to_string()
+        } else {
+            format!("{{{}}}", self.0)
+        }
+    }
+
+    /// The fair lock's queue of waiting owners (a list, oldest first).
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockName;
+    /// let n = LockName::new("q", 64).unwrap();
+    /// assert_eq!(n.fair_queue_key(), "redisson_lock_queue:{q}");
+    /// ```
+    pub fn fair_queue_key(&self) -> String {
+        self.prefixed("redisson_lock_queue")
+    }
+
+    /// The fair lock's waiter deadlines (a sorted set: owner → time in ms it ages out).
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockName;
+    /// let n = LockName::new("q", 64).unwrap();
+    /// assert_eq!(n.fair_timeout_key(), "redisson_lock_timeout:{q}");
+    /// ```
+    pub fn fair_timeout_key(&self) -> String {
+        self.prefixed("redisson_lock_timeout")
+    }
+
+    /// `prefix:` then the name as a hash tag (Redisson's `prefixName`).
+    fn prefixed(&self, prefix: &str) -> String {
+        format!("{prefix}:{}", self.hash_tagged())
     }
 }
 
