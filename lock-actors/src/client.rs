@@ -4,8 +4,8 @@ use crate::config::ClientConfig;
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::lock::LockActor;
+use crate::lock::{Lock, LockKind};
 use crate::node::Node;
-use crate::reentrant::ReentrantLock;
 use crate::runtime::ActorRuntime;
 use actix::dev::ToEnvelope;
 use actix::{Addr, Handler, MailboxError, Message};
@@ -126,9 +126,13 @@ impl LockClient {
     /// assert!(client.lock("").is_err());
     /// # Ok(()) }
     /// ```
-    pub fn lock(&self, name: &str) -> Result<ReentrantLock, LockError> {
-        let name = LockName::new(name, self.inner.config.max_name_len)?;
-        Ok(ReentrantLock::new(self.clone(), name, false))
+    pub fn lock(&self, name: &str) -> Result<Lock, LockError> {
+        Ok(Lock::new(
+            self.clone(),
+            LockKind::Reentrant,
+            self.name(name)?,
+            false,
+        ))
     }
 
     /// A handle to lock `name` whose every acquisition draws a fencing token
@@ -144,9 +148,44 @@ impl LockClient {
     /// assert!(guard.fencing_token().is_some());
     /// # Ok(()) }
     /// ```
-    pub fn fenced_lock(&self, name: &str) -> Result<ReentrantLock, LockError> {
-        let name = LockName::new(name, self.inner.config.max_name_len)?;
-        Ok(ReentrantLock::new(self.clone(), name, true))
+    pub fn fenced_lock(&self, name: &str) -> Result<Lock, LockError> {
+        Ok(Lock::new(
+            self.clone(),
+            LockKind::Reentrant,
+            self.name(name)?,
+            true,
+        ))
+    }
+
+    /// A handle to the non-reentrant fast lock `name`: one string key, `SET NX PX` with the
+    /// owner as value, released by a compare-and-delete that publishes on the same channel
+    /// as the reentrant lock. Waiters, the watchdog and `lost()` work as for the reentrant
+    /// lock; taking it again with the same owner is [`LockError::AlreadyHeld`], not a
+    /// deadlock. Use it on hot uncontended paths: each acquire and release is one short
+    /// script.
+    ///
+    /// What it does not do: re-entry, and interoperate with Redisson's `RLock` on the same
+    /// name (Redisson has no such string lock; a Java `RLock` on the name sees the wrong
+    /// key type). Like every single-node lock, a Redis failover can lose it.
+    ///
+    /// ```no_run
+    /// # use actix_distributed_lock::{AcquireOptions, LockError, LockOwner};
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let lock = client.fast_lock("counter:7")?;
+    /// let me = LockOwner::new();
+    /// let guard = lock.acquire_with(AcquireOptions::new().owner(me)).await?;
+    /// let again = lock.acquire_with(AcquireOptions::new().owner(me)).await;
+    /// assert!(matches!(again, Err(LockError::AlreadyHeld { .. })));
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fast_lock(&self, name: &str) -> Result<Lock, LockError> {
+        Ok(Lock::new(
+            self.clone(),
+            LockKind::Fast,
+            self.name(name)?,
+            false,
+        ))
     }
 
     /// The address of the actor for lock `name`, for sending it messages from other actors.
@@ -157,8 +196,26 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub fn lock_actor(&self, name: &str) -> Result<Addr<LockActor>, LockError> {
-        let name = LockName::new(name, self.inner.config.max_name_len)?;
-        Ok(self.node()?.lock_actor(&name))
+        self.lock_actor_of(LockKind::Reentrant, name)
+    }
+
+    /// The address of the actor for the `kind` lock `name` (each kind of lock on a name
+    /// has its own actor).
+    ///
+    /// ```no_run
+    /// # use actix_distributed_lock::LockKind;
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let readers = client.lock_actor_of(LockKind::Read, "doc:7")?;
+    /// # Ok(()) }
+    /// ```
+    pub fn lock_actor_of(&self, kind: LockKind, name: &str) -> Result<Addr<LockActor>, LockError> {
+        let name = self.name(name)?;
+        Ok(self.node()?.lock_actor(kind, &name))
+    }
+
+    /// Checks a lock name against this client's limits.
+    pub(crate) fn name(&self, name: &str) -> Result<LockName, LockError> {
+        LockName::new(name, self.inner.config.max_name_len)
     }
 
     /// This client's uuid: the first part of every owner field it writes.
@@ -229,7 +286,12 @@ impl LockClient {
 
     /// Sends `msg` to the actor of `name`, once more to a fresh actor if that one had just
     /// stopped.
-    pub(crate) async fn ask<M>(&self, name: &LockName, msg: M) -> Result<M::Result, LockError>
+    pub(crate) async fn ask<M>(
+        &self,
+        kind: LockKind,
+        name: &LockName,
+        msg: M,
+    ) -> Result<M::Result, LockError>
     where
         M: Message + Clone + Send + 'static,
         M::Result: Send,
@@ -238,10 +300,10 @@ impl LockClient {
     {
         for _ in 0..2 {
             let node = self.node()?;
-            let actor = node.lock_actor(name);
+            let actor = node.lock_actor(kind, name);
             match actor.send(msg.clone()).await {
                 Ok(reply) => return Ok(reply),
-                Err(MailboxError::Closed) => node.evict_actor(name, &actor),
+                Err(MailboxError::Closed) => node.evict_actor(kind, name, &actor),
                 Err(MailboxError::Timeout) => break,
             }
         }

@@ -66,6 +66,13 @@ pub enum LockError {
         /// The lock's name (which is also its key).
         name: String,
     },
+    /// The owner already holds this non-reentrant lock: taking it again would wait for
+    /// itself forever, so it is refused at once. Release the first hold first.
+    #[error("lock `{name}` is already held by this owner and is not reentrant; release it before taking it again")]
+    AlreadyHeld {
+        /// The lock's name.
+        name: String,
+    },
     /// The client was shut down (or dropped) before the operation finished.
     #[error("the lock client has been shut down")]
     Shutdown,

@@ -47,8 +47,9 @@ mod lock;
 #[doc(hidden)]
 pub mod macro_support;
 mod node;
-mod reentrant;
 mod runtime;
+mod rwlock;
+mod semaphore;
 #[cfg(feature = "web")]
 pub mod web;
 
@@ -59,12 +60,12 @@ pub use keys::LockName;
 #[doc(hidden)]
 pub use lock::Deferred;
 pub use lock::{
-    Acquire, AcquireFenced, ForceRelease, GetState, LockActor, LockGuard, LockOwner, LockState,
-    Release, Released, Renew,
+    Acquire, AcquireFenced, AcquireOptions, ForceRelease, GetState, Lock, LockActor, LockGuard,
+    LockKind, LockOwner, LockState, Release, Released, Renew,
 };
 pub use macro_support::{default_client, fencing_token, set_default_client};
 pub use node::NodeSupervisor;
-pub use reentrant::{AcquireOptions, ReentrantLock};
+pub use rwlock::ReadWriteLock;
 
 #[cfg(test)]
 mod tests {
@@ -77,7 +78,7 @@ mod tests {
     #[test]
     fn public_types_keep_their_bounds() {
         assert_send_sync_static::<LockClient>();
-        assert_send_sync_static::<ReentrantLock>();
+        assert_send_sync_static::<Lock>();
         assert_send_sync_static::<LockGuard>();
         assert_send_sync_static::<LockError>();
         assert_send_sync_static::<LockOwner>();

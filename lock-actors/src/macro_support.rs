@@ -3,8 +3,8 @@
 
 use crate::client::LockClient;
 use crate::error::LockError;
+use crate::lock::AcquireOptions;
 use crate::lock::{LockGuard, LockOwner};
-use crate::reentrant::AcquireOptions;
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;

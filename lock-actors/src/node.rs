@@ -5,7 +5,7 @@ use crate::config::ClientConfig;
 use crate::error::{redact_url, LockError};
 use crate::keys::LockName;
 use crate::lock::watchdog::{WatchRegistry, Watchdog};
-use crate::lock::{LockActor, LockOwner};
+use crate::lock::{LockActor, LockKind, LockOwner};
 use crate::runtime::ActorRuntime;
 use actix::prelude::*;
 use actix::{WeakAddr, WeakRecipient};
@@ -79,10 +79,12 @@ pub(crate) struct Node {
     pub(crate) watchdog: Arc<WatchRegistry>,
     pub(crate) config: Arc<ClientConfig>,
     client_id: Arc<str>,
-    arbiter: actix_rt::ArbiterHandle,
-    registry: Mutex<HashMap<LockName, (u64, WeakAddr<LockActor>)>>,
+    pub(crate) arbiter: actix_rt::ArbiterHandle,
+    registry: Mutex<HashMap<(LockKind, LockName), (u64, WeakAddr<LockActor>)>>,
     next_actor: AtomicU64,
     _watchdog_actor: Addr<Watchdog>,
+    /// The semaphore actors of this node (see `crate::semaphore`).
+    pub(crate) semaphores: crate::semaphore::Registry,
 }
 
 impl Node {
@@ -125,7 +127,7 @@ impl Node {
                         }
                     };
                 let mut conn = conn;
-                crate::reentrant::preload_scripts(&mut conn).await;
+                crate::lock::preload_scripts(&mut conn).await;
                 let commands = Commands {
                     conn,
                     timeout: setup_config.response_timeout,
@@ -158,6 +160,7 @@ impl Node {
             registry: Mutex::new(HashMap::new()),
             next_actor: AtomicU64::new(1),
             _watchdog_actor: watchdog_actor,
+            semaphores: Default::default(),
         }))
     }
 
@@ -166,10 +169,11 @@ impl Node {
         format!("{}:{}", self.client_id, owner.id())
     }
 
-    /// The live lock actor for `name`, started if there is none.
-    pub(crate) fn lock_actor(self: &Arc<Self>, name: &LockName) -> Addr<LockActor> {
+    /// The live lock actor for the `kind` lock `name`, started if there is none.
+    pub(crate) fn lock_actor(self: &Arc<Self>, kind: LockKind, name: &LockName) -> Addr<LockActor> {
         let mut registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some((_, weak)) = registry.get(name) {
+        let key = (kind, name.clone());
+        if let Some((_, weak)) = registry.get(&key) {
             if let Some(addr) = weak.upgrade() {
                 if addr.connected() {
                     return addr;
@@ -180,9 +184,9 @@ impl Node {
         let node = self.clone();
         let actor_name = name.clone();
         let addr = LockActor::start_in_arbiter(&self.arbiter, move |_| {
-            LockActor::new(node, actor_name, id)
+            LockActor::new(node, kind, actor_name, id)
         });
-        registry.insert(name.clone(), (id, addr.downgrade()));
+        registry.insert(key, (id, addr.downgrade()));
         addr
     }
 
@@ -190,6 +194,7 @@ impl Node {
     /// `still_wanted` (someone holds its address) says otherwise.
     pub(crate) fn retire_actor(
         &self,
+        kind: LockKind,
         name: &LockName,
         id: u64,
         still_wanted: impl FnOnce() -> bool,
@@ -198,20 +203,22 @@ impl Node {
         if still_wanted() {
             return false;
         }
-        if registry.get(name).is_some_and(|(live, _)| *live == id) {
-            registry.remove(name);
+        let key = (kind, name.clone());
+        if registry.get(&key).is_some_and(|(live, _)| *live == id) {
+            registry.remove(&key);
         }
         true
     }
 
     /// Drops a registry entry whose actor turned out to be stopped.
-    pub(crate) fn evict_actor(&self, name: &LockName, addr: &Addr<LockActor>) {
+    pub(crate) fn evict_actor(&self, kind: LockKind, name: &LockName, addr: &Addr<LockActor>) {
         let mut registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
+        let key = (kind, name.clone());
         let stale = registry
-            .get(name)
+            .get(&key)
             .is_some_and(|(_, weak)| weak.upgrade().is_none_or(|live| &live == addr));
         if stale {
-            registry.remove(name);
+            registry.remove(&key);
         }
     }
 

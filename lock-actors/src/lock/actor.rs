@@ -1,5 +1,7 @@
 use super::guard::HoldStatus;
 use super::guard::ReleaseHold;
+use super::kind::LockKind;
+use super::read_state;
 use super::reply::{Deferred, ReplySlot};
 use super::{
     Acquire, AcquireFenced, ForceRelease, GetState, LockGuard, LockOwner, LockState, Release,
@@ -7,11 +9,8 @@ use super::{
 };
 use crate::config::positive_millis;
 use crate::error::LockError;
-use crate::keys::{LockName, UNLOCK_MESSAGE};
+use crate::keys::LockName;
 use crate::node::{Node, Subscribe, Unsubscribe, Wake};
-use crate::reentrant::{
-    read_state, ACQUIRE, FENCED_ACQUIRE, FORCE_UNLOCK, RECONCILE, RENEW, UNLOCK,
-};
 use actix::prelude::*;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -57,6 +56,7 @@ const SUBSCRIBE_RETRY: Duration = Duration::from_secs(1);
 /// ```
 pub struct LockActor {
     node: Arc<Node>,
+    kind: LockKind,
     name: LockName,
     channel: String,
     id: u64,
@@ -161,10 +161,11 @@ impl Message for HoldLost {
 }
 
 impl LockActor {
-    pub(crate) fn new(node: Arc<Node>, name: LockName, id: u64) -> Self {
+    pub(crate) fn new(node: Arc<Node>, kind: LockKind, name: LockName, id: u64) -> Self {
         LockActor {
-            channel: name.unlock_channel(),
+            channel: kind.channel(&name),
             node,
+            kind,
             name,
             id,
             holders: HashMap::new(),
@@ -180,6 +181,11 @@ impl LockActor {
             reconcile_in_flight: false,
             reconcile_error: None,
         }
+    }
+
+    /// What stands for `owner` in this lock's Redis data.
+    fn field(&self, owner: LockOwner) -> String {
+        self.kind.field(self.node.owner_field(owner))
     }
 
     fn watchdog_lease(&self) -> Duration {
@@ -232,7 +238,10 @@ impl LockActor {
             self.refresh_keepalive(ctx);
             return;
         };
-        if !self.holders.is_empty() && !self.holders.contains_key(&head.owner) {
+        if !self.kind.shared()
+            && !self.holders.is_empty()
+            && !self.holders.contains_key(&head.owner)
+        {
             // Another local owner holds it: Redis could only say "busy", and that owner's
             // release (or loss) wakes the head here. Sleep at most its lease, in case the
             // lock is lost without our hearing of it.
@@ -314,26 +323,26 @@ impl LockActor {
         };
         let (owner, lease) = (reconcile.owner, reconcile.lease);
         let counted = self.holders.get(&owner).map_or(0, |h| h.holds.len());
-        let mut invocation = RECONCILE.key(self.name.as_str());
-        invocation
-            .key(self.channel.as_str())
-            .arg(counted)
-            .arg(lease.as_millis() as u64)
-            .arg(self.node.owner_field(owner))
-            .arg(UNLOCK_MESSAGE);
+        let invocation = self.kind.reconcile(
+            &self.name,
+            &self.channel,
+            &self.field(owner),
+            lease.as_millis() as u64,
+            counted,
+        );
         self.reconcile_in_flight = true;
         let request = self
             .node
             .commands
             .clone()
-            .eval::<i64>(invocation, self.name.clone());
+            .eval::<Option<i64>>(invocation, self.name.clone());
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
             act.reconcile_in_flight = false;
             match result {
                 Ok(undone) => {
                     act.reconcile_error = None;
                     let settled = act.reconciles.pop_front();
-                    if undone == 1 {
+                    if undone != Some(-1) {
                         tracing::info!(lock = %act.name, owner = owner.id(),
                             "undid a hold whose reply was lost");
                     }
@@ -399,14 +408,9 @@ impl LockActor {
         };
         let (id, owner, lease) = (head.id, head.owner, head.lease);
         let lease_ms = lease.unwrap_or(self.watchdog_lease()).as_millis() as u64;
-        let mut invocation = if head.fenced {
-            let mut fenced = FENCED_ACQUIRE.key(self.name.as_str());
-            fenced.key(self.name.fencing_token_key());
-            fenced
-        } else {
-            ACQUIRE.key(self.name.as_str())
-        };
-        invocation.arg(lease_ms).arg(self.node.owner_field(owner));
+        let invocation = self
+            .kind
+            .acquire(&self.name, &self.field(owner), lease_ms, head.fenced);
         self.attempt_in_flight = true;
         self.wake_pending = false;
         let sent = Instant::now();
@@ -637,7 +641,7 @@ impl LockActor {
     /// fixed lease, else a timer that reports the loss when the fixed lease runs out.
     fn arm_lease_keeping(&mut self, owner: LockOwner, since: Instant, ctx: &mut Context<Self>) {
         let watchdog_lease = self.watchdog_lease();
-        let field = self.node.owner_field(owner);
+        let field = self.field(owner);
         let Some(holder) = self.holders.get_mut(&owner) else {
             return;
         };
@@ -648,6 +652,7 @@ impl LockActor {
         match (watched, holder.watch_id) {
             (true, None) => {
                 holder.watch_id = Some(self.node.watchdog.register(
+                    self.kind,
                     self.name.clone(),
                     field,
                     owner,
@@ -712,12 +717,12 @@ impl LockActor {
         owner: LockOwner,
         lease: Duration,
     ) -> impl std::future::Future<Output = Result<Option<i64>, LockError>> + 'static {
-        let mut invocation = UNLOCK.key(self.name.as_str());
-        invocation
-            .key(self.channel.as_str())
-            .arg(UNLOCK_MESSAGE)
-            .arg(lease.as_millis() as u64)
-            .arg(self.node.owner_field(owner));
+        let invocation = self.kind.unlock(
+            &self.name,
+            &self.channel,
+            &self.field(owner),
+            lease.as_millis() as u64,
+        );
         self.node
             .commands
             .clone()
@@ -785,7 +790,8 @@ impl LockActor {
                         name: act.name.to_string(),
                     })
                 }
-                Ok(Some(0)) => Ok(Released::StillHeld { holds: remaining }),
+                // 0 from a read lock others still hold means released, for this owner.
+                Ok(Some(0)) if remaining > 0 => Ok(Released::StillHeld { holds: remaining }),
                 Ok(Some(_)) => {
                     act.lose(owner, RELEASED, ctx);
                     tracing::debug!(lock = %act.name, owner = owner.id(), "released");
@@ -825,7 +831,7 @@ impl Actor for LockActor {
     fn stopping(&mut self, ctx: &mut Context<Self>) -> Running {
         if self
             .node
-            .retire_actor(&self.name, self.id, || ctx.connected())
+            .retire_actor(self.kind, &self.name, self.id, || ctx.connected())
         {
             Running::Stop
         } else {
@@ -877,6 +883,18 @@ impl LockActor {
         fenced: bool,
         ctx: &mut Context<Self>,
     ) -> Deferred<Result<LockGuard, LockError>> {
+        if fenced && self.kind != LockKind::Reentrant {
+            return Deferred::ready(Err(LockError::invalid_config(format!(
+                "lock `{}` is a {} lock; fencing tokens come with reentrant locks only",
+                self.name,
+                self.kind.as_str()
+            ))));
+        }
+        if !self.kind.reentrant() && self.holders.contains_key(&msg.owner) {
+            return Deferred::ready(Err(LockError::AlreadyHeld {
+                name: self.name.to_string(),
+            }));
+        }
         if let Some(lease) = msg.lease {
             if let Err(error) =
                 positive_millis(&format!("the lease of lock `{}`", self.name), lease)
@@ -946,10 +964,10 @@ impl Handler<Renew> for LockActor {
                 Ok(ms) => ms,
                 Err(error) => return Deferred::ready(Err(error)),
             };
-        let mut invocation = RENEW.key(self.name.as_str());
-        invocation
-            .arg(lease_ms)
-            .arg(self.node.owner_field(msg.owner));
+        let mut invocation = self.kind.renew_script().prepare_invoke();
+        invocation.arg(lease_ms);
+        self.kind
+            .add_renewal(&mut invocation, &self.name, &self.field(msg.owner));
         let sent = Instant::now();
         let request = self
             .node
@@ -985,8 +1003,7 @@ impl Handler<ForceRelease> for LockActor {
     type Result = Deferred<Result<bool, LockError>>;
 
     fn handle(&mut self, _: ForceRelease, ctx: &mut Context<Self>) -> Self::Result {
-        let mut invocation = FORCE_UNLOCK.key(self.name.as_str());
-        invocation.key(self.channel.as_str()).arg(UNLOCK_MESSAGE);
+        let invocation = self.kind.force_unlock(&self.name, &self.channel);
         let request = self
             .node
             .commands
@@ -1015,9 +1032,10 @@ impl Handler<GetState> for LockActor {
     type Result = ResponseFuture<Result<LockState, LockError>>;
 
     fn handle(&mut self, msg: GetState, _: &mut Context<Self>) -> Self::Result {
-        let field = msg.owner.map(|owner| self.node.owner_field(owner));
+        let field = msg.owner.map(|owner| self.field(owner));
         Box::pin(read_state(
             self.node.commands.clone(),
+            self.kind,
             self.name.clone(),
             field,
         ))

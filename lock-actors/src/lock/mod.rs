@@ -2,12 +2,17 @@
 
 mod actor;
 mod guard;
+mod handle;
+mod kind;
 mod owner;
 mod reply;
 pub(crate) mod watchdog;
 
 pub use actor::LockActor;
 pub use guard::LockGuard;
+pub(crate) use handle::{preload_scripts, read_state};
+pub use handle::{AcquireOptions, Lock};
+pub use kind::LockKind;
 pub use owner::with_task_owner;
 pub use owner::LockOwner;
 pub use reply::Deferred;

@@ -2,10 +2,10 @@
 //! renews every registered hold; a hold found gone is reported lost to its lock actor.
 
 use super::actor::HoldLost;
+use super::kind::LockKind;
 use super::{LockActor, LockOwner};
 use crate::keys::LockName;
 use crate::node::Commands;
-use crate::reentrant::RENEW;
 use actix::prelude::*;
 use actix::WeakAddr;
 use std::collections::HashMap;
@@ -28,6 +28,7 @@ pub(crate) struct WatchRegistry {
 }
 
 struct WatchEntry {
+    kind: LockKind,
     name: LockName,
     field: String,
     owner: LockOwner,
@@ -40,6 +41,7 @@ impl WatchRegistry {
     /// Starts renewing `field` of `name`; `valid_until` is when its current lease surely ends.
     pub(crate) fn register(
         &self,
+        kind: LockKind,
         name: LockName,
         field: String,
         owner: LockOwner,
@@ -48,6 +50,7 @@ impl WatchRegistry {
     ) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let entry = WatchEntry {
+            kind,
             name,
             field,
             owner,
@@ -125,7 +128,11 @@ impl Watchdog {
         let mut batches = Vec::new();
         {
             let entries = self.registry.lock();
-            let mut batch: Option<(redis::ScriptInvocation<'static>, Vec<u64>, LockName)> = None;
+            // One open batch per kind: each kind renews with its own script.
+            let mut open: HashMap<
+                LockKind,
+                (redis::ScriptInvocation<'static>, Vec<u64>, LockName),
+            > = HashMap::new();
             for (id, entry) in entries.iter() {
                 if entry.valid_until <= now {
                     expired.push(*id);
@@ -134,20 +141,20 @@ impl Watchdog {
                 if self.batches_in_flight > 0 {
                     continue; // the previous round has not answered; do not pile up
                 }
-                let (invocation, ids, _) = batch.get_or_insert_with(|| {
-                    let mut invocation = RENEW.prepare_invoke();
+                let (invocation, ids, _) = open.entry(entry.kind).or_insert_with(|| {
+                    let mut invocation = entry.kind.renew_script().prepare_invoke();
                     invocation.arg(lease_ms);
                     (invocation, Vec::with_capacity(BATCH), entry.name.clone())
                 });
-                invocation
-                    .key(entry.name.as_str())
-                    .arg(entry.field.as_str());
+                entry
+                    .kind
+                    .add_renewal(invocation, &entry.name, &entry.field);
                 ids.push(*id);
                 if ids.len() == BATCH {
-                    batches.extend(batch.take());
+                    batches.extend(open.remove(&entry.kind));
                 }
             }
-            batches.extend(batch);
+            batches.extend(open.into_values());
         }
         for id in expired {
             self.registry

@@ -1,6 +1,6 @@
-//! The reentrant lock: Redisson's `RLock` layout (a hash of owner → hold count) and the
-//! handle users take it through.
+//! `Lock`: the handle users take every kind of lock through, its options, and state reads.
 
+use super::kind::{all_scripts, LockKind};
 use crate::client::LockClient;
 use crate::error::LockError;
 use crate::keys::LockName;
@@ -9,35 +9,13 @@ use crate::lock::{
 };
 use crate::node::Commands;
 use actix::Addr;
-use redis::Script;
-use std::sync::LazyLock;
 use std::time::Duration;
-
-pub(crate) static ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("acquire.lua")));
-pub(crate) static FENCED_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("fenced_acquire.lua")));
-pub(crate) static UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("unlock.lua")));
-pub(crate) static RENEW: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("renew.lua")));
-pub(crate) static RECONCILE: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("reconcile.lua")));
-pub(crate) static FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| Script::new(include_str!("force_unlock.lua")));
 
 /// Loads every script into Redis's script cache, so first uses do not pay a NOSCRIPT round
 /// trip (the first watchdog round would otherwise hit it once per batch). Best effort: a
 /// script missing later (Redis restarted) is loaded on its first NOSCRIPT anyway.
 pub(crate) async fn preload_scripts(conn: &mut redis::aio::ConnectionManager) {
-    for script in [
-        &ACQUIRE,
-        &FENCED_ACQUIRE,
-        &UNLOCK,
-        &RENEW,
-        &RECONCILE,
-        &FORCE_UNLOCK,
-    ] {
+    for script in all_scripts() {
         if let Err(error) = script.prepare_invoke().load_async(conn).await {
             tracing::debug!(%error, "could not preload a lock script; it loads on first use");
         }
@@ -47,6 +25,7 @@ pub(crate) async fn preload_scripts(conn: &mut redis::aio::ConnectionManager) {
 /// Reads a lock's state: key type (to refuse non-lock data), PTTL, and one owner's holds.
 pub(crate) async fn read_state(
     commands: Commands,
+    kind: LockKind,
     name: LockName,
     field: Option<String>,
 ) -> Result<LockState, LockError> {
@@ -55,14 +34,21 @@ pub(crate) async fn read_state(
         .arg(name.as_str())
         .cmd("PTTL")
         .arg(name.as_str());
-    let (kind, pttl): (String, i64) = commands.clone().query(pipe, name.clone()).await?;
-    if kind != "hash" && kind != "none" {
+    let (kind_found, pttl): (String, i64) = commands.clone().query(pipe, name.clone()).await?;
+    let (key_type, locked) = (kind.key_type(), kind_found == kind.key_type());
+    if kind_found != key_type && kind_found != "none" {
         return Err(LockError::WrongType {
             name: name.to_string(),
         });
     }
     let hold_count = match field {
-        Some(field) if kind == "hash" => {
+        Some(field) if locked && kind == LockKind::Fast => {
+            let mut pipe = redis::pipe();
+            pipe.cmd("GET").arg(name.as_str());
+            let (holder,): (Option<String>,) = commands.query(pipe, name.clone()).await?;
+            u32::from(holder.as_deref() == Some(field.as_str()))
+        }
+        Some(field) if locked => {
             let mut pipe = redis::pipe();
             pipe.cmd("HGET").arg(name.as_str()).arg(field);
             let (count,): (Option<u32>,) = commands.query(pipe, name.clone()).await?;
@@ -71,7 +57,7 @@ pub(crate) async fn read_state(
         _ => 0,
     };
     Ok(LockState {
-        locked: kind == "hash",
+        locked,
         ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
         hold_count,
     })
@@ -148,11 +134,13 @@ impl AcquireOptions {
     }
 }
 
-/// A reentrant lock (Redisson's `RLock`): one owner at a time, and that owner may take it
+/// A handle to one lock of one [`LockKind`]. By default (from [`LockClient::lock`]) a
+/// reentrant lock (Redisson's `RLock`): one owner at a time, and that owner may take it
 /// again; it is free after as many releases as acquisitions.
 ///
-/// Get one with [`LockClient::lock`]. The handle is cheap to clone and holds no lock itself;
-/// each acquire returns a [`LockGuard`].
+/// The other kinds come from [`LockClient::fast_lock`], [`LockClient::fenced_lock`] and
+/// [`LockClient::read_write_lock`]; their differences are on [`LockKind`]. The handle is
+/// cheap to clone and holds no lock itself; each acquire returns a [`LockGuard`].
 ///
 /// # Example
 ///
@@ -178,28 +166,43 @@ impl AcquireOptions {
 /// # Ok(()) }
 /// ```
 #[derive(Clone)]
-pub struct ReentrantLock {
+pub struct Lock {
     client: LockClient,
+    kind: LockKind,
     name: LockName,
     fenced: bool,
 }
 
-impl std::fmt::Debug for ReentrantLock {
+impl std::fmt::Debug for Lock {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ReentrantLock")
+        f.debug_struct("Lock")
+            .field("kind", &self.kind)
             .field("name", &self.name)
             .field("fenced", &self.fenced)
             .finish()
     }
 }
 
-impl ReentrantLock {
-    pub(crate) fn new(client: LockClient, name: LockName, fenced: bool) -> Self {
-        ReentrantLock {
+impl Lock {
+    pub(crate) fn new(client: LockClient, kind: LockKind, name: LockName, fenced: bool) -> Self {
+        Lock {
             client,
+            kind,
             name,
             fenced,
         }
+    }
+
+    /// The kind of this lock.
+    ///
+    /// ```no_run
+    /// # use actix_distributed_lock::LockKind;
+    /// # fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// assert_eq!(client.lock("a")?.kind(), LockKind::Reentrant);
+    /// # Ok(()) }
+    /// ```
+    pub fn kind(&self) -> LockKind {
+        self.kind
     }
 
     /// Whether acquisitions through this handle draw fencing tokens
@@ -246,7 +249,7 @@ impl ReentrantLock {
     ///
     /// # Cancel safety
     ///
-    /// As [`acquire`](ReentrantLock::acquire).
+    /// As [`acquire`](Lock::acquire).
     ///
     /// ```no_run
     /// # use std::time::Duration;
@@ -266,7 +269,7 @@ impl ReentrantLock {
     ///
     /// # Cancel safety
     ///
-    /// As [`acquire`](ReentrantLock::acquire).
+    /// As [`acquire`](Lock::acquire).
     ///
     /// ```no_run
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
@@ -290,7 +293,7 @@ impl ReentrantLock {
     ///
     /// # Cancel safety
     ///
-    /// As [`acquire`](ReentrantLock::acquire).
+    /// As [`acquire`](Lock::acquire).
     ///
     /// ```no_run
     /// # use actix_distributed_lock::AcquireOptions;
@@ -305,10 +308,10 @@ impl ReentrantLock {
         let wait = options.wait.unwrap_or(self.client.config().default_wait);
         if self.fenced {
             let request = AcquireFenced { owner, lease, wait };
-            self.client.ask(&self.name, request).await?
+            self.client.ask(self.kind, &self.name, request).await?
         } else {
             let request = Acquire { owner, lease, wait };
-            self.client.ask(&self.name, request).await?
+            self.client.ask(self.kind, &self.name, request).await?
         }
     }
 
@@ -356,7 +359,7 @@ impl ReentrantLock {
     /// # Ok(()) }
     /// ```
     pub async fn force_unlock(&self) -> Result<bool, LockError> {
-        self.client.ask(&self.name, ForceRelease).await?
+        self.client.ask(self.kind, &self.name, ForceRelease).await?
     }
 
     /// The address of this lock's actor, for driving it with messages.
@@ -367,12 +370,12 @@ impl ReentrantLock {
     /// # Ok(()) }
     /// ```
     pub fn actor(&self) -> Result<Addr<LockActor>, LockError> {
-        self.client.lock_actor(self.name.as_str())
+        Ok(self.client.node()?.lock_actor(self.kind, &self.name))
     }
 
     async fn state(&self, owner: Option<LockOwner>) -> Result<LockState, LockError> {
         let node = self.client.node()?;
-        let field = owner.map(|owner| node.owner_field(owner));
-        read_state(node.commands.clone(), self.name.clone(), field).await
+        let field = owner.map(|owner| self.kind.field(node.owner_field(owner)));
+        read_state(node.commands.clone(), self.kind, self.name.clone(), field).await
     }
 }

@@ -1,0 +1,15 @@
+-- Release a fast lock if this owner holds it (compare and delete); wake a waiter.
+--
+-- | KEYS[1] | the lock's key                                                   |
+-- | KEYS[2] | the unlock channel `redisson_lock__channel:{name}`               |
+-- | ARGV[1] | the message to publish when freed (`0`)                          |
+-- | ARGV[2] | lease in milliseconds (unused: a fast lock has one hold)         |
+-- | ARGV[3] | owner field `uuid:owner`                                         |
+-- | returns | nil: not the owner; 1: freed                                     |
+local ok, holder = pcall(redis.call, 'get', KEYS[1])
+if not ok or holder ~= ARGV[3] then
+    return nil
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], ARGV[1])
+return 1

@@ -1,0 +1,19 @@
+-- Delete a lock whoever holds it, and wake its waiters.
+--
+-- | KEYS[1] | the lock's key                                            |
+-- | KEYS[2] | the lock's unlock channel                                 |
+-- | ARGV[1] | the message to publish                                    |
+-- | ARGV[2] | the key type this kind of lock uses (`hash`, `string`)    |
+-- | returns | 1: a lock was deleted; 0: there was none                  |
+--
+-- A key of another type holds non-lock data: it is left alone and reported.
+local kind = redis.call('type', KEYS[1])['ok']
+if kind == 'none' then
+    return 0
+end
+if kind ~= ARGV[2] then
+    return redis.error_reply('WRONGTYPE key is not a lock of this kind')
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], ARGV[1])
+return 1

@@ -1,0 +1,298 @@
+//! Lock kinds: which scripts, keys and channel each kind of lock uses, so one lock actor
+//! drives them all.
+
+use crate::keys::{LockName, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+use redis::{Script, ScriptInvocation};
+use std::sync::LazyLock;
+
+/// The kind of a lock: what it stores in Redis and who may share it.
+///
+/// Every kind has the same API (a [`Lock`](crate::Lock) handle, the [`LockActor`]'s
+/// messages, `#[distributed_lock(kind = …)]`), the watchdog, `lost()`, bounded waits and the
+/// same errors.
+///
+/// [`LockActor`]: crate::LockActor
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::LockKind;
+/// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+/// let lock = client.fast_lock("hot:path")?;
+/// assert_eq!(lock.kind(), LockKind::Fast);
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LockKind {
+    /// Redisson's `RLock`: a hash of owner → hold count; the same owner may re-enter.
+    Reentrant,
+    /// A non-reentrant lock: one string key (`SET NX PX`) whose value is the holder.
+    /// Re-acquiring with the same owner is [`LockError::AlreadyHeld`](crate::LockError).
+    Fast,
+    /// The read side of Redisson's `RReadWriteLock`: shared by any number of readers.
+    Read,
+    /// The write side of Redisson's `RReadWriteLock`: one writer, and no readers but its own.
+    Write,
+}
+
+static REENTRANT_RENEW: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("../reentrant/renew.lua")]));
+static FAST_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("../fast/acquire.lua")]));
+static FAST_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("../fast/unlock.lua")]));
+static FAST_RENEW: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("../fast/renew.lua")]));
+static FAST_RECONCILE: LazyLock<Script> = LazyLock::new(|| {
+    script(&[
+        include_str!("../fast/holds.lua"),
+        include_str!("reconcile.lua"),
+        include_str!("../fast/unlock.lua"),
+    ])
+});
+static REENTRANT_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("../reentrant/acquire.lua")]));
+static FENCED_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("../reentrant/fenced_acquire.lua")]));
+static REENTRANT_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("../reentrant/unlock.lua")]));
+static REENTRANT_RECONCILE: LazyLock<Script> = LazyLock::new(|| {
+    script(&[
+        include_str!("../reentrant/holds.lua"),
+        include_str!("reconcile.lua"),
+        include_str!("../reentrant/unlock.lua"),
+    ])
+});
+static READ_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("../rwlock/read_acquire.lua")]));
+static READ_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("../rwlock/read_unlock.lua")]));
+static READ_RENEW: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("../rwlock/read_renew.lua")]));
+static READ_RECONCILE: LazyLock<Script> = LazyLock::new(|| {
+    script(&[
+        include_str!("../reentrant/holds.lua"),
+        include_str!("reconcile.lua"),
+        include_str!("../rwlock/read_unlock.lua"),
+    ])
+});
+static WRITE_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("../rwlock/write_acquire.lua")]));
+static WRITE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("../rwlock/write_unlock.lua")]));
+static WRITE_RECONCILE: LazyLock<Script> = LazyLock::new(|| {
+    script(&[
+        include_str!("../reentrant/holds.lua"),
+        include_str!("reconcile.lua"),
+        include_str!("../rwlock/write_unlock.lua"),
+    ])
+});
+static FORCE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("force_unlock.lua")]));
+
+/// One script from one or more source files, joined in order (a reconcile is the kind's
+/// `holds` function, the shared prelude, then the kind's unlock).
+fn script(parts: &[&str]) -> Script {
+    Script::new(&parts.join("\n"))
+}
+
+/// Every script, for loading into Redis's cache at connect.
+pub(crate) fn all_scripts() -> [&'static Script; 17] {
+    [
+        &REENTRANT_ACQUIRE,
+        &FENCED_ACQUIRE,
+        &REENTRANT_UNLOCK,
+        &REENTRANT_RENEW,
+        &REENTRANT_RECONCILE,
+        &FAST_ACQUIRE,
+        &FAST_UNLOCK,
+        &FAST_RENEW,
+        &FAST_RECONCILE,
+        &READ_ACQUIRE,
+        &READ_UNLOCK,
+        &READ_RENEW,
+        &READ_RECONCILE,
+        &WRITE_ACQUIRE,
+        &WRITE_UNLOCK,
+        &WRITE_RECONCILE,
+        &FORCE_UNLOCK,
+    ]
+}
+
+impl LockKind {
+    /// The kind's name as the macro spells it.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockKind;
+    /// assert_eq!(LockKind::Read.as_str(), "read");
+    /// ```
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LockKind::Reentrant => "reentrant",
+            LockKind::Fast => "fast",
+            LockKind::Read => "read",
+            LockKind::Write => "write",
+        }
+    }
+
+    /// Whether the same owner may take the lock again while holding it.
+    pub(crate) fn reentrant(self) -> bool {
+        self != LockKind::Fast
+    }
+
+    /// Whether holders of different owners may hold it at the same time.
+    pub(crate) fn shared(self) -> bool {
+        self == LockKind::Read
+    }
+
+    /// The key type a lock of this kind is stored as.
+    pub(crate) fn key_type(self) -> &'static str {
+        match self {
+            LockKind::Fast => "string",
+            _ => "hash",
+        }
+    }
+
+    /// The channel its unlocks are published on.
+    pub(crate) fn channel(self, name: &LockName) -> String {
+        match self {
+            LockKind::Reentrant | LockKind::Fast => name.unlock_channel(),
+            LockKind::Read | LockKind::Write => name.rwlock_channel(),
+        }
+    }
+
+    /// The field (or value) that stands for an owner, from the owner's `uuid:owner` base.
+    pub(crate) fn field(self, base: String) -> String {
+        match self {
+            LockKind::Write => base + ":write",
+            _ => base,
+        }
+    }
+
+    /// The acquire script call; replies nil (acquired), the holder's PTTL, or `{token}`.
+    pub(crate) fn acquire(
+        self,
+        name: &LockName,
+        field: &str,
+        lease_ms: u64,
+        fenced: bool,
+    ) -> ScriptInvocation<'static> {
+        let mut call = match (self, fenced) {
+            (LockKind::Reentrant, true) => {
+                let mut call = FENCED_ACQUIRE.key(name.as_str());
+                call.key(name.fencing_token_key());
+                call
+            }
+            (LockKind::Reentrant, false) => REENTRANT_ACQUIRE.key(name.as_str()),
+            (LockKind::Fast, _) => FAST_ACQUIRE.key(name.as_str()),
+            (LockKind::Read, _) => {
+                let mut call = READ_ACQUIRE.key(name.as_str());
+                call.key(name.read_timeout_prefix(field));
+                call
+            }
+            (LockKind::Write, _) => WRITE_ACQUIRE.key(name.as_str()),
+        };
+        call.arg(lease_ms).arg(field);
+        if self == LockKind::Read {
+            call.arg(LockKind::Write.field(field.to_string()));
+        }
+        call
+    }
+
+    /// The unlock script call; replies nil (not the owner), 0 (still held), 1 (released).
+    pub(crate) fn unlock(
+        self,
+        name: &LockName,
+        channel: &str,
+        field: &str,
+        lease_ms: u64,
+    ) -> ScriptInvocation<'static> {
+        self.release_call(false, name, channel, field, lease_ms)
+    }
+
+    /// The reconcile script call: undoes one hold when Redis counts `counted + 1` holds for
+    /// the owner; replies -1 when it agrees with `counted`.
+    pub(crate) fn reconcile(
+        self,
+        name: &LockName,
+        channel: &str,
+        field: &str,
+        lease_ms: u64,
+        counted: usize,
+    ) -> ScriptInvocation<'static> {
+        let mut call = self.release_call(true, name, channel, field, lease_ms);
+        call.arg(counted);
+        call
+    }
+
+    fn release_call(
+        self,
+        reconcile: bool,
+        name: &LockName,
+        channel: &str,
+        field: &str,
+        lease_ms: u64,
+    ) -> ScriptInvocation<'static> {
+        let script: &Script = match (self, reconcile) {
+            (LockKind::Reentrant, false) => &REENTRANT_UNLOCK,
+            (LockKind::Reentrant, true) => &REENTRANT_RECONCILE,
+            (LockKind::Fast, false) => &FAST_UNLOCK,
+            (LockKind::Fast, true) => &FAST_RECONCILE,
+            (LockKind::Read, false) => &READ_UNLOCK,
+            (LockKind::Read, true) => &READ_RECONCILE,
+            (LockKind::Write, false) => &WRITE_UNLOCK,
+            (LockKind::Write, true) => &WRITE_RECONCILE,
+        };
+        let mut call = script.key(name.as_str());
+        call.key(channel);
+        if self == LockKind::Read {
+            call.key(name.read_timeout_prefix(field))
+                .key(name.hash_tagged());
+        }
+        let message = match self {
+            LockKind::Read => READ_UNLOCK_MESSAGE,
+            _ => UNLOCK_MESSAGE,
+        };
+        call.arg(message).arg(lease_ms).arg(field);
+        if self == LockKind::Write {
+            call.arg(READ_UNLOCK_MESSAGE);
+        }
+        call
+    }
+
+    /// The watchdog's batch renewal script; replies one 1/0 per entry.
+    pub(crate) fn renew_script(self) -> &'static Script {
+        match self {
+            LockKind::Reentrant | LockKind::Write => &REENTRANT_RENEW,
+            LockKind::Fast => &FAST_RENEW,
+            LockKind::Read => &READ_RENEW,
+        }
+    }
+
+    /// Adds one entry's keys and field to a batch made from [`renew_script`](Self::renew_script)
+    /// (whose first argument is the lease).
+    pub(crate) fn add_renewal(
+        self,
+        call: &mut ScriptInvocation<'static>,
+        name: &LockName,
+        field: &str,
+    ) {
+        call.key(name.as_str());
+        if self == LockKind::Read {
+            call.key(name.hash_tagged());
+        }
+        call.arg(field);
+    }
+
+    /// The force-unlock script call; replies 1 when a lock was deleted.
+    pub(crate) fn force_unlock(self, name: &LockName, channel: &str) -> ScriptInvocation<'static> {
+        let message = match self {
+            LockKind::Read | LockKind::Write => READ_UNLOCK_MESSAGE,
+            _ => UNLOCK_MESSAGE,
+        };
+        let mut call = FORCE_UNLOCK.key(name.as_str());
+        call.key(channel).arg(message).arg(self.key_type());
+        call
+    }
+}

@@ -1,0 +1,42 @@
+-- Release one read hold; when no hold is left, delete the lock and wake every waiter.
+--
+-- | KEYS[1] | the lock's hash                                                       |
+-- | KEYS[2] | the read-write channel `redisson_rwlock:{name}`                      |
+-- | KEYS[3] | this reader's timeout prefix `{name}:uuid:owner:rwlock_timeout`       |
+-- | KEYS[4] | the name as a hash tag `{name}` (start of every reader's prefix)      |
+-- | ARGV[1] | the message to publish when freed (`1`: wakes all waiters)            |
+-- | ARGV[2] | lease in milliseconds (unused: each hold keeps its own)              |
+-- | ARGV[3] | owner field `uuid:owner`                                              |
+-- | returns | nil: not a reader; 0: others still hold it; 1: freed                  |
+local mode = redis.call('hget', KEYS[1], 'mode')
+if mode == false or redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+    return nil
+end
+local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
+if holds == 0 then
+    redis.call('hdel', KEYS[1], ARGV[3])
+end
+redis.call('del', KEYS[3] .. ':' .. (holds + 1))
+if redis.call('hlen', KEYS[1]) > 1 then
+    -- Others hold it: the hash lives as long as the longest read hold left.
+    local longest = -3
+    for _, field in ipairs(redis.call('hkeys', KEYS[1])) do
+        local count = tonumber(redis.call('hget', KEYS[1], field))
+        if count then
+            for n = count, 1, -1 do
+                local key = KEYS[4] .. ':' .. field .. ':rwlock_timeout:' .. n
+                longest = math.max(longest, redis.call('pttl', key))
+            end
+        end
+    end
+    if longest > 0 then
+        redis.call('pexpire', KEYS[1], longest)
+        return 0
+    end
+    if mode == 'write' then
+        return 0
+    end
+end
+redis.call('del', KEYS[1])
+redis.call('publish', KEYS[2], ARGV[1])
+return 1
