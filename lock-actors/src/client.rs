@@ -4,7 +4,7 @@ use crate::config::ClientConfig;
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::lock::LockActor;
-use crate::lock::{Lock, LockKind};
+use crate::lock::{Lock, LockKind, LockOwner};
 use crate::node::Node;
 use crate::runtime::ActorRuntime;
 use actix::dev::ToEnvelope;
@@ -210,7 +210,63 @@ impl LockClient {
     /// ```
     pub fn lock_actor_of(&self, kind: LockKind, name: &str) -> Result<Addr<LockActor>, LockError> {
         let name = self.name(name)?;
-        Ok(self.node()?.lock_actor(kind, &name))
+        Ok(self.node()?.lock_actor(kind, &name, None))
+    }
+
+    /// A handle to the fair lock `name` (Redisson's `RFairLock`): a reentrant lock granted
+    /// in request order, across every process that uses it.
+    ///
+    /// Every waiter waits in the Redis queue `redisson_lock_queue:{name}`, with a deadline
+    /// in `redisson_lock_timeout:{name}` that it moves forward every third of
+    /// [`ClientConfig::fair_wait_timeout`] (5 s by default) while it waits. An unlock wakes
+    /// only the next waiter, on its own channel `redisson_lock__channel:{name}:uuid:owner`.
+    /// A waiter that gives up (timeout, cancelled future) leaves the queue at once; one that
+    /// dies is skipped once its deadline passes, so the queue cannot stick; both keys expire
+    /// on their own when nobody waits.
+    ///
+    /// What it does not guarantee: order between requests that reach Redis within the same
+    /// instant from different processes (Redis decides), order after a waiter was skipped
+    /// as dead (a paused process that comes back joins at the back), and anything across a
+    /// Redis failover. Each waiting owner has an actor of its own
+    /// ([`fair_lock_actor`](LockClient::fair_lock_actor)).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let turn = client.fair_lock("printer")?.acquire_timeout(Duration::from_secs(30)).await?;
+    /// turn.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fair_lock(&self, name: &str) -> Result<Lock, LockError> {
+        Ok(Lock::new(
+            self.clone(),
+            LockKind::Fair,
+            self.name(name)?,
+            false,
+        ))
+    }
+
+    /// The actor that takes the fair lock `name` for `owner` (a fair lock has one actor
+    /// per waiting owner, each waiting in the Redis queue on its own channel). Acquire
+    /// messages for other owners sent to it are refused with
+    /// [`LockError::InvalidConfig`].
+    ///
+    /// ```no_run
+    /// # use actix_distributed_lock::{Acquire, LockOwner};
+    /// # use std::time::Duration;
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), Box<dyn std::error::Error>> {
+    /// let me = LockOwner::new();
+    /// let actor = client.fair_lock_actor("printer", me)?;
+    /// let guard = actor.send(Acquire { owner: me, lease: None, wait: Duration::from_secs(5) }).await??;
+    /// # Ok(()) }
+    /// ```
+    pub fn fair_lock_actor(
+        &self,
+        name: &str,
+        owner: LockOwner,
+    ) -> Result<Addr<LockActor>, LockError> {
+        let name = self.name(name)?;
+        Ok(self.node()?.lock_actor(LockKind::Fair, &name, Some(owner)))
     }
 
     /// Checks a lock name against this client's limits.
@@ -290,6 +346,7 @@ impl LockClient {
         &self,
         kind: LockKind,
         name: &LockName,
+        owner: Option<LockOwner>,
         msg: M,
     ) -> Result<M::Result, LockError>
     where
@@ -300,10 +357,10 @@ impl LockClient {
     {
         for _ in 0..2 {
             let node = self.node()?;
-            let actor = node.lock_actor(kind, name);
+            let actor = node.lock_actor(kind, name, owner);
             match actor.send(msg.clone()).await {
                 Ok(reply) => return Ok(reply),
-                Err(MailboxError::Closed) => node.evict_actor(kind, name, &actor),
+                Err(MailboxError::Closed) => node.evict_actor(kind, name, owner, &actor),
                 Err(MailboxError::Timeout) => break,
             }
         }

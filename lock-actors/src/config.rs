@@ -29,6 +29,7 @@ pub struct ClientConfig {
     pub(crate) connect_timeout: Duration,
     pub(crate) response_timeout: Duration,
     pub(crate) max_name_len: usize,
+    pub(crate) fair_wait_timeout: Duration,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -41,6 +42,7 @@ impl std::fmt::Debug for ClientConfig {
             .field("connect_timeout", &self.connect_timeout)
             .field("response_timeout", &self.response_timeout)
             .field("max_name_len", &self.max_name_len)
+            .field("fair_wait_timeout", &self.fair_wait_timeout)
             .finish()
     }
 }
@@ -63,6 +65,7 @@ impl ClientConfig {
             connect_timeout: Duration::from_secs(5),
             response_timeout: Duration::from_secs(3),
             max_name_len: 4096,
+            fair_wait_timeout: Duration::from_secs(5),
         }
     }
 
@@ -156,6 +159,21 @@ impl ClientConfig {
         self
     }
 
+    /// How long a fair lock waiter may go without a sign of life before other waiters skip
+    /// it (a waiter that died in the queue). Live waiters show one every third of it.
+    /// Default 5 s, as Redisson's `threadWaitTime`.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::ClientConfig;
+    /// # use std::time::Duration;
+    /// let c = ClientConfig::new("redis://h/").fair_wait_timeout(Duration::from_secs(2));
+    /// # assert!(c.validate().is_ok());
+    /// ```
+    pub fn fair_wait_timeout(mut self, timeout: Duration) -> Self {
+        self.fair_wait_timeout = timeout;
+        self
+    }
+
     /// The renewal interval in force: the one set, or a third of the watchdog timeout.
     ///
     /// ```
@@ -182,6 +200,12 @@ impl ClientConfig {
         positive_millis("watchdog_timeout", self.watchdog_timeout)?;
         positive_millis("connect_timeout", self.connect_timeout)?;
         positive_millis("response_timeout", self.response_timeout)?;
+        if self.fair_wait_timeout < Duration::from_millis(3) {
+            return Err(LockError::invalid_config(format!(
+                "fair_wait_timeout ({:?}) must be at least 3 ms",
+                self.fair_wait_timeout
+            )));
+        }
         let interval = self.renew_interval();
         positive_millis("renew interval", interval)?;
         if interval >= self.watchdog_timeout {

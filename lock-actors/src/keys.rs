@@ -155,6 +155,17 @@ impl LockName {
         self.prefixed("redisson_lock_timeout")
     }
 
+    /// The channel on which one fair lock waiter, `owner_field`, is told it is next.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockName;
+    /// let n = LockName::new("q", 64).unwrap();
+    /// assert_eq!(n.fair_waiter_channel("u:1"), "redisson_lock__channel:{q}:u:1");
+    /// ```
+    pub fn fair_waiter_channel(&self, owner_field: &str) -> String {
+        format!("{}:{owner_field}", self.unlock_channel())
+    }
+
     /// `prefix:` then the name as a hash tag (Redisson's `prefixName`).
     fn prefixed(&self, prefix: &str) -> String {
         format!("{prefix}:{}", self.hash_tagged())

@@ -71,6 +71,14 @@ impl Commands {
     }
 }
 
+/// Which actor serves a lock: its kind, its name, and for per-owner kinds (the fair lock)
+/// its owner.
+type ActorKey = (LockKind, LockName, Option<LockOwner>);
+
+fn actor_key(kind: LockKind, name: &LockName, owner: Option<LockOwner>) -> ActorKey {
+    (kind, name.clone(), owner.filter(|_| kind.per_owner()))
+}
+
 /// Everything a lock actor needs to know about its node. Shared, immutable but for the
 /// registry and the watch list.
 pub(crate) struct Node {
@@ -80,7 +88,7 @@ pub(crate) struct Node {
     pub(crate) config: Arc<ClientConfig>,
     client_id: Arc<str>,
     pub(crate) arbiter: actix_rt::ArbiterHandle,
-    registry: Mutex<HashMap<(LockKind, LockName), (u64, WeakAddr<LockActor>)>>,
+    registry: Mutex<HashMap<ActorKey, (u64, WeakAddr<LockActor>)>>,
     next_actor: AtomicU64,
     _watchdog_actor: Addr<Watchdog>,
     /// The semaphore actors of this node (see `crate::semaphore`).
@@ -170,9 +178,15 @@ impl Node {
     }
 
     /// The live lock actor for the `kind` lock `name`, started if there is none.
-    pub(crate) fn lock_actor(self: &Arc<Self>, kind: LockKind, name: &LockName) -> Addr<LockActor> {
+    /// `owner` picks the actor of a per-owner kind (the fair lock); other kinds ignore it.
+    pub(crate) fn lock_actor(
+        self: &Arc<Self>,
+        kind: LockKind,
+        name: &LockName,
+        owner: Option<LockOwner>,
+    ) -> Addr<LockActor> {
         let mut registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
-        let key = (kind, name.clone());
+        let key = actor_key(kind, name, owner);
         if let Some((_, weak)) = registry.get(&key) {
             if let Some(addr) = weak.upgrade() {
                 if addr.connected() {
@@ -184,7 +198,7 @@ impl Node {
         let node = self.clone();
         let actor_name = name.clone();
         let addr = LockActor::start_in_arbiter(&self.arbiter, move |_| {
-            LockActor::new(node, kind, actor_name, id)
+            LockActor::new(node, kind, actor_name, owner, id)
         });
         registry.insert(key, (id, addr.downgrade()));
         addr
@@ -196,6 +210,7 @@ impl Node {
         &self,
         kind: LockKind,
         name: &LockName,
+        owner: Option<LockOwner>,
         id: u64,
         still_wanted: impl FnOnce() -> bool,
     ) -> bool {
@@ -203,7 +218,7 @@ impl Node {
         if still_wanted() {
             return false;
         }
-        let key = (kind, name.clone());
+        let key = actor_key(kind, name, owner);
         if registry.get(&key).is_some_and(|(live, _)| *live == id) {
             registry.remove(&key);
         }
@@ -211,9 +226,15 @@ impl Node {
     }
 
     /// Drops a registry entry whose actor turned out to be stopped.
-    pub(crate) fn evict_actor(&self, kind: LockKind, name: &LockName, addr: &Addr<LockActor>) {
+    pub(crate) fn evict_actor(
+        &self,
+        kind: LockKind,
+        name: &LockName,
+        owner: Option<LockOwner>,
+        addr: &Addr<LockActor>,
+    ) {
         let mut registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
-        let key = (kind, name.clone());
+        let key = actor_key(kind, name, owner);
         let stale = registry
             .get(&key)
             .is_some_and(|(_, weak)| weak.upgrade().is_none_or(|live| &live == addr));

@@ -58,6 +58,11 @@ pub struct LockActor {
     node: Arc<Node>,
     kind: LockKind,
     name: LockName,
+    /// The one owner a per-owner actor (fair lock) serves; `None` for shared actors.
+    owner: Option<LockOwner>,
+    /// A fair lock waiter of ours is in the Redis queue: leave it when nobody waits here.
+    joined: bool,
+    withdraw_in_flight: bool,
     channel: String,
     id: u64,
     holders: HashMap<LockOwner, Holder>,
@@ -124,7 +129,8 @@ struct Waiter {
     /// The deadline the caller asked for (a retry after a lost reply shortens `deadline`).
     patience: Instant,
     /// Armed only once the waiter has to wait: an uncontended acquire never needs it.
-    deadline_timer: Option<SpawnHandle>,
+    /// Its deadline timer and the watch on its asker leaving (a dropped future).
+    deadline_timer: Option<[SpawnHandle; 2]>,
 }
 
 /// What one try found: `(None, token)` acquired (with a token when fenced), or
@@ -144,8 +150,8 @@ fn tried(reply: redis::Value) -> Option<Tried> {
     }
 }
 
-fn disarm(timer: Option<SpawnHandle>, ctx: &mut Context<LockActor>) {
-    if let Some(timer) = timer {
+fn disarm(timers: Option<[SpawnHandle; 2]>, ctx: &mut Context<LockActor>) {
+    for timer in timers.into_iter().flatten() {
         ctx.cancel_future(timer);
     }
 }
@@ -161,11 +167,25 @@ impl Message for HoldLost {
 }
 
 impl LockActor {
-    pub(crate) fn new(node: Arc<Node>, kind: LockKind, name: LockName, id: u64) -> Self {
+    pub(crate) fn new(
+        node: Arc<Node>,
+        kind: LockKind,
+        name: LockName,
+        owner: Option<LockOwner>,
+        id: u64,
+    ) -> Self {
+        let owner = owner.filter(|_| kind.per_owner());
+        let channel = match owner {
+            Some(owner) => kind.wake_channel(&name, &kind.field(node.owner_field(owner))),
+            None => kind.channel(&name),
+        };
         LockActor {
-            channel: kind.channel(&name),
+            channel,
             node,
             kind,
+            owner,
+            joined: false,
+            withdraw_in_flight: false,
             name,
             id,
             holders: HashMap::new(),
@@ -193,15 +213,44 @@ impl LockActor {
     }
 
     fn refresh_keepalive(&mut self, ctx: &mut Context<Self>) {
+        if self.joined && self.waiters.is_empty() && !self.attempt_in_flight {
+            self.withdraw(ctx);
+        }
         let busy = !self.holders.is_empty()
             || !self.waiters.is_empty()
             || self.attempt_in_flight
+            || self.withdraw_in_flight
             || !self.reconciles.is_empty();
         if !busy {
             self.keepalive = None;
         } else if self.keepalive.is_none() {
             self.keepalive = Some(ctx.address());
         }
+    }
+
+    /// Takes our owner out of the fair lock's Redis queue: nobody here waits any more.
+    fn withdraw(&mut self, ctx: &mut Context<Self>) {
+        self.joined = false;
+        let Some(owner) = self.owner else {
+            return;
+        };
+        let Some(invocation) = self.kind.withdraw(&self.name, &self.field(owner)) else {
+            return;
+        };
+        self.withdraw_in_flight = true;
+        let request = self
+            .node
+            .commands
+            .clone()
+            .eval::<i64>(invocation, self.name.clone());
+        ctx.spawn(request.into_actor(self).map(|result, act, ctx| {
+            act.withdraw_in_flight = false;
+            if let Err(error) = result {
+                tracing::warn!(lock = %act.name, %error,
+                    "could not leave the fair queue; skipped once the waiter's deadline passes");
+            }
+            act.refresh_keepalive(ctx);
+        }));
     }
 
     /// Lets the head of the queue contend, unless it already is.
@@ -325,7 +374,6 @@ impl LockActor {
         let counted = self.holders.get(&owner).map_or(0, |h| h.holds.len());
         let invocation = self.kind.reconcile(
             &self.name,
-            &self.channel,
             &self.field(owner),
             lease.as_millis() as u64,
             counted,
@@ -408,9 +456,14 @@ impl LockActor {
         };
         let (id, owner, lease) = (head.id, head.owner, head.lease);
         let lease_ms = lease.unwrap_or(self.watchdog_lease()).as_millis() as u64;
-        let invocation = self
-            .kind
-            .acquire(&self.name, &self.field(owner), lease_ms, head.fenced);
+        let patience_ms = self.node.config.fair_wait_timeout.as_millis() as u64;
+        let invocation = self.kind.acquire(
+            &self.name,
+            &self.field(owner),
+            lease_ms,
+            head.fenced,
+            patience_ms,
+        );
         self.attempt_in_flight = true;
         self.wake_pending = false;
         let sent = Instant::now();
@@ -456,11 +509,13 @@ impl LockActor {
         let now = Instant::now();
         match result {
             Ok((None, token)) => {
+                self.joined = false; // the acquire script took us out of the queue
                 if let Some(waiter) = self.waiters.remove(pos) {
                     self.grant(waiter, sent, token, ctx);
                 }
             }
             Ok((Some(pttl), _)) => {
+                self.joined |= self.kind.per_owner();
                 let waiter = &mut self.waiters[pos];
                 waiter.attempts += 1;
                 waiter.last_error = None;
@@ -482,9 +537,13 @@ impl LockActor {
                 if self.wake_pending || will_subscribe {
                     return; // `pump` retries at once (after subscribing, if need be)
                 }
-                let ttl = u64::try_from(pttl)
+                let mut ttl = u64::try_from(pttl)
                     .map(Duration::from_millis)
                     .unwrap_or(NO_TTL_POLL);
+                if self.kind.per_owner() {
+                    // A fair waiter calls again before its queue deadline passes.
+                    ttl = ttl.min(self.node.config.fair_wait_timeout / 3);
+                }
                 self.sleep_for(ttl.min(until_deadline), ctx);
                 tracing::trace!(lock = %self.name, owner = owner.id(), ?ttl, "waiting");
             }
@@ -548,12 +607,22 @@ impl LockActor {
 
     /// Starts waiter `id`'s deadline timer, if it has none yet.
     fn arm_deadline(&mut self, id: u64, ctx: &mut Context<Self>) {
-        let Some(waiter) = self.waiters.iter_mut().find(|w| w.id == id) else {
+        let Some(waiter) = self.waiters.iter().find(|w| w.id == id) else {
             return;
         };
-        if waiter.deadline_timer.is_none() {
-            let left = waiter.deadline.saturating_duration_since(Instant::now());
-            waiter.deadline_timer = Some(ctx.run_later(left, move |act, ctx| act.expire(id, ctx)));
+        if waiter.deadline_timer.is_some() {
+            return;
+        }
+        let left = waiter.deadline.saturating_duration_since(Instant::now());
+        let asker_left = waiter.reply.closed();
+        let deadline = ctx.run_later(left, move |act, ctx| act.expire(id, ctx));
+        let gone = ctx.spawn(
+            asker_left
+                .into_actor(self)
+                .map(move |(), act, ctx| act.gone(id, ctx)),
+        );
+        if let Some(waiter) = self.waiters.iter_mut().find(|w| w.id == id) {
+            waiter.deadline_timer = Some([deadline, gone]);
         }
     }
 
@@ -579,6 +648,25 @@ impl LockActor {
         };
         tracing::debug!(lock = %self.name, owner = waiter.owner.id(), ?waited, "wait timed out");
         let _ = waiter.reply.send(Err(error));
+    }
+
+    /// The asker of waiter `id` went away (its future was dropped): it leaves the queue now,
+    /// so it neither holds up the waiters behind it nor stays in a fair lock's Redis queue.
+    fn gone(&mut self, id: u64, ctx: &mut Context<Self>) {
+        let Some(pos) = self.waiters.iter().position(|w| w.id == id) else {
+            return;
+        };
+        if pos == 0 && self.attempt_in_flight {
+            return; // its attempt's answer decides (a grant is given back)
+        }
+        if let Some(gone) = self.waiters.remove(pos) {
+            disarm(gone.deadline_timer, ctx);
+            tracing::debug!(lock = %self.name, owner = gone.owner.id(), "waiter withdrew");
+        }
+        if pos == 0 {
+            self.wake_head(ctx);
+        }
+        self.refresh_keepalive(ctx);
     }
 
     /// The deadline timer of waiter `id` fired.
@@ -717,12 +805,9 @@ impl LockActor {
         owner: LockOwner,
         lease: Duration,
     ) -> impl std::future::Future<Output = Result<Option<i64>, LockError>> + 'static {
-        let invocation = self.kind.unlock(
-            &self.name,
-            &self.channel,
-            &self.field(owner),
-            lease.as_millis() as u64,
-        );
+        let invocation = self
+            .kind
+            .unlock(&self.name, &self.field(owner), lease.as_millis() as u64);
         self.node
             .commands
             .clone()
@@ -831,7 +916,9 @@ impl Actor for LockActor {
     fn stopping(&mut self, ctx: &mut Context<Self>) -> Running {
         if self
             .node
-            .retire_actor(self.kind, &self.name, self.id, || ctx.connected())
+            .retire_actor(self.kind, &self.name, self.owner, self.id, || {
+                ctx.connected()
+            })
         {
             Running::Stop
         } else {
@@ -888,6 +975,13 @@ impl LockActor {
                 "lock `{}` is a {} lock; fencing tokens come with reentrant locks only",
                 self.name,
                 self.kind.as_str()
+            ))));
+        }
+        if self.kind.per_owner() && self.owner != Some(msg.owner) {
+            return Deferred::ready(Err(LockError::invalid_config(format!(
+                "this actor of fair lock `{}` takes it for another owner; ask \
+                 LockClient::fair_lock_actor(name, owner) for the owner's own actor",
+                self.name
             ))));
         }
         if !self.kind.reentrant() && self.holders.contains_key(&msg.owner) {
@@ -1003,7 +1097,7 @@ impl Handler<ForceRelease> for LockActor {
     type Result = Deferred<Result<bool, LockError>>;
 
     fn handle(&mut self, _: ForceRelease, ctx: &mut Context<Self>) -> Self::Result {
-        let invocation = self.kind.force_unlock(&self.name, &self.channel);
+        let invocation = self.kind.force_unlock(&self.name);
         let request = self
             .node
             .commands

@@ -308,10 +308,14 @@ impl Lock {
         let wait = options.wait.unwrap_or(self.client.config().default_wait);
         if self.fenced {
             let request = AcquireFenced { owner, lease, wait };
-            self.client.ask(self.kind, &self.name, request).await?
+            self.client
+                .ask(self.kind, &self.name, Some(owner), request)
+                .await?
         } else {
             let request = Acquire { owner, lease, wait };
-            self.client.ask(self.kind, &self.name, request).await?
+            self.client
+                .ask(self.kind, &self.name, Some(owner), request)
+                .await?
         }
     }
 
@@ -359,7 +363,9 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn force_unlock(&self) -> Result<bool, LockError> {
-        self.client.ask(self.kind, &self.name, ForceRelease).await?
+        self.client
+            .ask(self.kind, &self.name, None, ForceRelease)
+            .await?
     }
 
     /// The address of this lock's actor, for driving it with messages.
@@ -370,7 +376,7 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub fn actor(&self) -> Result<Addr<LockActor>, LockError> {
-        Ok(self.client.node()?.lock_actor(self.kind, &self.name))
+        Ok(self.client.node()?.lock_actor(self.kind, &self.name, None))
     }
 
     async fn state(&self, owner: Option<LockOwner>) -> Result<LockState, LockError> {

@@ -34,6 +34,8 @@ pub enum LockKind {
     Read,
     /// The write side of Redisson's `RReadWriteLock`: one writer, and no readers but its own.
     Write,
+    /// Redisson's `RFairLock`: a reentrant lock granted in request order across processes.
+    Fair,
 }
 
 static REENTRANT_RENEW: LazyLock<Script> =
@@ -88,6 +90,19 @@ static WRITE_RECONCILE: LazyLock<Script> = LazyLock::new(|| {
         include_str!("../rwlock/write_unlock.lua"),
     ])
 });
+static FAIR_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("../fair/acquire.lua")]));
+static FAIR_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("../fair/unlock.lua")]));
+static FAIR_RECONCILE: LazyLock<Script> = LazyLock::new(|| {
+    script(&[
+        include_str!("../reentrant/holds.lua"),
+        include_str!("reconcile.lua"),
+        include_str!("../fair/unlock.lua"),
+    ])
+});
+static FAIR_WITHDRAW: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("../fair/withdraw.lua")]));
 static FORCE_UNLOCK: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("force_unlock.lua")]));
 
@@ -98,7 +113,7 @@ fn script(parts: &[&str]) -> Script {
 }
 
 /// Every script, for loading into Redis's cache at connect.
-pub(crate) fn all_scripts() -> [&'static Script; 17] {
+pub(crate) fn all_scripts() -> [&'static Script; 21] {
     [
         &REENTRANT_ACQUIRE,
         &FENCED_ACQUIRE,
@@ -116,6 +131,10 @@ pub(crate) fn all_scripts() -> [&'static Script; 17] {
         &WRITE_ACQUIRE,
         &WRITE_UNLOCK,
         &WRITE_RECONCILE,
+        &FAIR_ACQUIRE,
+        &FAIR_UNLOCK,
+        &FAIR_RECONCILE,
+        &FAIR_WITHDRAW,
         &FORCE_UNLOCK,
     ]
 }
@@ -133,6 +152,7 @@ impl LockKind {
             LockKind::Fast => "fast",
             LockKind::Read => "read",
             LockKind::Write => "write",
+            LockKind::Fair => "fair",
         }
     }
 
@@ -146,6 +166,12 @@ impl LockKind {
         self == LockKind::Read
     }
 
+    /// Whether each owner has an actor of its own: a fair lock's waiters each wait in the
+    /// Redis queue, on a channel of their own.
+    pub(crate) fn per_owner(self) -> bool {
+        self == LockKind::Fair
+    }
+
     /// The key type a lock of this kind is stored as.
     pub(crate) fn key_type(self) -> &'static str {
         match self {
@@ -154,11 +180,20 @@ impl LockKind {
         }
     }
 
-    /// The channel its unlocks are published on.
+    /// The channel its unlocks are published on (a fair lock publishes on
+    /// `<channel>:<owner field>`, for the next waiter only).
     pub(crate) fn channel(self, name: &LockName) -> String {
         match self {
-            LockKind::Reentrant | LockKind::Fast => name.unlock_channel(),
+            LockKind::Reentrant | LockKind::Fast | LockKind::Fair => name.unlock_channel(),
             LockKind::Read | LockKind::Write => name.rwlock_channel(),
+        }
+    }
+
+    /// The channel a waiter whose field is `field` listens on.
+    pub(crate) fn wake_channel(self, name: &LockName, field: &str) -> String {
+        match self {
+            LockKind::Fair => name.fair_waiter_channel(field),
+            _ => self.channel(name),
         }
     }
 
@@ -170,13 +205,15 @@ impl LockKind {
         }
     }
 
-    /// The acquire script call; replies nil (acquired), the holder's PTTL, or `{token}`.
+    /// The acquire script call; replies nil (acquired), the holder's PTTL (or, for a fair
+    /// lock, how long to wait at most), or `{token}`.
     pub(crate) fn acquire(
         self,
         name: &LockName,
         field: &str,
         lease_ms: u64,
         fenced: bool,
+        fair_patience_ms: u64,
     ) -> ScriptInvocation<'static> {
         let mut call = match (self, fenced) {
             (LockKind::Reentrant, true) => {
@@ -192,23 +229,52 @@ impl LockKind {
                 call
             }
             (LockKind::Write, _) => WRITE_ACQUIRE.key(name.as_str()),
+            (LockKind::Fair, _) => {
+                let mut call = FAIR_ACQUIRE.key(name.as_str());
+                call.key(name.fair_queue_key()).key(name.fair_timeout_key());
+                call
+            }
         };
         call.arg(lease_ms).arg(field);
-        if self == LockKind::Read {
-            call.arg(LockKind::Write.field(field.to_string()));
+        match self {
+            LockKind::Read => {
+                call.arg(LockKind::Write.field(field.to_string()));
+            }
+            LockKind::Fair => {
+                call.arg(fair_patience_ms);
+            }
+            _ => {}
         }
         call
+    }
+
+    /// The fair lock's call that takes `field` out of its queue (a waiter that gave up);
+    /// `None` for kinds without a queue in Redis.
+    pub(crate) fn withdraw(
+        self,
+        name: &LockName,
+        field: &str,
+    ) -> Option<ScriptInvocation<'static>> {
+        if self != LockKind::Fair {
+            return None;
+        }
+        let mut call = FAIR_WITHDRAW.key(name.as_str());
+        call.key(self.channel(name))
+            .key(name.fair_queue_key())
+            .key(name.fair_timeout_key())
+            .arg(UNLOCK_MESSAGE)
+            .arg(field);
+        Some(call)
     }
 
     /// The unlock script call; replies nil (not the owner), 0 (still held), 1 (released).
     pub(crate) fn unlock(
         self,
         name: &LockName,
-        channel: &str,
         field: &str,
         lease_ms: u64,
     ) -> ScriptInvocation<'static> {
-        self.release_call(false, name, channel, field, lease_ms)
+        self.release_call(false, name, field, lease_ms)
     }
 
     /// The reconcile script call: undoes one hold when Redis counts `counted + 1` holds for
@@ -216,12 +282,11 @@ impl LockKind {
     pub(crate) fn reconcile(
         self,
         name: &LockName,
-        channel: &str,
         field: &str,
         lease_ms: u64,
         counted: usize,
     ) -> ScriptInvocation<'static> {
-        let mut call = self.release_call(true, name, channel, field, lease_ms);
+        let mut call = self.release_call(true, name, field, lease_ms);
         call.arg(counted);
         call
     }
@@ -230,7 +295,6 @@ impl LockKind {
         self,
         reconcile: bool,
         name: &LockName,
-        channel: &str,
         field: &str,
         lease_ms: u64,
     ) -> ScriptInvocation<'static> {
@@ -243,12 +307,20 @@ impl LockKind {
             (LockKind::Read, true) => &READ_RECONCILE,
             (LockKind::Write, false) => &WRITE_UNLOCK,
             (LockKind::Write, true) => &WRITE_RECONCILE,
+            (LockKind::Fair, false) => &FAIR_UNLOCK,
+            (LockKind::Fair, true) => &FAIR_RECONCILE,
         };
         let mut call = script.key(name.as_str());
-        call.key(channel);
-        if self == LockKind::Read {
-            call.key(name.read_timeout_prefix(field))
-                .key(name.hash_tagged());
+        call.key(self.channel(name));
+        match self {
+            LockKind::Read => {
+                call.key(name.read_timeout_prefix(field))
+                    .key(name.hash_tagged());
+            }
+            LockKind::Fair => {
+                call.key(name.fair_queue_key()).key(name.fair_timeout_key());
+            }
+            _ => {}
         }
         let message = match self {
             LockKind::Read => READ_UNLOCK_MESSAGE,
@@ -264,7 +336,7 @@ impl LockKind {
     /// The watchdog's batch renewal script; replies one 1/0 per entry.
     pub(crate) fn renew_script(self) -> &'static Script {
         match self {
-            LockKind::Reentrant | LockKind::Write => &REENTRANT_RENEW,
+            LockKind::Reentrant | LockKind::Write | LockKind::Fair => &REENTRANT_RENEW,
             LockKind::Fast => &FAST_RENEW,
             LockKind::Read => &READ_RENEW,
         }
@@ -285,14 +357,17 @@ impl LockKind {
         call.arg(field);
     }
 
-    /// The force-unlock script call; replies 1 when a lock was deleted.
-    pub(crate) fn force_unlock(self, name: &LockName, channel: &str) -> ScriptInvocation<'static> {
+    /// The force-unlock script call; replies 1 when a lock was deleted. (A fair lock's next
+    /// waiter is not told: it finds the lock free at its next sign of life.)
+    pub(crate) fn force_unlock(self, name: &LockName) -> ScriptInvocation<'static> {
         let message = match self {
             LockKind::Read | LockKind::Write => READ_UNLOCK_MESSAGE,
             _ => UNLOCK_MESSAGE,
         };
         let mut call = FORCE_UNLOCK.key(name.as_str());
-        call.key(channel).arg(message).arg(self.key_type());
+        call.key(self.channel(name))
+            .arg(message)
+            .arg(self.key_type());
         call
     }
 }

@@ -46,6 +46,23 @@ impl<T> ReplySlot<T> {
         }
     }
 
+    /// Resolves when the asker drops its request (or it has been answered).
+    pub(crate) fn closed(&self) -> impl std::future::Future<Output = ()> + 'static
+    where
+        T: 'static,
+    {
+        let slot = self.clone();
+        std::future::poll_fn(move |cx| match &mut *slot.0.borrow_mut() {
+            SlotState::Open(tx) => tx.poll_closed(cx),
+            SlotState::Done => std::task::Poll::Ready(()),
+            // The handler has not returned yet (it does before the actor polls again).
+            SlotState::Early(_) => {
+                cx.waker().wake_by_ref();
+                std::task::Poll::Pending
+            }
+        })
+    }
+
     /// The asker dropped its request (or was already answered).
     pub(crate) fn is_closed(&self) -> bool {
         match &*self.0.borrow() {

@@ -1,0 +1,19 @@
+-- Leave a fair lock's queue (a waiter that timed out or was cancelled); if the lock is
+-- free, wake whoever is first in line now.
+--
+-- | KEYS[1] | the lock's hash                                                        |
+-- | KEYS[2] | the lock's channel; waiter w listens on `<KEYS[2]>:w`                 |
+-- | KEYS[3] | the queue `redisson_lock_queue:{name}`                                |
+-- | KEYS[4] | the deadlines `redisson_lock_timeout:{name}`                          |
+-- | ARGV[1] | the message to publish (`0`)                                           |
+-- | ARGV[2] | owner field `uuid:owner` of the waiter leaving                        |
+-- | returns | 1: it was in the queue; 0: it was not                                  |
+redis.call('zrem', KEYS[4], ARGV[2])
+local removed = redis.call('lrem', KEYS[3], 0, ARGV[2])
+if removed > 0 and redis.call('exists', KEYS[1]) == 0 then
+    local head = redis.call('lindex', KEYS[3], 0)
+    if head then
+        redis.call('publish', KEYS[2] .. ':' .. head, ARGV[1])
+    end
+end
+return math.min(removed, 1)
