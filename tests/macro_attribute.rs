@@ -201,3 +201,75 @@ async fn without_a_client_option_the_process_default_is_used_or_the_error_says_h
     assert_eq!(with_the_default_client(2).await.unwrap(), 2);
     assert_eq!(server.keys().await, Vec::<String>::new());
 }
+
+/// Readers record how many are inside at once; the writer records that it was alone.
+#[distributed_lock("doc:<id>", client = client, kind = read, wait = "5s")]
+async fn read_doc(
+    client: &LockClient,
+    id: u64,
+    inside: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+    gate: Arc<tokio::sync::Barrier>,
+) -> Result<(), LockError> {
+    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+    peak.fetch_max(now, Ordering::SeqCst);
+    gate.wait().await; // both readers are inside together, or this never returns
+    inside.fetch_sub(1, Ordering::SeqCst);
+    Ok(())
+}
+
+#[distributed_lock("doc:<id>", client = client, kind = write, wait = "5s")]
+async fn write_doc(
+    client: &LockClient,
+    id: u64,
+    inside: Arc<AtomicUsize>,
+) -> Result<usize, LockError> {
+    Ok(inside.load(Ordering::SeqCst))
+}
+
+#[distributed_lock("counter:<id>", client = client, kind = fast, wait = "1s")]
+async fn fast_outer(client: &LockClient, id: u64) -> Result<(), LockError> {
+    fast_inner(client, id).await
+}
+
+#[distributed_lock("counter:<id>", client = client, kind = fast, wait = "1s")]
+async fn fast_inner(client: &LockClient, id: u64) -> Result<(), LockError> {
+    Ok(())
+}
+
+#[distributed_lock("turn:<id>", client = client, kind = fair, wait = "5s")]
+async fn take_turn(client: &LockClient, id: u64) -> Result<bool, LockError> {
+    Ok(client.fair_lock(&format!("turn:{id}"))?.is_locked().await?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_kind_is_reachable_through_the_attribute() {
+    let server = RedisServer::start();
+    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let inside = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let gate = Arc::new(tokio::sync::Barrier::new(2));
+    let readers = futures_util::future::join(
+        read_doc(&client, 1, inside.clone(), peak.clone(), gate.clone()),
+        read_doc(&client, 1, inside.clone(), peak.clone(), gate.clone()),
+    );
+    let (a, b) = tokio::time::timeout(Duration::from_secs(10), readers)
+        .await
+        .expect("two readers share the lock");
+    a.unwrap();
+    b.unwrap();
+    assert_eq!(peak.load(Ordering::SeqCst), 2);
+    assert_eq!(write_doc(&client, 1, inside.clone()).await.unwrap(), 0);
+
+    // The fast lock is not reentrant: a nested call is refused, not deadlocked.
+    let nested = tokio::time::timeout(Duration::from_secs(5), fast_outer(&client, 3))
+        .await
+        .expect("refused at once");
+    assert!(
+        matches!(nested, Err(LockError::AlreadyHeld { .. })),
+        "{nested:?}"
+    );
+
+    assert!(take_turn(&client, 9).await.unwrap());
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}

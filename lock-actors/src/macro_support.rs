@@ -80,7 +80,7 @@ pub async fn acquire(
     owner: LockOwner,
     wait: Option<Duration>,
     lease: Option<Duration>,
-    fenced: bool,
+    kind: &str,
 ) -> Result<LockGuard, LockError> {
     let mut options = AcquireOptions::new().owner(owner);
     if let Some(wait) = wait {
@@ -89,10 +89,18 @@ pub async fn acquire(
     if let Some(lease) = lease {
         options = options.lease(lease);
     }
-    let lock = if fenced {
-        client.fenced_lock(name)?
-    } else {
-        client.lock(name)?
+    let lock = match kind {
+        "fenced" => client.fenced_lock(name)?,
+        "fast" => client.fast_lock(name)?,
+        "fair" => client.fair_lock(name)?,
+        "read" => client.read_write_lock(name)?.read().clone(),
+        "write" => client.read_write_lock(name)?.write().clone(),
+        "reentrant" => client.lock(name)?,
+        other => {
+            return Err(LockError::invalid_config(format!(
+                "#[distributed_lock] kind `{other}` is unknown"
+            )))
+        }
     };
     lock.acquire_with(options).await
 }

@@ -78,9 +78,9 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
         quote!(#private::typed::<#original_output, _>(async move #block))
     };
 
-    let fenced = attribute.fenced;
+    let kind = attribute.kind.as_str();
     let acquire = quote_spanned! {span=>
-        #private::acquire(&__adl_client, &__adl_name, __adl_owner, #wait, #lease, #fenced)
+        #private::acquire(&__adl_client, &__adl_name, __adl_owner, #wait, #lease, #kind)
     };
     quote! {
         #(#attrs)*

@@ -13,8 +13,8 @@ pub(crate) struct Attribute {
     pub(crate) lease_ms: Option<u64>,
     pub(crate) client: Option<Expr>,
     pub(crate) on_fail: Option<Path>,
-    /// `kind = fenced`: the hold draws a fencing token.
-    pub(crate) fenced: bool,
+    /// `kind = …`, as written (`reentrant` when not given).
+    pub(crate) kind: String,
     /// Wrap as an actix-web handler: client from `web::Data`, failures as responses.
     pub(crate) handler: bool,
 }
@@ -26,8 +26,7 @@ pub(crate) struct Template {
     pub(crate) literal: LitStr,
 }
 
-const KINDS: &[&str] = &["reentrant", "fair", "read", "write", "fenced"];
-const AVAILABLE_KINDS: &[&str] = &["reentrant", "fenced"];
+const KINDS: &[&str] = &["reentrant", "fair", "read", "write", "fenced", "fast"];
 const OPTIONS: &str = "wait, lease, kind, client, on_fail";
 
 /// Extractor and response types that mark an actix-web handler.
@@ -78,7 +77,9 @@ impl Attribute {
             lease_ms: raw.lease_ms,
             client: raw.client,
             on_fail: raw.on_fail,
-            fenced: raw.kind.is_some_and(|kind| kind == "fenced"),
+            kind: raw
+                .kind
+                .map_or_else(|| "reentrant".to_string(), |kind| kind.to_string()),
             handler,
         })
     }
@@ -151,16 +152,8 @@ fn parse_duration(input: ParseStream) -> syn::Result<u64> {
 
 fn check_kind(kind: &Ident) -> syn::Result<()> {
     let name = kind.to_string();
-    if AVAILABLE_KINDS.contains(&name.as_str()) {
+    if KINDS.contains(&name.as_str()) {
         Ok(())
-    } else if KINDS.contains(&name.as_str()) {
-        Err(syn::Error::new(
-            kind.span(),
-            format!(
-                "lock kind `{name}` is not available in this version; available: {}",
-                AVAILABLE_KINDS.join(", ")
-            ),
-        ))
     } else {
         Err(syn::Error::new(
             kind.span(),

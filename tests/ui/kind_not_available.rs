@@ -1,9 +1,0 @@
-use actix_distributed_lock::{distributed_lock, LockClient, LockError};
-
-#[distributed_lock("order:<id>", client = client, kind = fair)]
-async fn pay(client: &LockClient, id: u64) -> Result<(), LockError> {
-    let _ = (client, id);
-    Ok(())
-}
-
-fn main() {}
