@@ -5,7 +5,7 @@
 //!
 //! # Which lock should I use?
 //!
-//! - **[`ReentrantLock`]** (from [`LockClient::lock`]) — the default. One holder at a time,
+//! - **[`Lock`]** from [`LockClient::lock`]: the reentrant lock, the default. One holder at a time,
 //!   re-entrant for the same [`LockOwner`], kept alive by the watchdog while held, freed by
 //!   its lease if the process dies. It shares keys and channels with Redisson's `RLock`, so
 //!   Rust and Java services can lock the same resource.
@@ -14,6 +14,10 @@
 //! - **A fenced lock** ([`LockClient::fenced_lock`]) when the protected storage can check a
 //!   number: every hold carries a strictly increasing [`LockGuard::fencing_token`], so a
 //!   holder that lost its lock while paused is refused by the storage.
+//! - **A fair lock** ([`LockClient::fair_lock`]) to serve waiters in request order across
+//!   processes; **a read-write lock** ([`LockClient::read_write_lock`]) for many readers or
+//!   one writer; **a fast lock** ([`LockClient::fast_lock`]) for hot paths that never
+//!   re-enter. [`LockKind`] says what each stores in Redis.
 //! - **[`distributed_lock`]** when the lock guards a whole handler or async fn: the
 //!   attribute takes and releases it for you.
 //!
