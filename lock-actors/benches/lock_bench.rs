@@ -20,8 +20,8 @@
 //! What is measured (the targets are issue 6's):
 //! - uncontended: 64 tasks, each acquire + unlock on its own name; pairs/s over 5 rounds of
 //!   2 s (median), interleaved with the ceiling: the library's own two scripts sent with
-//!   plain `redis` on one multiplexed connection by 64 tasks. fast_lock: rslock's lock +
-//!   unlock the same way (the fast lock kind does not exist yet: its fields are null).
+//!   plain `redis` on one multiplexed connection by 64 tasks. fast_lock: the fast lock kind
+//!   against rslock's lock + unlock, the same way.
 //! - single_task: p50 of one acquire against the p50 of one plain EVALSHA of the acquire
 //!   script, 5 rounds of 1000 interleaved samples (median of the round p50s).
 //! - handoff: 2000 times, a holder in one client unlocks while a waiter in another client is
@@ -279,8 +279,8 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
     } else {
         None
     };
-    let rslock_pairs = if knobs.wants("fast_lock") {
-        Some(rslock_throughput(url, knobs.round, &mut rows).await)
+    let fast = if knobs.wants("fast_lock") {
+        Some(fast_lock(url, knobs.round, &mut rows).await)
     } else {
         None
     };
@@ -300,9 +300,6 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
         None
     };
     rows.push(
-        Row::new("fast_lock", "pairs/s (kind not implemented)", None).target(">= rslock", None),
-    );
-    rows.push(
         Row::new("redlock", "p50 (kind not implemented)", None).target("<= 1.5x single", None),
     );
     eprintln!(
@@ -318,9 +315,9 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
             ratio_to_ceiling: uncontended.map(|u| round3(u.pairs / u.ceiling)),
         },
         fast_lock: FastLockJson {
-            pairs_per_s: None,
-            rslock_pairs_per_s: rslock_pairs.map(f64::round),
-            ratio_to_rslock: None,
+            pairs_per_s: fast.as_ref().map(|f| f.pairs.round()),
+            rslock_pairs_per_s: fast.as_ref().map(|f| f.rslock.round()),
+            ratio_to_rslock: fast.as_ref().map(|f| round3(f.pairs / f.rslock)),
         },
         single_task: SingleTaskJson {
             acquire_p50_us: single.map(|s| round1(s.acquire_us)),
@@ -507,35 +504,91 @@ async fn ceiling_round(
 }
 
 // ---------------------------------------------------------------------------------------
-// fast_lock: the library has no fast lock yet; rslock's lock + unlock is measured so the
-// row has its reference.
+// fast_lock: our non-reentrant fast lock against rslock's lock + unlock, same loop, same
+// task count, rounds alternating which side goes first.
 
-async fn rslock_throughput(url: &str, round: Duration, rows: &mut Vec<Row>) -> f64 {
-    eprintln!("[fast_lock] fast lock not implemented: measuring rslock only ({TASKS} tasks, {ROUNDS} rounds)");
+struct FastLock {
+    pairs: f64,
+    rslock: f64,
+}
+
+async fn fast_lock(url: &str, round: Duration, rows: &mut Vec<Row>) -> FastLock {
+    eprintln!("[fast_lock] {TASKS} tasks, {ROUNDS} rounds of {round:?} per side");
+    let client = LockClient::connect(ClientConfig::new(url))
+        .await
+        .expect("connect the benchmark client");
     let manager = rslock::LockManager::new(vec![url.to_string()]);
-    let mut rounds = Vec::new();
+    let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for r in 0..ROUNDS {
-        let pairs = throughput_round(round, |i, stop, count| {
-            let manager = manager.clone();
-            let name = format!("bench:rslock:{i}");
-            async move {
-                while !stop.load(Ordering::Relaxed) {
-                    let lock = manager
-                        .lock(name.as_bytes(), Duration::from_millis(LEASE_MS))
-                        .await
-                        .expect("rslock lock");
-                    manager.unlock(&lock).await;
-                    count.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-        })
-        .await;
-        eprintln!("[fast_lock] round {}: rslock {pairs:.0} pairs/s", r + 1);
-        rounds.push(pairs);
+        let (l, o) = if r % 2 == 0 {
+            let o = rslock_round(&manager, round).await;
+            (fast_lock_round(&client, round).await, o)
+        } else {
+            let l = fast_lock_round(&client, round).await;
+            (l, rslock_round(&manager, round).await)
+        };
+        eprintln!(
+            "[fast_lock] round {}: library {l:.0} pairs/s, rslock {o:.0} pairs/s ({:.2})",
+            r + 1,
+            l / o
+        );
+        ours.push(l);
+        theirs.push(o);
     }
-    let pairs = median(&mut rounds);
-    rows.push(Row::new("fast_lock", "pairs/s, rslock", Some(pairs)));
-    pairs
+    client.shutdown();
+    let result = FastLock {
+        pairs: median(&mut ours),
+        rslock: median(&mut theirs),
+    };
+    let ratio = result.pairs / result.rslock;
+    rows.push(Row::new(
+        "fast_lock",
+        "pairs/s, library",
+        Some(result.pairs),
+    ));
+    rows.push(Row::new(
+        "fast_lock",
+        "pairs/s, rslock",
+        Some(result.rslock),
+    ));
+    rows.push(
+        Row::new("fast_lock", "ratio_to_rslock", Some(ratio)).target(">= 1.0", Some(ratio >= 1.0)),
+    );
+    result
+}
+
+async fn fast_lock_round(client: &LockClient, round: Duration) -> f64 {
+    throughput_round(round, |i, stop, count| {
+        let lock = client
+            .fast_lock(&format!("bench:fast:{i}"))
+            .expect("valid name");
+        async move {
+            while !stop.load(Ordering::Relaxed) {
+                let guard = lock.acquire().await.expect("uncontended fast acquire");
+                guard.unlock().await.expect("uncontended fast unlock");
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    })
+    .await
+}
+
+async fn rslock_round(manager: &rslock::LockManager, round: Duration) -> f64 {
+    throughput_round(round, |i, stop, count| {
+        let manager = manager.clone();
+        let name = format!("bench:rslock:{i}");
+        async move {
+            while !stop.load(Ordering::Relaxed) {
+                let lock = manager
+                    .lock(name.as_bytes(), Duration::from_millis(LEASE_MS))
+                    .await
+                    .expect("rslock lock");
+                manager.unlock(&lock).await;
+                count.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    })
+    .await
 }
 
 // ---------------------------------------------------------------------------------------
