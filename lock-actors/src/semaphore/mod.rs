@@ -1,5 +1,537 @@
-//! Semaphores: Redisson's `RSemaphore` and `RPermitExpirableSemaphore` layouts.
+//! Semaphores: Redisson's `RSemaphore` and `RPermitExpirableSemaphore` layouts, their handles,
+//! guards and the actor that queues local waiters.
+//!
+//! # Which one should I use?
+//!
+//! - **[`Semaphore`]** (from [`LockClient::semaphore`]) — N anonymous permits, like
+//!   `java.util.concurrent.Semaphore`. Permits belong to nobody: anyone may release them,
+//!   and a process that dies holding permits never gives them back. Use it to bound
+//!   concurrency where an operator can repair the count ([`Semaphore::set_permits`]).
+//! - **[`PermitExpirableSemaphore`]** (from [`LockClient::expirable_semaphore`]) — every
+//!   permit has an id and a lease, so a dead holder's permits come back on their own. Taken
+//!   without a lease, a permit is renewed every lease/3 while its guard lives. Prefer it
+//!   whenever holders can crash.
+//!
+//! # Layout in Redis (Redisson's; the scripts are ours)
+//!
+//! | kind | keys | notes |
+//! |---|---|---|
+//! | both | string `name`: available permits | `DECRBY` on acquire, `INCRBY` on release |
+//! | both | channel `redisson_sc:{name}` (`redisson_sc:name` when the name has a `{`) | the new count is published on every release |
+//! | permit-expirable | zset `{name}:timeout` (`name:timeout` when the name has a `{`): permit id → expiry, ms since the epoch | expired permits go back to the count on every acquire |
+//!
+//! Redisson writes permit ids as 16 random bytes (shown as 32 hex digits) and gives
+//! lease-less permits the score 922337203685477 (they never expire). We write ids the same
+//! way but never write a lease-less permit: ours always have a lease, renewed while held.
+//! Redisson stamps expiries with each client's clock; our scripts read the Redis server's
+//! clock (`TIME`), so our clients agree with each other whatever their clocks say.
+//!
+//! # What is not guaranteed
+//!
+//! Redis replication is asynchronous: if the primary fails over, the last acquires or
+//! releases may be lost, so permits can be lost or handed out twice. A reply lost to a
+//! broken connection leaves the outcome unknown: a permit-expirable acquire gives its ids
+//! back, but a plain acquire that did run keeps its permits taken (there is no id to undo).
 
-/// The live semaphore actors of one node (filled in by the semaphore module).
+mod actor;
+mod guard;
+mod handle;
+mod reply;
+
+pub use actor::SemaphoreActor;
+pub use guard::{PermitGuard, SemaphorePermits};
+pub use handle::{PermitExpirableSemaphore, PermitOptions, Semaphore};
+
+use crate::client::LockClient;
+use crate::error::LockError;
+use crate::keys::LockName;
+use crate::node::Node;
+use actix::dev::ToEnvelope;
+use actix::{Addr, Handler, MailboxError, Message, WeakAddr};
+use redis::Script;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock, Mutex};
+use std::time::Duration;
+
+/// Builds a script from the shared helpers and one body (both `.lua` files here).
+macro_rules! script {
+    ($file:literal) => {
+        LazyLock::new(|| Script::new(concat!(include_str!("common.lua"), include_str!($file))))
+    };
+}
+
+pub(crate) static ACQUIRE: LazyLock<Script> = script!("acquire.lua");
+pub(crate) static ADD: LazyLock<Script> = script!("add.lua");
+pub(crate) static TRY_SET: LazyLock<Script> = script!("try_set.lua");
+pub(crate) static SET: LazyLock<Script> = script!("set.lua");
+pub(crate) static AVAILABLE: LazyLock<Script> = script!("available.lua");
+pub(crate) static EXPIRABLE_ACQUIRE: LazyLock<Script> = script!("expirable_acquire.lua");
+pub(crate) static EXPIRABLE_RELEASE: LazyLock<Script> = script!("expirable_release.lua");
+pub(crate) static RENEW: LazyLock<Script> = script!("renew.lua");
+
+/// The two semaphore kinds; each name has one actor per kind in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Kind {
+    Plain,
+    Expirable,
+}
+
+/// The Redis keys and channel of one semaphore. The only place they are built.
+///
+/// Redisson (`RedissonObject.prefixName` / `suffixName`) wraps the name in braces, the
+/// Cluster hash tag, unless it already contains a `{`: then the name's own tag is used.
+#[derive(Debug, Clone)]
+pub(crate) struct SemaphoreKeys {
+    /// The string of available permits: the name itself.
+    pub(crate) count: String,
+    /// `redisson_sc:{name}`.
+    pub(crate) channel: String,
+    /// `{name}:timeout`, the zset of permit id → expiry (permit-expirable only).
+    pub(crate) timeouts: Option<String>,
+}
+
+impl SemaphoreKeys {
+    pub(crate) fn new(name: &LockName, kind: Kind) -> Self {
+        let name = name.as_str();
+        let tagged = name.contains('{');
+        let channel = if tagged {
+            format!("redisson_sc:{name}")
+        } else {
+            format!("redisson_sc:{{{name}}}")
+        };
+        let timeouts = (kind == Kind::Expirable).then(|| {
+            if tagged {
+                format!("{name}:timeout")
+            } else {
+                format!("{{{name}}}:timeout")
+            }
+        });
+        SemaphoreKeys {
+            count: name.to_string(),
+            channel,
+            timeouts,
+        }
+    }
+
+    /// KEYS of the scripts that take the count, the channel and (if any) the zset.
+    pub(crate) fn invocation(&self, script: &'static Script) -> redis::ScriptInvocation<'static> {
+        let mut invocation = script.key(self.count.as_str());
+        invocation.key(self.channel.as_str());
+        if let Some(timeouts) = &self.timeouts {
+            invocation.key(timeouts.as_str());
+        }
+        invocation
+    }
+}
+
+/// Registered actors by (kind, name): each with its id, so a stopping actor removes only
+/// its own entry.
+type Actors = HashMap<(Kind, LockName), (u64, WeakAddr<SemaphoreActor>)>;
+
+/// The live semaphore actors of one node: one per (kind, name) with local interest.
 #[derive(Default)]
-pub(crate) struct Registry {}
+pub(crate) struct Registry {
+    actors: Mutex<Actors>,
+    /// Actor ids, also their subscriber ids on the node's pub/sub routes.
+    next_id: AtomicU64,
+}
+
+impl Registry {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Actors> {
+        self.actors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The live actor of semaphore `name`, started on the client's arbiter if there is none.
+    pub(crate) fn actor(node: &Arc<Node>, kind: Kind, name: &LockName) -> Addr<SemaphoreActor> {
+        let registry = &node.semaphores;
+        let mut actors = registry.lock();
+        let key = (kind, name.clone());
+        if let Some((_, weak)) = actors.get(&key) {
+            if let Some(addr) = weak.upgrade() {
+                if addr.connected() {
+                    return addr;
+                }
+            }
+        }
+        // Far above any lock actor's id: a channel never has two subscribers with one id.
+        let id = registry.next_id.fetch_add(1, Ordering::Relaxed) | (1 << 62);
+        let actor_node = node.clone();
+        let actor_name = name.clone();
+        let addr = actix::Actor::start_in_arbiter(&node.arbiter, move |_| {
+            SemaphoreActor::new(actor_node, actor_name, kind, id)
+        });
+        actors.insert(key, (id, addr.downgrade()));
+        addr
+    }
+
+    /// Called by an actor about to stop: it may, and leaves the registry, unless
+    /// `still_wanted` (someone took its address meanwhile) says otherwise.
+    pub(crate) fn retire(
+        &self,
+        kind: Kind,
+        name: &LockName,
+        id: u64,
+        still_wanted: impl FnOnce() -> bool,
+    ) -> bool {
+        let mut actors = self.lock();
+        if still_wanted() {
+            return false;
+        }
+        let key = (kind, name.clone());
+        if actors.get(&key).is_some_and(|(live, _)| *live == id) {
+            actors.remove(&key);
+        }
+        true
+    }
+
+    fn evict(&self, kind: Kind, name: &LockName, addr: &Addr<SemaphoreActor>) {
+        let mut actors = self.lock();
+        let key = (kind, name.clone());
+        let stale = actors
+            .get(&key)
+            .is_some_and(|(_, weak)| weak.upgrade().is_none_or(|live| &live == addr));
+        if stale {
+            actors.remove(&key);
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+}
+
+/// Sends `msg` to the actor of semaphore `name`, once more to a fresh actor if that one
+/// had just stopped.
+pub(crate) async fn ask<M>(
+    client: &LockClient,
+    kind: Kind,
+    name: &LockName,
+    msg: M,
+) -> Result<M::Result, LockError>
+where
+    M: Message + Clone + Send + 'static,
+    M::Result: Send,
+    SemaphoreActor: Handler<M>,
+    <SemaphoreActor as actix::Actor>::Context: ToEnvelope<SemaphoreActor, M>,
+{
+    for _ in 0..2 {
+        let node = client.node()?;
+        let actor = Registry::actor(node, kind, name);
+        match actor.send(msg.clone()).await {
+            Ok(reply) => return Ok(reply),
+            Err(MailboxError::Closed) => node.semaphores.evict(kind, name, &actor),
+            Err(MailboxError::Timeout) => break,
+        }
+    }
+    Err(LockError::Shutdown)
+}
+
+impl LockClient {
+    /// A handle to the semaphore `name` (Redisson's `RSemaphore`). Checks the name; talks to
+    /// nobody yet. Set its permits once with [`Semaphore::try_set_permits`].
+    ///
+    /// Guarantees: at most the set number of permits are out at once while Redis keeps its
+    /// data. Not guaranteed: permits of a holder that dies are never returned (use
+    /// [`expirable_semaphore`](LockClient::expirable_semaphore) for that); a Redis failover
+    /// can lose or duplicate permits.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let pool = client.semaphore("db-connections")?;
+    /// pool.try_set_permits(10).await?;
+    /// let permits = pool.acquire(1).await?;
+    /// // ... use one connection ...
+    /// permits.release().await?;
+    /// assert!(client.semaphore("").is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn semaphore(&self, name: &str) -> Result<Semaphore, LockError> {
+        let name = LockName::new(name, self.config().max_name_len)?;
+        Ok(Semaphore::new(self.clone(), name))
+    }
+
+    /// A handle to the permit-expirable semaphore `name` (Redisson's
+    /// `RPermitExpirableSemaphore`): each permit has an id and a lease, so a dead holder's
+    /// permits come back on their own. Checks the name; talks to nobody yet.
+    ///
+    /// Guarantees: at most the set number of permits are out at once while Redis keeps its
+    /// data and holders' leases hold; a permit whose holder stopped renewing returns within
+    /// its lease (on the next acquire). Not guaranteed: a holder paused longer than its lease
+    /// keeps working after its permit went to someone else (watch
+    /// [`PermitGuard::lost`]); a Redis failover can lose or duplicate permits.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let workers = client.expirable_semaphore("render-slots")?;
+    /// workers.try_set_permits(4).await?;
+    /// let permit = workers.acquire().await?; // renewed while `permit` lives
+    /// println!("holding permit {}", permit.permit_id());
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn expirable_semaphore(&self, name: &str) -> Result<PermitExpirableSemaphore, LockError> {
+        let name = LockName::new(name, self.config().max_name_len)?;
+        Ok(PermitExpirableSemaphore::new(self.clone(), name))
+    }
+
+    /// How many semaphore actors this client runs now (one per semaphore name and kind in
+    /// use; an idle one stops on its own).
+    ///
+    /// ```no_run
+    /// # fn demo(client: actix_distributed_lock::LockClient) {
+    /// println!("{} semaphores in use", client.active_semaphores());
+    /// # }
+    /// ```
+    pub fn active_semaphores(&self) -> usize {
+        self.node().map_or(0, |node| node.semaphores.len())
+    }
+}
+
+/// Ask a plain [`SemaphoreActor`] for `permits` permits, waiting at most `wait`.
+///
+/// The reply is a [`SemaphorePermits`] guard that gives the permits back when dropped. Sent
+/// to a permit-expirable semaphore's actor it fails with [`LockError::InvalidConfig`] (send
+/// [`AcquireExpirablePermits`] there).
+///
+/// # Cancel safety
+///
+/// Dropping the `send` future withdraws the request: a queued request leaves the queue, and
+/// permits granted after the drop are given back at once.
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::{AcquirePermits, LockClient};
+/// use std::time::Duration;
+///
+/// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// let actor = client.semaphore("uploads")?.actor()?;
+/// let permits = actor.send(AcquirePermits { permits: 2, wait: Duration::from_secs(1) }).await??;
+/// permits.release().await?;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcquirePermits {
+    /// How many permits; at least 1.
+    pub permits: u32,
+    /// How long to wait while too few are available; `Duration::ZERO` tries once.
+    pub wait: Duration,
+}
+
+impl Message for AcquirePermits {
+    type Result = Result<SemaphorePermits, LockError>;
+}
+
+/// Ask a permit-expirable [`SemaphoreActor`] for `permits` permits, waiting at most `wait`.
+///
+/// `lease: None` keeps the permits alive by renewal every lease/3, the lease being the
+/// client's watchdog timeout; `Some(d)` gives them exactly `d`, never renewed. The reply is a
+/// [`PermitGuard`] carrying the permit ids; dropping it releases them.
+///
+/// # Cancel safety
+///
+/// As [`AcquirePermits`].
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::{AcquireExpirablePermits, LockClient};
+/// use std::time::Duration;
+///
+/// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// let actor = client.expirable_semaphore("gpu")?.actor()?;
+/// let request = AcquireExpirablePermits {
+///     permits: 1,
+///     wait: Duration::from_secs(1),
+///     lease: Some(Duration::from_secs(60)),
+/// };
+/// let guard = actor.send(request).await??;
+/// println!("permit {}", guard.permit_id());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AcquireExpirablePermits {
+    /// How many permits; at least 1.
+    pub permits: u32,
+    /// How long to wait while too few are available; `Duration::ZERO` tries once.
+    pub wait: Duration,
+    /// `None`: renewed while held. `Some(d)`: a fixed lease of `d` (at least 1 ms).
+    pub lease: Option<Duration>,
+}
+
+impl Message for AcquireExpirablePermits {
+    type Result = Result<PermitGuard, LockError>;
+}
+
+/// Give `permits` permits to a plain semaphore (Redisson's `release(n)`): anyone may, the
+/// permits belong to nobody. Publishes the new count, which wakes waiters.
+///
+/// Sent to a permit-expirable semaphore's actor it fails with [`LockError::InvalidConfig`]
+/// (release those by id with [`ReleasePermit`]).
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::{LockClient, ReleasePermits};
+///
+/// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// let actor = client.semaphore("uploads")?.actor()?;
+/// actor.send(ReleasePermits { permits: 1 }).await??;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReleasePermits {
+    /// How many permits; at least 1.
+    pub permits: u32,
+}
+
+impl Message for ReleasePermits {
+    type Result = Result<(), LockError>;
+}
+
+/// Release one permit of a permit-expirable semaphore by its id (Redisson's
+/// `release(permitId)`), whoever took it.
+///
+/// Fails with [`LockError::NotOwner`] when no such permit is out (never was, already
+/// released, or expired — an expired one still present goes back to the count, but its
+/// holder is told it had run out). A local guard holding this permit stops renewing it.
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::{LockClient, ReleasePermit};
+///
+/// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// let actor = client.expirable_semaphore("gpu")?.actor()?;
+/// let id = "0123456789abcdef0123456789abcdef".to_string(); // from a guard, maybe elsewhere
+/// match actor.send(ReleasePermit { permit_id: id }).await? {
+///     Ok(()) => {}
+///     Err(e) => eprintln!("{e}"),
+/// }
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReleasePermit {
+    /// The permit's id, as [`PermitGuard::permit_id`] shows it (32 hex digits).
+    pub permit_id: String,
+}
+
+impl Message for ReleasePermit {
+    type Result = Result<(), LockError>;
+}
+
+/// Set the permits only if they were never set (Redisson's `trySetPermits`). Replies
+/// whether they were set; either way it is one atomic step, so of many processes starting
+/// at once exactly one sets them.
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::{LockClient, TrySetPermits};
+///
+/// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// let actor = client.semaphore("uploads")?.actor()?;
+/// let first = actor.send(TrySetPermits { permits: 8 }).await??;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TrySetPermits {
+    /// The permits to set (at least 1).
+    pub permits: u32,
+}
+
+impl Message for TrySetPermits {
+    type Result = Result<bool, LockError>;
+}
+
+/// Set the permits whatever they were (Redisson's `setPermits`), atomically. Replies the
+/// available permits after.
+///
+/// For a plain semaphore this sets the available permits (permits out now are forgotten,
+/// and come back on top when released). For a permit-expirable one it sets the total: the
+/// available permits become `permits` minus the permits held now.
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::{LockClient, SetPermits};
+///
+/// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// let actor = client.expirable_semaphore("gpu")?.actor()?;
+/// let available = actor.send(SetPermits { permits: 4 }).await??;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SetPermits {
+    /// The permits (may be 0: nobody gets one until more are added).
+    pub permits: u32,
+}
+
+impl Message for SetPermits {
+    type Result = Result<i64, LockError>;
+}
+
+/// Add `delta` permits, atomically (Redisson's `addPermits`; negative takes permits away and
+/// may leave the count below zero until releases make up for it). Replies the available
+/// permits after.
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::{AddPermits, LockClient};
+///
+/// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// let actor = client.semaphore("uploads")?.actor()?;
+/// let available = actor.send(AddPermits { delta: 2 }).await??;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AddPermits {
+    /// Permits to add; between `-u32::MAX` and `u32::MAX`.
+    pub delta: i64,
+}
+
+impl Message for AddPermits {
+    type Result = Result<i64, LockError>;
+}
+
+/// Read the available permits (0 when never set). For a permit-expirable semaphore this
+/// first takes back expired permits, as Redisson does, so it writes.
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::{AvailablePermits, LockClient};
+///
+/// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// let free = client.semaphore("uploads")?.actor()?.send(AvailablePermits).await??;
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AvailablePermits;
+
+impl Message for AvailablePermits {
+    type Result = Result<i64, LockError>;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_follow_redissons_brace_rule() {
+        let plain = LockName::new("pool", 64).unwrap();
+        let keys = SemaphoreKeys::new(&plain, Kind::Expirable);
+        assert_eq!(keys.count, "pool");
+        assert_eq!(keys.channel, "redisson_sc:{pool}");
+        assert_eq!(keys.timeouts.as_deref(), Some("{pool}:timeout"));
+
+        let tagged = LockName::new("{tenant}:pool", 64).unwrap();
+        let keys = SemaphoreKeys::new(&tagged, Kind::Expirable);
+        assert_eq!(keys.channel, "redisson_sc:{tenant}:pool");
+        assert_eq!(keys.timeouts.as_deref(), Some("{tenant}:pool:timeout"));
+
+        assert!(SemaphoreKeys::new(&plain, Kind::Plain).timeouts.is_none());
+    }
+}

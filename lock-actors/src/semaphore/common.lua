@@ -1,0 +1,41 @@
+-- Helpers prepended to every semaphore script (they read no KEYS or ARGV themselves).
+--
+-- | helper                            | does                                                  |
+-- |-----------------------------------|-------------------------------------------------------|
+-- | permits_of(key)                   | the permit count the string `key` holds (0 when       |
+-- |                                   | missing); a WRONGTYPE error, before any write, for    |
+-- |                                   | any other value                                       |
+-- | now_ms()                          | the Redis server's clock in ms (one clock for all)    |
+-- | reclaim(key, set, chan, avail, now) | moves every permit of zset `set` whose expiry is   |
+-- |                                   | at or before `now` back to `key` (which holds `avail`),|
+-- |                                   | publishes the new count on `chan` when positive, and  |
+-- |                                   | returns the count; WRONGTYPE if `set` is no zset      |
+--
+-- Scripts run with effects replication (Redis 5+), so reading TIME before writing is allowed.
+local function permits_of(key)
+    local value = redis.call('get', key)
+    if value == false then
+        return 0
+    end
+    if not string.match(value, '^%-?%d+$') then
+        error({err = 'WRONGTYPE key ' .. key .. ' holds a string that is not a permit count'})
+    end
+    return tonumber(value)
+end
+
+local function now_ms()
+    local time = redis.call('time')
+    return tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+end
+
+local function reclaim(key, set, chan, available, now)
+    local expired = redis.call('zremrangebyscore', set, '-inf', now)
+    if expired == 0 then
+        return available
+    end
+    local after = redis.call('incrby', key, expired)
+    if after > 0 then
+        redis.call('publish', chan, after)
+    end
+    return after
+end

@@ -1,0 +1,395 @@
+//! What a semaphore holder keeps: [`SemaphorePermits`] (plain) and [`PermitGuard`]
+//! (permit-expirable), and permit ids.
+
+use super::SemaphoreActor;
+use crate::error::LockError;
+use crate::keys::LockName;
+use actix::Addr;
+use std::future::Future;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// One permit id: 16 random bytes, shown as 32 lowercase hex digits (Redisson's shape).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct PermitId {
+    pub(crate) raw: Vec<u8>,
+    pub(crate) hex: String,
+}
+
+impl PermitId {
+    pub(crate) fn random() -> Self {
+        let raw = uuid::Uuid::new_v4().into_bytes().to_vec();
+        let hex = raw.iter().map(|b| format!("{b:02x}")).collect();
+        PermitId { raw, hex }
+    }
+
+    /// Parses an id as a guard shows it; `None` when it is not whole bytes of hex.
+    pub(crate) fn parse(hex: &str) -> Option<Self> {
+        if hex.is_empty() || !hex.len().is_multiple_of(2) || !hex.is_ascii() {
+            return None;
+        }
+        let raw = (0..hex.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).ok())
+            .collect::<Option<Vec<u8>>>()?;
+        Some(PermitId {
+            raw,
+            hex: hex.to_ascii_lowercase(),
+        })
+    }
+}
+
+/// Where a grant of expirable permits stands, as its guard sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PermitStatus {
+    Held,
+    Released,
+    Lost,
+}
+
+/// Permits taken from a plain [`Semaphore`](crate::Semaphore); they go back when this is
+/// released or dropped.
+///
+/// - [`release`](SemaphorePermits::release) gives them back and reports how it went.
+/// - Dropping it gives them back in the background (so `?`, early returns and panics do too).
+/// - [`forget`](SemaphorePermits::forget) keeps them taken, to be released later by anyone
+///   with [`Semaphore::release`](crate::Semaphore::release), as with Redisson.
+///
+/// Plain permits have no lease: if the process dies holding them they stay taken until an
+/// operator sets the count again. Use a [`PermitGuard`] (permit-expirable semaphore) where
+/// that matters.
+///
+/// # Example
+///
+/// ```no_run
+/// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+/// let permits = client.semaphore("uploads")?.acquire(2).await?;
+/// assert_eq!(permits.permits(), 2);
+/// // ... two uploads at once ...
+/// permits.release().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping the permits gives them back at once; keep them for as long as the work needs them"]
+pub struct SemaphorePermits {
+    actor: Addr<SemaphoreActor>,
+    name: LockName,
+    permits: u32,
+    released: bool,
+}
+
+impl SemaphorePermits {
+    pub(crate) fn new(actor: Addr<SemaphoreActor>, name: LockName, permits: u32) -> Self {
+        SemaphorePermits {
+            actor,
+            name,
+            permits,
+            released: false,
+        }
+    }
+
+    /// How many permits this holds.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// assert_eq!(client.semaphore("s")?.acquire(3).await?.permits(), 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn permits(&self) -> u32 {
+        self.permits
+    }
+
+    /// The semaphore's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// assert_eq!(client.semaphore("s")?.acquire(1).await?.name(), "s");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    /// Gives the permits back and wakes waiters.
+    ///
+    /// Errors: [`LockError::Unavailable`] when Redis did not answer (the permits may or may
+    /// not be back; plain permits have no lease to fall back on), [`LockError::WrongType`]
+    /// when the key was overwritten with other data, [`LockError::Shutdown`].
+    ///
+    /// # Cancel safety
+    ///
+    /// The release is sent before the first `.await` completes; dropping the future after
+    /// that only loses the report.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// client.semaphore("s")?.acquire(1).await?.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(mut self) -> Result<(), LockError> {
+        self.released = true;
+        let request = self.actor.send(ReturnPermits {
+            permits: self.permits,
+            to_redis: true,
+        });
+        request.await.map_err(|_| LockError::Shutdown)?
+    }
+
+    /// Keeps the permits taken and returns how many there are: nothing is sent to Redis now
+    /// or on drop. Release them later with [`Semaphore::release`](crate::Semaphore::release).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let semaphore = client.semaphore("s")?;
+    /// let taken = semaphore.acquire(2).await?.forget();
+    /// // ... later, maybe in another process ...
+    /// semaphore.release(taken).await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn forget(mut self) -> u32 {
+        self.released = true;
+        // Only the actor's count of permits out through guards changes.
+        self.actor.do_send(ReturnPermits {
+            permits: self.permits,
+            to_redis: false,
+        });
+        self.permits
+    }
+}
+
+impl std::fmt::Debug for SemaphorePermits {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SemaphorePermits")
+            .field("name", &self.name)
+            .field("permits", &self.permits)
+            .finish()
+    }
+}
+
+impl Drop for SemaphorePermits {
+    fn drop(&mut self) {
+        if !self.released {
+            self.actor.do_send(ReturnPermits {
+                permits: self.permits,
+                to_redis: true,
+            });
+        }
+    }
+}
+
+/// Permits taken from a [`PermitExpirableSemaphore`](crate::PermitExpirableSemaphore), each
+/// with an id and a lease; they go back when this is released or dropped, or on their own
+/// when their lease runs out.
+///
+/// - Taken without a lease, the permits are renewed every lease/3 (the lease being the
+///   client's watchdog timeout) while this guard lives; renewal stops the moment it is
+///   released or dropped, or the client shuts down.
+/// - Taken with a fixed lease, nothing renews them: they expire at the lease.
+/// - [`lost`](PermitGuard::lost) resolves when the permits are known gone (a renewal found
+///   them missing or expired, or the fixed lease ran out): stop the protected work then.
+///
+/// # Example
+///
+/// ```no_run
+/// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+/// let guard = client.expirable_semaphore("render-slots")?.acquire().await?;
+/// tokio::select! {
+///     _ = guard.lost() => eprintln!("permit {} lost; abandoning the render", guard.permit_id()),
+///     _ = async { /* protected work */ } => {}
+/// }
+/// guard.release().await?;
+/// # Ok(()) }
+/// ```
+#[must_use = "dropping the guard releases its permits at once; keep it for as long as the work needs them"]
+pub struct PermitGuard {
+    actor: Addr<SemaphoreActor>,
+    name: LockName,
+    grant: u64,
+    ids: Vec<String>,
+    lease: Option<Duration>,
+    status: watch::Receiver<PermitStatus>,
+    released: bool,
+}
+
+impl PermitGuard {
+    pub(crate) fn new(
+        actor: Addr<SemaphoreActor>,
+        name: LockName,
+        grant: u64,
+        ids: Vec<String>,
+        lease: Option<Duration>,
+        status: watch::Receiver<PermitStatus>,
+    ) -> Self {
+        PermitGuard {
+            actor,
+            name,
+            grant,
+            ids,
+            lease,
+            status,
+            released: false,
+        }
+    }
+
+    /// The id of the (first) permit: 32 hex digits, as Redisson shows permit ids. Another
+    /// process may release it by id with
+    /// [`PermitExpirableSemaphore::release`](crate::PermitExpirableSemaphore::release).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = client.expirable_semaphore("s")?.acquire().await?;
+    /// assert_eq!(guard.permit_id().len(), 32);
+    /// # Ok(()) }
+    /// ```
+    pub fn permit_id(&self) -> &str {
+        self.ids.first().map_or("", String::as_str)
+    }
+
+    /// The ids of every permit this guard holds (one per permit acquired).
+    ///
+    /// ```no_run
+    /// # use actix_distributed_lock::PermitOptions;
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = client.expirable_semaphore("s")?.acquire_with(PermitOptions::new().permits(3)).await?;
+    /// assert_eq!(guard.permit_ids().len(), 3);
+    /// # Ok(()) }
+    /// ```
+    pub fn permit_ids(&self) -> &[String] {
+        &self.ids
+    }
+
+    /// The semaphore's name.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// assert_eq!(client.expirable_semaphore("s")?.acquire().await?.name(), "s");
+    /// # Ok(()) }
+    /// ```
+    pub fn name(&self) -> &str {
+        self.name.as_str()
+    }
+
+    /// The fixed lease the permits were taken with; `None` when they are renewed.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// assert_eq!(client.expirable_semaphore("s")?.acquire().await?.lease(), None);
+    /// # Ok(()) }
+    /// ```
+    pub fn lease(&self) -> Option<Duration> {
+        self.lease
+    }
+
+    /// Releases the permits and wakes waiters.
+    ///
+    /// Errors: [`LockError::NotOwner`] when some permit was no longer out (its lease ran out,
+    /// or someone released it by id); any permit still recorded goes back regardless.
+    /// [`LockError::Unavailable`] when Redis did not answer (renewal has already stopped, so
+    /// the permits return at their lease at the latest).
+    ///
+    /// # Cancel safety
+    ///
+    /// The release is sent before the first `.await` completes; dropping the future after
+    /// that only loses the report.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// client.expirable_semaphore("s")?.acquire().await?.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn release(mut self) -> Result<(), LockError> {
+        self.released = true;
+        let request = self.actor.send(ReleaseGrant {
+            grant: self.grant,
+            ids: std::mem::take(&mut self.ids),
+        });
+        request.await.map_err(|_| LockError::Shutdown)?
+    }
+
+    /// Resolves when the permits are lost while this guard holds them: a renewal found one
+    /// gone or expired, the fixed lease ran out, or the client shut down (nothing renews them
+    /// after that). After a normal release it never resolves.
+    ///
+    /// The future does not borrow the guard: it can be moved into another task.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = client.expirable_semaphore("s")?.acquire().await?;
+    /// let lost = guard.lost();
+    /// tokio::spawn(async move { lost.await; eprintln!("permit lost") });
+    /// # Ok(()) }
+    /// ```
+    pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut status = self.status.clone();
+        async move {
+            // An error means the actor is gone (the client shut down) and nothing renews.
+            let ended = status
+                .wait_for(|s| *s != PermitStatus::Held)
+                .await
+                .map(|s| *s);
+            if ended.unwrap_or(PermitStatus::Lost) == PermitStatus::Released {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+
+    /// True once the permits are known lost (see [`lost`](PermitGuard::lost)).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = client.expirable_semaphore("s")?.acquire().await?;
+    /// assert!(!guard.is_lost());
+    /// # Ok(()) }
+    /// ```
+    pub fn is_lost(&self) -> bool {
+        match *self.status.borrow() {
+            PermitStatus::Lost => true,
+            PermitStatus::Released => false,
+            PermitStatus::Held => self.status.has_changed().is_err(),
+        }
+    }
+}
+
+impl std::fmt::Debug for PermitGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PermitGuard")
+            .field("name", &self.name)
+            .field("ids", &self.ids)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+impl Drop for PermitGuard {
+    fn drop(&mut self) {
+        if !self.released {
+            self.actor.do_send(ReleaseGrant {
+                grant: self.grant,
+                ids: std::mem::take(&mut self.ids),
+            });
+        }
+    }
+}
+
+/// Plain permits a guard stood for are no longer out through it: give them back to Redis
+/// (`to_redis`), or only stop counting them (forgotten). Sent by the guard itself.
+///
+/// The actor counts permits out through guards and stays alive while any are, so this
+/// message, sent as the last guard drops its address, is always handled.
+pub(crate) struct ReturnPermits {
+    pub(crate) permits: u32,
+    pub(crate) to_redis: bool,
+}
+
+impl actix::Message for ReturnPermits {
+    type Result = Result<(), LockError>;
+}
+
+/// Release the permits a guard stands for (sent by the guard itself).
+pub(crate) struct ReleaseGrant {
+    pub(crate) grant: u64,
+    pub(crate) ids: Vec<String>,
+}
+
+impl actix::Message for ReleaseGrant {
+    type Result = Result<(), LockError>;
+}
