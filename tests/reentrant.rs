@@ -255,10 +255,14 @@ async fn local_waiters_queue_behind_one_contender_and_each_unlock_wakes_one() {
         .await;
     // Give every local waiter time to contend, if it were going to: only the head does.
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        server.command_calls("pttl").await,
-        2,
-        "only the head of the queue tries"
+    // The head tries twice (before and after subscribing). At most one more try may come
+    // from the uncontended fast path: the first caller tries directly while the actor is
+    // idle, and its busy answer counts as its first try only if it reaches the actor
+    // before the other 49 requests do.
+    let tries = server.command_calls("pttl").await;
+    assert!(
+        (2..=3).contains(&tries),
+        "only the head of the queue tries: {tries} tries"
     );
     held.unlock().await.unwrap();
     for task in tasks {

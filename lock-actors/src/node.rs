@@ -5,7 +5,7 @@ use crate::config::ClientConfig;
 use crate::error::{redact_url, LockError};
 use crate::keys::LockName;
 use crate::lock::watchdog::{WatchRegistry, Watchdog};
-use crate::lock::{LockActor, LockKind, LockOwner};
+use crate::lock::{Direct, LockActor, LockKind, LockOwner};
 use crate::runtime::ActorRuntime;
 use actix::prelude::*;
 use actix::{WeakAddr, WeakRecipient};
@@ -75,6 +75,9 @@ impl Commands {
 /// its owner.
 type ActorKey = (LockKind, LockName, Option<LockOwner>);
 
+/// A registered actor: its id, its address, and what it shares with fast-path callers.
+type RegisteredActor = (u64, WeakAddr<LockActor>, Arc<Direct>);
+
 fn actor_key(kind: LockKind, name: &LockName, owner: Option<LockOwner>) -> ActorKey {
     (kind, name.clone(), owner.filter(|_| kind.per_owner()))
 }
@@ -88,7 +91,7 @@ pub(crate) struct Node {
     pub(crate) config: Arc<ClientConfig>,
     client_id: Arc<str>,
     pub(crate) arbiter: actix_rt::ArbiterHandle,
-    registry: Mutex<HashMap<ActorKey, (u64, WeakAddr<LockActor>)>>,
+    registry: Mutex<HashMap<ActorKey, RegisteredActor>>,
     next_actor: AtomicU64,
     _watchdog_actor: Addr<Watchdog>,
     /// The semaphore actors of this node (see `crate::semaphore`).
@@ -185,23 +188,35 @@ impl Node {
         name: &LockName,
         owner: Option<LockOwner>,
     ) -> Addr<LockActor> {
+        self.lock_actor_direct(kind, name, owner).0
+    }
+
+    /// [`lock_actor`](Self::lock_actor), with what the actor shares with fast-path callers.
+    pub(crate) fn lock_actor_direct(
+        self: &Arc<Self>,
+        kind: LockKind,
+        name: &LockName,
+        owner: Option<LockOwner>,
+    ) -> (Addr<LockActor>, Arc<Direct>) {
         let mut registry = self.registry.lock().unwrap_or_else(|p| p.into_inner());
         let key = actor_key(kind, name, owner);
-        if let Some((_, weak)) = registry.get(&key) {
+        if let Some((_, weak, direct)) = registry.get(&key) {
             if let Some(addr) = weak.upgrade() {
                 if addr.connected() {
-                    return addr;
+                    return (addr, direct.clone());
                 }
             }
         }
         let id = self.next_actor.fetch_add(1, Ordering::Relaxed);
         let node = self.clone();
         let actor_name = name.clone();
+        let direct = Arc::new(Direct::new(self.clone(), kind, name.clone()));
+        let shared = direct.clone();
         let addr = LockActor::start_in_arbiter(&self.arbiter, move |_| {
-            LockActor::new(node, kind, actor_name, owner, id)
+            LockActor::new(node, kind, actor_name, owner, id, shared)
         });
-        registry.insert(key, (id, addr.downgrade()));
-        addr
+        registry.insert(key, (id, addr.downgrade(), direct.clone()));
+        (addr, direct)
     }
 
     /// Called by a lock actor about to stop: it may, and leaves the registry, unless
@@ -219,7 +234,7 @@ impl Node {
             return false;
         }
         let key = actor_key(kind, name, owner);
-        if registry.get(&key).is_some_and(|(live, _)| *live == id) {
+        if registry.get(&key).is_some_and(|(live, _, _)| *live == id) {
             registry.remove(&key);
         }
         true
@@ -237,7 +252,7 @@ impl Node {
         let key = actor_key(kind, name, owner);
         let stale = registry
             .get(&key)
-            .is_some_and(|(_, weak)| weak.upgrade().is_none_or(|live| &live == addr));
+            .is_some_and(|(_, weak, _)| weak.upgrade().is_none_or(|live| &live == addr));
         if stale {
             registry.remove(&key);
         }

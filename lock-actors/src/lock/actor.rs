@@ -1,3 +1,4 @@
+use super::direct::{Direct, DirectHold};
 use super::guard::HoldStatus;
 use super::guard::ReleaseHold;
 use super::kind::LockKind;
@@ -74,7 +75,8 @@ pub struct LockActor {
     subscription: Subscription,
     /// Our own address while we have holders or waiters, so nobody's dropped handle stops us.
     keepalive: Option<Addr<LockActor>>,
-    next_hold: u64,
+    /// What the actor shares with fast-path callers (see `super::direct`).
+    direct: Arc<Direct>,
     next_waiter: u64,
     /// Holds Redis may count that we do not (a lost reply); settled before any new try.
     reconciles: VecDeque<Reconcile>,
@@ -103,8 +105,20 @@ enum Subscription {
 struct Holder {
     holds: Vec<Hold>,
     status: watch::Sender<HoldStatus>,
+    /// Status channels of holds taken on the fast path while the owner already held it
+    /// through the actor (rare): told whatever `status` is told.
+    merged: Vec<watch::Sender<HoldStatus>>,
     watch_id: Option<u64>,
     expiry: Option<SpawnHandle>,
+}
+
+impl Holder {
+    fn set_status(&self, status: HoldStatus) {
+        self.status.send_replace(status);
+        for merged in &self.merged {
+            merged.send_replace(status);
+        }
+    }
 }
 
 struct Hold {
@@ -135,10 +149,10 @@ struct Waiter {
 
 /// What one try found: `(None, token)` acquired (with a token when fenced), or
 /// `(Some(pttl), None)` held by another for `pttl` ms more.
-type Tried = (Option<i64>, Option<u64>);
+pub(crate) type Tried = (Option<i64>, Option<u64>);
 
 /// Reads an acquire script's reply; `None` for a reply no script of ours gives.
-fn tried(reply: redis::Value) -> Option<Tried> {
+pub(crate) fn tried(reply: redis::Value) -> Option<Tried> {
     match reply {
         redis::Value::Nil => Some((None, None)),
         redis::Value::Int(pttl) => Some((Some(pttl), None)),
@@ -173,6 +187,7 @@ impl LockActor {
         name: LockName,
         owner: Option<LockOwner>,
         id: u64,
+        direct: Arc<Direct>,
     ) -> Self {
         let owner = owner.filter(|_| kind.per_owner());
         let channel = match owner {
@@ -195,12 +210,56 @@ impl LockActor {
             sleep: None,
             subscription: Subscription::None { retry_after: None },
             keepalive: None,
-            next_hold: 1,
+            direct,
             next_waiter: 1,
             reconciles: VecDeque::new(),
             reconcile_in_flight: false,
             reconcile_error: None,
         }
+    }
+
+    /// Takes charge: no caller acts directly from now on, and a hold taken on the fast path
+    /// becomes one of ours. Every handler that reads or changes holders calls it first.
+    fn take_charge(&mut self, ctx: &mut Context<Self>) {
+        if let Some(taken) = self.direct.absorb() {
+            self.adopt(taken, ctx);
+        }
+    }
+
+    /// Counts a hold taken on the fast path as ours (its watchdog entry is registered).
+    fn adopt(&mut self, taken: DirectHold, ctx: &mut Context<Self>) {
+        let DirectHold {
+            owner,
+            hold,
+            status,
+            watch_id,
+        } = taken;
+        let hold = Hold {
+            id: hold,
+            lease: None,
+        };
+        match self.holders.get_mut(&owner) {
+            Some(holder) => {
+                // The owner also holds it through us: one watchdog entry is enough.
+                self.node.watchdog.unregister(watch_id);
+                holder.holds.push(hold);
+                holder.merged.push(status);
+                self.arm_lease_keeping(owner, Instant::now(), ctx);
+            }
+            None => {
+                self.holders.insert(
+                    owner,
+                    Holder {
+                        holds: vec![hold],
+                        status,
+                        merged: Vec::new(),
+                        watch_id: Some(watch_id),
+                        expiry: None,
+                    },
+                );
+            }
+        }
+        self.refresh_keepalive(ctx);
     }
 
     /// What stands for `owner` in this lock's Redis data.
@@ -223,6 +282,7 @@ impl LockActor {
             || !self.reconciles.is_empty();
         if !busy {
             self.keepalive = None;
+            self.direct.release_to_callers();
         } else if self.keepalive.is_none() {
             self.keepalive = Some(ctx.address());
         }
@@ -694,13 +754,13 @@ impl LockActor {
         ctx: &mut Context<Self>,
     ) {
         disarm(waiter.deadline_timer, ctx);
-        let hold = self.next_hold;
-        self.next_hold += 1;
+        let hold = self.direct.next_hold();
         let owner = waiter.owner;
         let address = ctx.address();
         let holder = self.holders.entry(owner).or_insert_with(|| Holder {
             holds: Vec::new(),
             status: watch::channel(HoldStatus::Held).0,
+            merged: Vec::new(),
             watch_id: None,
             expiry: None,
         });
@@ -774,10 +834,10 @@ impl LockActor {
                 self.node.watchdog.unregister(id);
             }
             if why == RELEASED {
-                holder.status.send_replace(HoldStatus::Released);
+                holder.set_status(HoldStatus::Released);
             } else {
                 tracing::warn!(lock = %self.name, owner = owner.id(), why, "lock lost");
-                holder.status.send_replace(HoldStatus::Lost);
+                holder.set_status(HoldStatus::Lost);
             }
             // A head that slept on this local holder may go now.
             self.wake_head(ctx);
@@ -855,7 +915,7 @@ impl LockActor {
                 if let Some(expiry) = holder.expiry {
                     ctx.cancel_future(expiry);
                 }
-                holder.status.send_replace(HoldStatus::Released);
+                holder.set_status(HoldStatus::Released);
             }
         } else {
             self.arm_lease_keeping(owner, Instant::now(), ctx);
@@ -884,17 +944,7 @@ impl LockActor {
                     Ok(Released::Unlocked)
                 }
                 Err(error @ LockError::Unavailable { .. }) => {
-                    // The unlock may or may not have run: settle it with Redis and report
-                    // that, or report the error if Redis stays silent for a response timeout
-                    // (the settlement goes on; at worst the lock expires at its lease).
-                    tracing::warn!(lock = %act.name, %error, "unlock got no answer; settling it");
-                    act.doubt(owner, lease, Some((reply.clone(), remaining)), ctx);
-                    let give_up = reply.clone();
-                    ctx.run_later(act.node.config.response_timeout, move |_, _| {
-                        let _ = give_up.send(Err(error));
-                    });
-                    act.pump(ctx);
-                    act.refresh_keepalive(ctx);
+                    act.settle_unlock(owner, lease, error, reply.clone(), remaining, ctx);
                     return;
                 }
                 Err(error) => Err(error),
@@ -904,6 +954,37 @@ impl LockActor {
         }));
         self.refresh_keepalive(ctx);
         Deferred(slot)
+    }
+}
+
+impl LockActor {
+    /// An unlock got no answer: it may or may not have run. Settle it with Redis and
+    /// report that, or report `error` if Redis stays silent for a response timeout (the
+    /// settlement goes on; at worst the lock expires at its lease).
+    fn settle_unlock(
+        &mut self,
+        owner: LockOwner,
+        lease: Duration,
+        error: LockError,
+        reply: ReplySlot<Result<Released, LockError>>,
+        remaining: u32,
+        ctx: &mut Context<Self>,
+    ) {
+        tracing::warn!(lock = %self.name, %error, "unlock got no answer; settling it");
+        self.doubt(owner, lease, Some((reply.clone(), remaining)), ctx);
+        ctx.run_later(self.node.config.response_timeout, move |_, _| {
+            let _ = reply.send(Err(error));
+        });
+        self.pump(ctx);
+        self.refresh_keepalive(ctx);
+    }
+}
+
+impl Drop for LockActor {
+    /// A hold still on the fast path dies with us (the client stopped): its guard hears of
+    /// it as a loss, as for every hold the actor had.
+    fn drop(&mut self) {
+        drop(self.direct.absorb());
     }
 }
 
@@ -927,6 +1008,9 @@ impl Actor for LockActor {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
+        if let Some(taken) = self.direct.absorb() {
+            self.node.watchdog.unregister(taken.watch_id);
+        }
         if self.subscription != (Subscription::None { retry_after: None }) {
             self.node.supervisor.do_send(Unsubscribe {
                 channel: self.channel.clone(),
@@ -970,6 +1054,7 @@ impl LockActor {
         fenced: bool,
         ctx: &mut Context<Self>,
     ) -> Deferred<Result<LockGuard, LockError>> {
+        self.take_charge(ctx);
         if fenced && self.kind != LockKind::Reentrant {
             return Deferred::ready(Err(LockError::invalid_config(format!(
                 "lock `{}` is a {} lock; fencing tokens come with reentrant locks only",
@@ -1014,22 +1099,30 @@ impl LockActor {
             patience: started + msg.wait.min(LONGEST_WAIT),
             deadline_timer: None,
         };
+        self.enqueue_waiter(waiter, ctx);
         self.refresh_keepalive(ctx);
+        Deferred(reply)
+    }
+
+    fn enqueue_waiter(&mut self, waiter: Waiter, ctx: &mut Context<Self>) {
+        let (id, owner) = (waiter.id, waiter.owner);
         self.withdraw_gone(ctx);
-        if self.holders.contains_key(&msg.owner) {
+        if self.holders.contains_key(&owner) {
             // Re-entry never queues behind other owners (that would deadlock).
             self.waiters.push_front(waiter);
             self.wake_head(ctx);
         } else {
-            let tries_now =
-                self.waiters.is_empty() && !self.attempt_in_flight && self.sleep.is_none();
+            let tries_now = self.waiters.is_empty()
+                && !self.attempt_in_flight
+                && self.sleep.is_none()
+                && waiter.attempts == 0
+                && waiter.last_error.is_none();
             self.waiters.push_back(waiter);
             if !tries_now {
                 self.arm_deadline(id, ctx);
             }
             self.pump(ctx);
         }
-        Deferred(reply)
     }
 }
 
@@ -1037,6 +1130,7 @@ impl Handler<ReleaseHold> for LockActor {
     type Result = Deferred<Result<Released, LockError>>;
 
     fn handle(&mut self, msg: ReleaseHold, ctx: &mut Context<Self>) -> Self::Result {
+        self.take_charge(ctx);
         self.release(msg.owner, Some(msg.hold), ctx)
     }
 }
@@ -1045,6 +1139,7 @@ impl Handler<Release> for LockActor {
     type Result = Deferred<Result<Released, LockError>>;
 
     fn handle(&mut self, msg: Release, ctx: &mut Context<Self>) -> Self::Result {
+        self.take_charge(ctx);
         self.release(msg.owner, None, ctx)
     }
 }
@@ -1053,6 +1148,7 @@ impl Handler<Renew> for LockActor {
     type Result = Deferred<Result<bool, LockError>>;
 
     fn handle(&mut self, msg: Renew, ctx: &mut Context<Self>) -> Self::Result {
+        self.take_charge(ctx);
         let lease_ms =
             match positive_millis(&format!("the lease of lock `{}`", self.name), msg.lease) {
                 Ok(ms) => ms,
@@ -1097,6 +1193,7 @@ impl Handler<ForceRelease> for LockActor {
     type Result = Deferred<Result<bool, LockError>>;
 
     fn handle(&mut self, _: ForceRelease, ctx: &mut Context<Self>) -> Self::Result {
+        self.take_charge(ctx);
         let invocation = self.kind.force_unlock(&self.name);
         let request = self
             .node
@@ -1152,6 +1249,7 @@ impl Handler<HoldLost> for LockActor {
     type Result = ();
 
     fn handle(&mut self, msg: HoldLost, ctx: &mut Context<Self>) {
+        self.take_charge(ctx);
         let current = self
             .holders
             .get(&msg.owner)
@@ -1163,5 +1261,117 @@ impl Handler<HoldLost> for LockActor {
             self.lose(msg.owner, "the watchdog found it gone", ctx);
             self.refresh_keepalive(ctx);
         }
+    }
+}
+
+/// A hold taken on the fast path after the actor took charge: count it as ours.
+pub(crate) struct Adopt(pub(crate) DirectHold);
+
+impl Message for Adopt {
+    type Result = ();
+}
+
+impl Handler<Adopt> for LockActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Adopt, ctx: &mut Context<Self>) {
+        self.take_charge(ctx);
+        self.adopt(msg.0, ctx);
+    }
+}
+
+/// A fast-path call about `owner` got no answer (or its caller left): it may or may not
+/// have run; settle `owner`'s count with Redis.
+pub(crate) struct Doubt {
+    pub(crate) owner: LockOwner,
+    pub(crate) lease: Duration,
+}
+
+impl Message for Doubt {
+    type Result = ();
+}
+
+impl Handler<Doubt> for LockActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Doubt, ctx: &mut Context<Self>) {
+        self.take_charge(ctx);
+        self.doubt(msg.owner, msg.lease, None, ctx);
+        self.pump(ctx);
+        self.refresh_keepalive(ctx);
+    }
+}
+
+/// A fast-path unlock got no answer: report what Redis turns out to hold once it answers,
+/// or `error` if it stays silent for a response timeout.
+pub(crate) struct SettleUnlock {
+    pub(crate) owner: LockOwner,
+    pub(crate) lease: Duration,
+    pub(crate) error: LockError,
+}
+
+impl Message for SettleUnlock {
+    type Result = Result<Released, LockError>;
+}
+
+impl Handler<SettleUnlock> for LockActor {
+    type Result = Deferred<Result<Released, LockError>>;
+
+    fn handle(&mut self, msg: SettleUnlock, ctx: &mut Context<Self>) -> Self::Result {
+        self.take_charge(ctx);
+        let slot = ReplySlot::new();
+        self.settle_unlock(msg.owner, msg.lease, msg.error, slot.clone(), 0, ctx);
+        Deferred(slot)
+    }
+}
+
+/// Take the lock after a fast-path try: it found the lock held by another owner (the
+/// waiter's first try is done: it subscribes, then tries again), or it got no answer (the
+/// try is being settled: the waiter gets one more try within a response timeout, as after
+/// a first try of its own).
+pub(crate) struct AfterDirect {
+    pub(crate) owner: LockOwner,
+    pub(crate) wait: Duration,
+    pub(crate) fenced: bool,
+    /// `None`: it was busy. `Some`: Redis did not answer.
+    pub(crate) error: Option<LockError>,
+}
+
+impl Message for AfterDirect {
+    type Result = Result<LockGuard, LockError>;
+}
+
+impl Handler<AfterDirect> for LockActor {
+    type Result = Deferred<Result<LockGuard, LockError>>;
+
+    fn handle(&mut self, msg: AfterDirect, ctx: &mut Context<Self>) -> Self::Result {
+        self.take_charge(ctx);
+        let id = self.next_waiter;
+        self.next_waiter += 1;
+        let started = Instant::now();
+        let patience = started + msg.wait.min(LONGEST_WAIT);
+        let reply = ReplySlot::new();
+        let failed = msg.error.is_some();
+        let waiter = Waiter {
+            id,
+            owner: msg.owner,
+            lease: None,
+            fenced: msg.fenced,
+            started,
+            deadline: if failed {
+                started + self.node.config.response_timeout
+            } else {
+                patience
+            },
+            reply: reply.clone(),
+            attempts: u32::from(!failed),
+            last_error: msg.error,
+            retried: failed,
+            patience,
+            deadline_timer: None,
+        };
+        self.enqueue_waiter(waiter, ctx);
+        self.refresh_keepalive(ctx);
+        Deferred(reply)
     }
 }

@@ -1,8 +1,10 @@
+use super::direct::Direct;
 use super::{Acquire, AcquireFenced, LockActor, LockOwner, Released};
 use crate::error::LockError;
 use crate::keys::LockName;
 use actix::Addr;
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
 
@@ -41,6 +43,8 @@ pub struct LockGuard {
     status: watch::Receiver<HoldStatus>,
     released: bool,
     token: Option<u64>,
+    /// Set for a hold taken on the fast path: its unlock may go straight to Redis too.
+    direct: Option<Arc<Direct>>,
 }
 
 impl LockGuard {
@@ -61,11 +65,17 @@ impl LockGuard {
             status,
             released: false,
             token: None,
+            direct: None,
         }
     }
 
     pub(crate) fn with_token(mut self, token: Option<u64>) -> Self {
         self.token = token;
+        self
+    }
+
+    pub(crate) fn with_direct(mut self, direct: Arc<Direct>) -> Self {
+        self.direct = Some(direct);
         self
     }
 
@@ -130,6 +140,11 @@ impl LockGuard {
     /// ```
     pub async fn unlock(mut self) -> Result<Released, LockError> {
         self.released = true;
+        if let Some(direct) = self.direct.take() {
+            if let Some(taken) = direct.take_for_unlock(self.hold) {
+                return direct.unlock(&self.actor, taken).await;
+            }
+        }
         let request = self.actor.send(ReleaseHold {
             owner: self.owner,
             hold: self.hold,

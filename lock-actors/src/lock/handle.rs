@@ -1,5 +1,7 @@
 //! `Lock`: the handle users take every kind of lock through, its options, and state reads.
 
+use super::actor::AfterDirect;
+use super::direct::Tried;
 use super::kind::{all_scripts, LockKind};
 use crate::client::LockClient;
 use crate::error::LockError;
@@ -131,6 +133,12 @@ impl AcquireOptions {
     pub fn lease(mut self, lease: Duration) -> Self {
         self.lease = Some(lease);
         self
+    }
+
+    /// The owner, wait and fixed lease asked for (`None`: the default), for the composed
+    /// locks (`compose`), which take their members with options of their own.
+    pub(crate) fn parts(&self) -> (Option<LockOwner>, Option<Duration>, Option<Duration>) {
+        (self.owner, self.wait, self.lease)
     }
 }
 
@@ -306,6 +314,34 @@ impl Lock {
     pub async fn acquire_with(&self, options: AcquireOptions) -> Result<LockGuard, LockError> {
         let (owner, lease) = (options.owner.unwrap_or_default(), options.lease);
         let wait = options.wait.unwrap_or(self.client.config().default_wait);
+        if lease.is_none() {
+            // The uncontended fast path: straight to Redis when the actor is idle.
+            let node = self.client.node()?;
+            let (actor, direct) = node.lock_actor_direct(self.kind, &self.name, Some(owner));
+            match direct.try_acquire(&actor, owner, self.fenced).await {
+                Tried::Acquired(guard) => return Ok(guard),
+                Tried::Error(error) => return Err(error),
+                Tried::Busy => {
+                    let request = AfterDirect {
+                        owner,
+                        wait,
+                        fenced: self.fenced,
+                        error: None,
+                    };
+                    return actor.send(request).await.map_err(|_| LockError::Shutdown)?;
+                }
+                Tried::Failed(error) => {
+                    let request = AfterDirect {
+                        owner,
+                        wait,
+                        fenced: self.fenced,
+                        error: Some(error),
+                    };
+                    return actor.send(request).await.map_err(|_| LockError::Shutdown)?;
+                }
+                Tried::AskActor => {}
+            }
+        }
         if self.fenced {
             let request = AcquireFenced { owner, lease, wait };
             self.client
@@ -377,6 +413,22 @@ impl Lock {
     /// ```
     pub fn actor(&self) -> Result<Addr<LockActor>, LockError> {
         Ok(self.client.node()?.lock_actor(self.kind, &self.name, None))
+    }
+
+    /// The client this lock talks through (the composed locks order and group members by
+    /// its node).
+    pub(crate) fn client(&self) -> &LockClient {
+        &self.client
+    }
+
+    /// Extends `owner`'s hold to `lease` from now, as [`Renew`](crate::Renew) does: `true`
+    /// when renewed, `false` when Redis no longer has the hold. RedLock renews its
+    /// fixed-lease members with it.
+    pub(crate) async fn renew(&self, owner: LockOwner, lease: Duration) -> Result<bool, LockError> {
+        let request = crate::lock::Renew { owner, lease };
+        self.client
+            .ask(self.kind, &self.name, Some(owner), request)
+            .await?
     }
 
     async fn state(&self, owner: Option<LockOwner>) -> Result<LockState, LockError> {

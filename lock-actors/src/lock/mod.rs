@@ -1,6 +1,7 @@
 //! The lock actor, its messages, the guard a holder keeps, owners, and the watchdog.
 
 mod actor;
+mod direct;
 mod guard;
 mod handle;
 mod kind;
@@ -9,6 +10,7 @@ mod reply;
 pub(crate) mod watchdog;
 
 pub use actor::LockActor;
+pub(crate) use direct::Direct;
 pub use guard::LockGuard;
 pub(crate) use handle::{preload_scripts, read_state};
 pub use handle::{AcquireOptions, Lock};

@@ -1,0 +1,357 @@
+//! The uncontended fast path: when a lock's actor has nothing to do, the caller sends the
+//! acquire and the unlock script itself, on the node's shared connection, and the actor is
+//! not involved at all.
+//!
+//! The actor stays the owner of everything that needs waiting or settling. A `Direct` value,
+//! shared by the actor and the callers under one mutex, says who may act:
+//!
+//! - `Idle`: the actor has no holders, waiters or calls in flight; one caller may try.
+//! - `Trying`: that caller's acquire script is on the way. Others go through the actor.
+//! - `Held`: the hold it got sits in the slot, with its watchdog entry already registered.
+//! - `Unlocking`: its guard took it out of the slot and is sending the unlock itself.
+//! - `Actor`: the actor is in charge. Every actor handler first *absorbs* the slot (takes
+//!   the direct hold into its own holders) and sets `Actor`; the actor sets `Idle` again
+//!   once it is idle.
+//!
+//! Whatever a caller cannot finish (its future is dropped mid-call, Redis does not answer)
+//! is handed to the actor as a doubt, which it settles with Redis by reconciling (see
+//! `LockActor::doubt`): nothing is ever left in Redis that nobody counts.
+
+use super::actor::{tried, Adopt, Doubt, SettleUnlock};
+use super::guard::HoldStatus;
+use super::kind::LockKind;
+use super::{LockActor, LockGuard, LockOwner, Released};
+use crate::error::LockError;
+use crate::keys::LockName;
+use crate::node::Node;
+use actix::Addr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// Who may act on a lock right now (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Idle,
+    Trying,
+    Held,
+    Unlocking,
+    Actor,
+}
+
+/// A hold taken on the fast path, not (yet) known to the actor.
+pub(crate) struct DirectHold {
+    pub(crate) owner: LockOwner,
+    pub(crate) hold: u64,
+    pub(crate) status: watch::Sender<HoldStatus>,
+    pub(crate) watch_id: u64,
+}
+
+struct State {
+    mode: Mode,
+    slot: Option<DirectHold>,
+    /// The actor's address while a caller acts directly (`Trying`, `Held`, `Unlocking`):
+    /// the actor does not know of that hold, so this keeps it alive for the messages
+    /// about it (a dropped guard's release, a doubt). Cleared whenever the mode leaves
+    /// those three, which also breaks the cycle actor -> `Direct` -> actor.
+    keepalive: Option<Addr<LockActor>>,
+}
+
+impl State {
+    fn set(&mut self, mode: Mode) {
+        self.mode = mode;
+        if matches!(mode, Mode::Idle | Mode::Actor) {
+            self.keepalive = None;
+        }
+    }
+}
+
+/// What a lock's actor and its callers share (one per actor).
+pub(crate) struct Direct {
+    node: Arc<Node>,
+    kind: LockKind,
+    name: LockName,
+    /// Hold ids, drawn by the actor and by fast-path callers alike.
+    next_hold: AtomicU64,
+    state: Mutex<State>,
+}
+
+/// How a fast-path acquire ended.
+pub(crate) enum Tried {
+    /// Taken: here is the guard.
+    Acquired(LockGuard),
+    /// Not tried: someone else is acting. Ask the actor.
+    AskActor,
+    /// Held by another owner (a first try is done): ask the actor to wait for it.
+    Busy,
+    /// Redis did not answer: the actor settles whether it ran; ask it, carrying the error.
+    Failed(LockError),
+    /// A definite error (wrong key type, say): report it.
+    Error(LockError),
+}
+
+impl Direct {
+    pub(crate) fn new(node: Arc<Node>, kind: LockKind, name: LockName) -> Self {
+        // A fair lock's waiters must all go through the queue in Redis: never direct.
+        let mode = if kind.per_owner() {
+            Mode::Actor
+        } else {
+            Mode::Idle
+        };
+        Direct {
+            node,
+            kind,
+            name,
+            next_hold: AtomicU64::new(1),
+            state: Mutex::new(State {
+                mode,
+                slot: None,
+                keepalive: None,
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn next_hold(&self) -> u64 {
+        self.next_hold.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// For the actor: it is in charge now; takes the direct hold, if any, into its care.
+    pub(crate) fn absorb(&self) -> Option<DirectHold> {
+        let mut state = self.lock();
+        state.set(Mode::Actor);
+        state.slot.take()
+    }
+
+    /// For the actor, once it is idle: callers may act directly again. A caller's hold or
+    /// call in flight is left alone.
+    pub(crate) fn release_to_callers(&self) {
+        let mut state = self.lock();
+        if state.mode == Mode::Actor && !self.kind.per_owner() {
+            state.set(Mode::Idle);
+        }
+    }
+
+    /// Moves from `from` to `to` if the mode is still `from`.
+    fn shift(&self, from: Mode, to: Mode) -> bool {
+        let mut state = self.lock();
+        if state.mode == from {
+            state.set(to);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// For a guard: takes its hold out of the slot to unlock it directly, if the hold is
+    /// there and nobody else acts.
+    pub(crate) fn take_for_unlock(&self, hold: u64) -> Option<DirectHold> {
+        let mut state = self.lock();
+        if state.mode == Mode::Held && state.slot.as_ref().is_some_and(|d| d.hold == hold) {
+            state.set(Mode::Unlocking);
+            state.slot.take()
+        } else {
+            None
+        }
+    }
+
+    fn watchdog_lease(&self) -> Duration {
+        self.node.config.watchdog_timeout
+    }
+
+    /// Tries to take the lock for `owner` with a watchdog lease, without the actor.
+    pub(crate) async fn try_acquire(
+        self: &Arc<Self>,
+        actor: &Addr<LockActor>,
+        owner: LockOwner,
+        fenced: bool,
+    ) -> Tried {
+        {
+            let mut state = self.lock();
+            if state.mode != Mode::Idle {
+                return Tried::AskActor;
+            }
+            state.set(Mode::Trying);
+            state.keepalive = Some(actor.clone());
+        }
+        let lease = self.watchdog_lease();
+        let field = self.kind.field(self.node.owner_field(owner));
+        let call = self
+            .kind
+            .acquire(&self.name, &field, lease.as_millis() as u64, fenced, 0);
+        let mut pending = Pending::new(self, actor, owner);
+        let sent = Instant::now();
+        let reply = self
+            .node
+            .commands
+            .clone()
+            .eval::<redis::Value>(call, self.name.clone())
+            .await;
+        pending.settled();
+        let reply = reply.and_then(|value| {
+            tried(value).ok_or_else(|| LockError::Unavailable {
+                node: self.node.commands.label().to_string(),
+                reason: "unexpected reply to the acquire script".into(),
+            })
+        });
+        match reply {
+            Ok((None, token)) => {
+                let watch_id = self.node.watchdog.register(
+                    self.kind,
+                    self.name.clone(),
+                    field,
+                    owner,
+                    actor.downgrade(),
+                    sent + lease,
+                );
+                let hold = self.next_hold();
+                let (status, receiver) = watch::channel(HoldStatus::Held);
+                let taken = DirectHold {
+                    owner,
+                    hold,
+                    status,
+                    watch_id,
+                };
+                let handed_over = {
+                    let mut state = self.lock();
+                    if state.mode == Mode::Trying {
+                        state.set(Mode::Held);
+                        state.slot = Some(taken);
+                        None
+                    } else {
+                        Some(taken) // the actor took charge meanwhile: it adopts the hold
+                    }
+                };
+                if let Some(taken) = handed_over {
+                    actor.do_send(Adopt(taken));
+                }
+                tracing::debug!(lock = %self.name, owner = owner.id(), "acquired directly");
+                let guard = LockGuard::new(
+                    actor.clone(),
+                    self.name.clone(),
+                    owner,
+                    hold,
+                    None,
+                    receiver,
+                );
+                Tried::Acquired(guard.with_token(token).with_direct(self.clone()))
+            }
+            Ok((Some(_), _)) => {
+                // Held by another owner: the actor queues the caller from here on.
+                self.shift(Mode::Trying, Mode::Actor);
+                Tried::Busy
+            }
+            Err(error @ LockError::Unavailable { .. }) => {
+                self.shift(Mode::Trying, Mode::Actor);
+                actor.do_send(Doubt { owner, lease });
+                Tried::Failed(error)
+            }
+            Err(error) => {
+                self.shift(Mode::Trying, Mode::Idle);
+                Tried::Error(error)
+            }
+        }
+    }
+
+    /// Unlocks a hold taken out of the slot by [`take_for_unlock`](Self::take_for_unlock).
+    pub(crate) async fn unlock(
+        self: &Arc<Self>,
+        actor: &Addr<LockActor>,
+        taken: DirectHold,
+    ) -> Result<Released, LockError> {
+        let owner = taken.owner;
+        let lease = self.watchdog_lease();
+        // Renewal stops before the unlock is even sent.
+        self.node.watchdog.unregister(taken.watch_id);
+        let field = self.kind.field(self.node.owner_field(owner));
+        let call = self
+            .kind
+            .unlock(&self.name, &field, lease.as_millis() as u64);
+        let mut pending = Pending::new(self, actor, owner);
+        let reply = self
+            .node
+            .commands
+            .clone()
+            .eval::<Option<i64>>(call, self.name.clone())
+            .await;
+        pending.settled();
+        match reply {
+            Ok(Some(_)) => {
+                taken.status.send_replace(HoldStatus::Released);
+                self.shift(Mode::Unlocking, Mode::Idle);
+                tracing::debug!(lock = %self.name, owner = owner.id(), "released directly");
+                Ok(Released::Unlocked)
+            }
+            Ok(None) => {
+                tracing::warn!(lock = %self.name, owner = owner.id(),
+                    why = "an unlock found it held by nobody or by another owner", "lock lost");
+                taken.status.send_replace(HoldStatus::Lost);
+                self.shift(Mode::Unlocking, Mode::Idle);
+                Err(LockError::NotOwner {
+                    name: self.name.to_string(),
+                })
+            }
+            Err(error @ LockError::Unavailable { .. }) => {
+                taken.status.send_replace(HoldStatus::Released);
+                self.shift(Mode::Unlocking, Mode::Actor);
+                let settle = SettleUnlock {
+                    owner,
+                    lease,
+                    error,
+                };
+                actor.send(settle).await.map_err(|_| LockError::Shutdown)?
+            }
+            Err(error) => {
+                taken.status.send_replace(HoldStatus::Released);
+                self.shift(Mode::Unlocking, Mode::Actor);
+                actor.do_send(Doubt { owner, lease });
+                Err(error)
+            }
+        }
+    }
+}
+
+/// A fast-path call under way: if its future is dropped before Redis answered, the call
+/// may or may not have run, so the actor is told to settle it.
+struct Pending<'a> {
+    direct: &'a Direct,
+    actor: &'a Addr<LockActor>,
+    owner: LockOwner,
+    armed: bool,
+}
+
+impl<'a> Pending<'a> {
+    fn new(direct: &'a Direct, actor: &'a Addr<LockActor>, owner: LockOwner) -> Self {
+        Pending {
+            direct,
+            actor,
+            owner,
+            armed: true,
+        }
+    }
+
+    fn settled(&mut self) {
+        self.armed = false;
+    }
+}
+
+impl Drop for Pending<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            {
+                let mut state = self.direct.lock();
+                if matches!(state.mode, Mode::Trying | Mode::Unlocking) {
+                    state.set(Mode::Actor);
+                }
+            }
+            self.actor.do_send(Doubt {
+                owner: self.owner,
+                lease: self.direct.watchdog_lease(),
+            });
+        }
+    }
+}
