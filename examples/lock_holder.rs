@@ -3,13 +3,16 @@
 //! handy way to hold a lock by hand while you watch what your service does.
 //!
 //! ```text
-//! lock_holder <redis-url> <lock-name> [--watchdog-ms N] [--lease-ms N]
+//! lock_holder <redis-url> <lock-name> [--watchdog-ms N] [--lease-ms N] [--kind KIND]
 //! ```
 //!
 //! - Takes `<lock-name>` with the watchdog (lease `--watchdog-ms`, default 30 000, renewed
 //!   every third of it), or with a fixed lease of `--lease-ms` and no watchdog.
-//! - Prints one line `acquired <client-id> <owner-id>`: in Redis the lock is the hash
-//!   `<lock-name>` with the field `<client-id>:<owner-id>`.
+//! - `--kind` picks the lock: `reentrant` (the default), `fast`, `read` or `write` (the two
+//!   sides of the read-write lock `<lock-name>`).
+//! - Prints one line `acquired <client-id> <owner-id>`: in Redis a reentrant lock is the hash
+//!   `<lock-name>` with the field `<client-id>:<owner-id>` (a reader's field is the same, a
+//!   writer's ends in `:write`; a fast lock is a string with that value).
 //! - Prints `lost` as soon as the lock is lost while held (the watchdog found it gone, or the
 //!   fixed lease ran out).
 //! - Reads commands from stdin, one per line. `unlock` releases the lock, prints
@@ -27,13 +30,14 @@
 //! redis-cli -p 23456 shutdown nosave
 //! ```
 
-use actix_distributed_lock::{AcquireOptions, ClientConfig, LockClient};
+use actix_distributed_lock::{AcquireOptions, ClientConfig, Lock, LockClient, LockError};
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-const USAGE: &str = "usage: lock_holder <redis-url> <lock-name> [--watchdog-ms N] [--lease-ms N]";
+const USAGE: &str = "usage: lock_holder <redis-url> <lock-name> [--watchdog-ms N] [--lease-ms N] \
+                     [--kind reentrant|fast|read|write]";
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
@@ -44,6 +48,39 @@ struct Args {
     watchdog: Duration,
     /// `Some`: a fixed lease, no watchdog.
     lease: Option<Duration>,
+    kind: Kind,
+}
+
+/// Which lock to take (`--kind`).
+#[derive(Clone, Copy)]
+enum Kind {
+    Reentrant,
+    Fast,
+    Read,
+    Write,
+}
+
+impl Kind {
+    fn parse(value: &str) -> Result<Kind, String> {
+        match value {
+            "reentrant" => Ok(Kind::Reentrant),
+            "fast" => Ok(Kind::Fast),
+            "read" => Ok(Kind::Read),
+            "write" => Ok(Kind::Write),
+            _ => Err(format!(
+                "--kind: `{value}` is not one of reentrant, fast, read, write"
+            )),
+        }
+    }
+
+    fn lock(self, client: &LockClient, name: &str) -> Result<Lock, LockError> {
+        match self {
+            Kind::Reentrant => client.lock(name),
+            Kind::Fast => client.fast_lock(name),
+            Kind::Read => Ok(client.read_write_lock(name)?.read().clone()),
+            Kind::Write => Ok(client.read_write_lock(name)?.write().clone()),
+        }
+    }
 }
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -51,14 +88,19 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let name = args.next().ok_or("missing <lock-name>")?;
     let mut watchdog = ClientConfig::new(url.as_str()).watchdog_timeout_value();
     let mut lease = None;
+    let mut kind = Kind::Reentrant;
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let ms: u64 = value
-            .parse()
-            .map_err(|_| format!("{flag}: `{value}` is not a number of milliseconds"))?;
+        let ms = || -> Result<Duration, String> {
+            let ms: u64 = value
+                .parse()
+                .map_err(|_| format!("{flag}: `{value}` is not a number of milliseconds"))?;
+            Ok(Duration::from_millis(ms))
+        };
         match flag.as_str() {
-            "--watchdog-ms" => watchdog = Duration::from_millis(ms),
-            "--lease-ms" => lease = Some(Duration::from_millis(ms)),
+            "--watchdog-ms" => watchdog = ms()?,
+            "--lease-ms" => lease = Some(ms()?),
+            "--kind" => kind = Kind::parse(&value)?,
             _ => return Err(format!("unknown option `{flag}`")),
         }
     }
@@ -67,6 +109,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         name,
         watchdog,
         lease,
+        kind,
     })
 }
 
@@ -101,7 +144,11 @@ async fn run(args: Args) -> Result<(), Failure> {
     if let Some(lease) = args.lease {
         options = options.lease(lease);
     }
-    let guard = client.lock(&args.name)?.acquire_with(options).await?;
+    let guard = args
+        .kind
+        .lock(&client, &args.name)?
+        .acquire_with(options)
+        .await?;
     say(&format!("acquired {} {}", client.id(), guard.owner().id()));
 
     let lost = guard.lost();
