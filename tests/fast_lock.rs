@@ -5,8 +5,8 @@
 mod support;
 
 use actix_distributed_lock::{
-    AcquireFenced, AcquireOptions, ClientConfig, LockClient, LockError, LockKind, LockOwner,
-    Release, Released,
+    Acquire, AcquireFenced, AcquireOptions, ClientConfig, GetState, LockClient, LockError,
+    LockKind, LockOwner, Release, Released,
 };
 use redis::AsyncCommands;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -507,5 +507,57 @@ async fn fenced_acquisition_through_the_fast_lock_is_invalid_config() {
         .unwrap();
     assert_eq!(guard.fencing_token(), None);
     guard.unlock().await.unwrap();
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}
+
+/// Known bug (issue #4 report): a second acquire by the same owner that was already queued
+/// when the first was granted waits for itself until its deadline (then `Timeout`) instead
+/// of failing with `AlreadyHeld` at once: `LockActor::enqueue` checks `AlreadyHeld` only on
+/// arrival, and `pump` then lets the head try Redis because its owner "holds" (the re-entry
+/// path), where the fast lock's `SET NX` refuses it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_queued_second_acquire_by_the_holding_owner_is_already_held_at_once() {
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    let local = client(&server).await;
+    let held = holder
+        .fast_lock("fast:queued")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let actor = local.lock_actor_of(LockKind::Fast, "fast:queued").unwrap();
+    let me = LockOwner::new();
+    let acquire = Acquire {
+        owner: me,
+        lease: None,
+        wait: Duration::from_secs(3),
+    };
+    server.reset_stats().await;
+    let first = tokio::spawn(actor.send(acquire));
+    server
+        .wait_until_parked("redisson_lock__channel:{fast:queued}", 1)
+        .await;
+    // `send` puts the message in the mailbox now; the state read behind it is answered only
+    // after the second acquire has been queued.
+    let second = tokio::spawn(actor.send(acquire));
+    actor.send(GetState { owner: None }).await.unwrap().unwrap();
+
+    held.unlock().await.unwrap();
+    let first = timeout(Duration::from_secs(2), first)
+        .await
+        .expect("the first acquire is woken")
+        .unwrap()
+        .unwrap()
+        .expect("the first acquire gets the lock");
+    let started = Instant::now();
+    let second = second.await.unwrap().unwrap();
+    let took = started.elapsed();
+    assert!(
+        matches!(second, Err(LockError::AlreadyHeld { .. })),
+        "expected AlreadyHeld while the same owner holds it, got {second:?} after {took:?}"
+    );
+    assert!(took < Duration::from_secs(1), "refused after {took:?}");
+    first.unlock().await.unwrap();
     assert_eq!(server.keys().await, Vec::<String>::new());
 }

@@ -113,6 +113,7 @@ impl Node {
         let arbiter = runtime.arbiter().clone();
         let setup_config = config.clone();
         let setup_label = label.clone();
+        let setup_client_id = client_id.clone();
         let (commands, supervisor, watchdog, watchdog_actor) = runtime
             .run(async move {
                 let manager_config = ConnectionManagerConfig::new()
@@ -150,7 +151,7 @@ impl Node {
                 let supervisor = Supervisor::start(move |_| {
                     NodeSupervisor::new(supervisor_client, supervisor_label, &supervisor_config)
                 });
-                let watchdog = Arc::new(WatchRegistry::default());
+                let watchdog = Arc::new(WatchRegistry::new(setup_client_id));
                 let watchdog_actor = Watchdog::new(
                     watchdog.clone(),
                     commands.clone(),

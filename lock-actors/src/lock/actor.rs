@@ -1,6 +1,6 @@
 use super::direct::{Direct, DirectHold};
-use super::guard::HoldStatus;
 use super::guard::ReleaseHold;
+use super::guard::{HoldStatus, StatusSender};
 use super::kind::LockKind;
 use super::read_state;
 use super::reply::{Deferred, ReplySlot};
@@ -16,7 +16,6 @@ use actix::prelude::*;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
 
 /// Retry delay after a Redis error while waiting (the wait bound still applies).
 const ERROR_RETRY: Duration = Duration::from_millis(100);
@@ -64,7 +63,6 @@ pub struct LockActor {
     /// A fair lock waiter of ours is in the Redis queue: leave it when nobody waits here.
     joined: bool,
     withdraw_in_flight: bool,
-    channel: String,
     id: u64,
     holders: HashMap<LockOwner, Holder>,
     waiters: VecDeque<Waiter>,
@@ -82,7 +80,7 @@ pub struct LockActor {
     reconciles: VecDeque<Reconcile>,
     reconcile_in_flight: bool,
     /// Why the last reconcile failed: what a waiter held up by it reports at its deadline.
-    reconcile_error: Option<LockError>,
+    reconcile_error: Option<Box<LockError>>,
 }
 
 /// One hold to check against Redis once it answers again.
@@ -104,10 +102,10 @@ enum Subscription {
 
 struct Holder {
     holds: Vec<Hold>,
-    status: watch::Sender<HoldStatus>,
+    status: StatusSender,
     /// Status channels of holds taken on the fast path while the owner already held it
     /// through the actor (rare): told whatever `status` is told.
-    merged: Vec<watch::Sender<HoldStatus>>,
+    merged: Vec<StatusSender>,
     watch_id: Option<u64>,
     expiry: Option<SpawnHandle>,
 }
@@ -190,12 +188,7 @@ impl LockActor {
         direct: Arc<Direct>,
     ) -> Self {
         let owner = owner.filter(|_| kind.per_owner());
-        let channel = match owner {
-            Some(owner) => kind.wake_channel(&name, &kind.field(node.owner_field(owner))),
-            None => kind.channel(&name),
-        };
         LockActor {
-            channel,
             node,
             kind,
             owner,
@@ -215,6 +208,15 @@ impl LockActor {
             reconciles: VecDeque::new(),
             reconcile_in_flight: false,
             reconcile_error: None,
+        }
+    }
+
+    /// The channel this actor's waiters are woken on (worked out when needed: an actor
+    /// that never waits never stores it).
+    fn channel(&self) -> String {
+        match self.owner {
+            Some(owner) => self.kind.wake_channel(&self.name, &self.field(owner)),
+            None => self.kind.channel(&self.name),
         }
     }
 
@@ -335,6 +337,14 @@ impl LockActor {
                 if let Some(late) = self.waiters.pop_front() {
                     self.time_out(late, ctx);
                 }
+            } else if !self.kind.reentrant() && self.holders.contains_key(&head.owner) {
+                // Its owner got the lock while it queued: it would wait for itself.
+                if let Some(again) = self.waiters.pop_front() {
+                    disarm(again.deadline_timer, ctx);
+                    let _ = again.reply.send(Err(LockError::AlreadyHeld {
+                        name: self.name.to_string(),
+                    }));
+                }
             } else {
                 break;
             }
@@ -366,7 +376,7 @@ impl LockActor {
         if self.doubted(head.owner) {
             // Its owner's count is being settled with Redis; try once that is done. Its own
             // deadline still holds meanwhile (Redis may stay away longer than it waits).
-            let (id, error) = (head.id, self.reconcile_error.clone());
+            let (id, error) = (head.id, self.reconcile_error.as_deref().cloned());
             if let Some(head) = self.waiters.front_mut() {
                 head.attempts = head.attempts.max(1);
                 if head.last_error.is_none() {
@@ -465,7 +475,7 @@ impl LockActor {
                     act.wake_head(ctx);
                 }
                 Err(error) => {
-                    act.reconcile_error = Some(error);
+                    act.reconcile_error = Some(Box::new(error));
                     ctx.run_later(ERROR_RETRY, |act, ctx| act.settle_reconcile(ctx));
                 }
             }
@@ -491,7 +501,7 @@ impl LockActor {
     fn subscribe(&mut self, ctx: &mut Context<Self>) {
         self.subscription = Subscription::Pending;
         let request = self.node.supervisor.send(Subscribe {
-            channel: self.channel.clone(),
+            channel: self.channel(),
             id: self.id,
             subscriber: ctx.address().recipient::<Wake>().downgrade(),
         });
@@ -759,7 +769,7 @@ impl LockActor {
         let address = ctx.address();
         let holder = self.holders.entry(owner).or_insert_with(|| Holder {
             holds: Vec::new(),
-            status: watch::channel(HoldStatus::Held).0,
+            status: StatusSender::held().0,
             merged: Vec::new(),
             watch_id: None,
             expiry: None,
@@ -789,7 +799,6 @@ impl LockActor {
     /// fixed lease, else a timer that reports the loss when the fixed lease runs out.
     fn arm_lease_keeping(&mut self, owner: LockOwner, since: Instant, ctx: &mut Context<Self>) {
         let watchdog_lease = self.watchdog_lease();
-        let field = self.field(owner);
         let Some(holder) = self.holders.get_mut(&owner) else {
             return;
         };
@@ -802,7 +811,6 @@ impl LockActor {
                 holder.watch_id = Some(self.node.watchdog.register(
                     self.kind,
                     self.name.clone(),
-                    field,
                     owner,
                     ctx.address().downgrade(),
                     since + watchdog_lease,
@@ -1013,7 +1021,7 @@ impl Actor for LockActor {
         }
         if self.subscription != (Subscription::None { retry_after: None }) {
             self.node.supervisor.do_send(Unsubscribe {
-                channel: self.channel.clone(),
+                channel: self.channel(),
                 id: self.id,
             });
         }

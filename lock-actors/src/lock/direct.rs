@@ -18,7 +18,7 @@
 //! `LockActor::doubt`): nothing is ever left in Redis that nobody counts.
 
 use super::actor::{tried, Adopt, Doubt, SettleUnlock};
-use super::guard::HoldStatus;
+use super::guard::{HoldStatus, StatusSender};
 use super::kind::LockKind;
 use super::{LockActor, LockGuard, LockOwner, Released};
 use crate::error::LockError;
@@ -28,7 +28,6 @@ use actix::Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
 
 /// Who may act on a lock right now (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,7 +43,7 @@ enum Mode {
 pub(crate) struct DirectHold {
     pub(crate) owner: LockOwner,
     pub(crate) hold: u64,
-    pub(crate) status: watch::Sender<HoldStatus>,
+    pub(crate) status: StatusSender,
     pub(crate) watch_id: u64,
 }
 
@@ -203,13 +202,12 @@ impl Direct {
                 let watch_id = self.node.watchdog.register(
                     self.kind,
                     self.name.clone(),
-                    field,
                     owner,
                     actor.downgrade(),
                     sent + lease,
                 );
                 let hold = self.next_hold();
-                let (status, receiver) = watch::channel(HoldStatus::Held);
+                let (status, receiver) = StatusSender::held();
                 let taken = DirectHold {
                     owner,
                     hold,

@@ -4,9 +4,10 @@ use crate::error::LockError;
 use crate::keys::LockName;
 use actix::Addr;
 use std::future::Future;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::sync::watch;
+use tokio::sync::Notify;
 
 /// Proof that one hold of a lock is yours; the hold ends when the guard is released or dropped.
 ///
@@ -40,7 +41,7 @@ pub struct LockGuard {
     owner: LockOwner,
     hold: u64,
     lease: Option<Duration>,
-    status: watch::Receiver<HoldStatus>,
+    status: StatusReceiver,
     released: bool,
     token: Option<u64>,
     /// Set for a hold taken on the fast path: its unlock may go straight to Redis too.
@@ -54,7 +55,7 @@ impl LockGuard {
         owner: LockOwner,
         hold: u64,
         lease: Option<Duration>,
-        status: watch::Receiver<HoldStatus>,
+        status: StatusReceiver,
     ) -> Self {
         LockGuard {
             actor,
@@ -188,17 +189,8 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut status = self.status.clone();
-        async move {
-            // An error means the actor is gone (the client shut down) and nothing renews.
-            let ended = status
-                .wait_for(|s| *s != HoldStatus::Held)
-                .await
-                .map(|s| *s);
-            if ended.unwrap_or(HoldStatus::Lost) == HoldStatus::Released {
-                std::future::pending::<()>().await;
-            }
-        }
+        let status = self.status.clone();
+        async move { status.ended_by_loss().await }
     }
 
     /// True once the lock is known to be lost (see [`lost`](LockGuard::lost)).
@@ -210,11 +202,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        match *self.status.borrow() {
-            HoldStatus::Lost => true,
-            HoldStatus::Released => false,
-            HoldStatus::Held => self.status.has_changed().is_err(),
-        }
+        self.status.get() == HoldStatus::Lost
     }
 }
 
@@ -256,4 +244,90 @@ pub(crate) enum HoldStatus {
     Held,
     Released,
     Lost,
+}
+
+impl HoldStatus {
+    fn from_u8(value: u8) -> Self {
+        match value {
+            0 => HoldStatus::Held,
+            1 => HoldStatus::Released,
+            _ => HoldStatus::Lost,
+        }
+    }
+
+    fn as_u8(self) -> u8 {
+        match self {
+            HoldStatus::Held => 0,
+            HoldStatus::Released => 1,
+            HoldStatus::Lost => 2,
+        }
+    }
+}
+
+/// A holder's status, shared by the actor (one sender) and its guards (receivers): a
+/// byte and a `Notify`, far lighter than a watch channel (this is per held lock).
+struct StatusCell {
+    value: AtomicU8,
+    changed: Notify,
+}
+
+/// The actor's end: sets the status. Dropping it while still `Held` (the actor is gone,
+/// nothing renews any more) counts as a loss.
+pub(crate) struct StatusSender(Arc<StatusCell>);
+
+/// A guard's end: reads the status and waits for it to end.
+#[derive(Clone)]
+pub(crate) struct StatusReceiver(Arc<StatusCell>);
+
+impl StatusSender {
+    /// A new status, `Held`, and one receiver of it.
+    pub(crate) fn held() -> (Self, StatusReceiver) {
+        let cell = Arc::new(StatusCell {
+            value: AtomicU8::new(HoldStatus::Held.as_u8()),
+            changed: Notify::new(),
+        });
+        (StatusSender(cell.clone()), StatusReceiver(cell))
+    }
+
+    pub(crate) fn subscribe(&self) -> StatusReceiver {
+        StatusReceiver(self.0.clone())
+    }
+
+    pub(crate) fn send_replace(&self, status: HoldStatus) {
+        self.0.value.store(status.as_u8(), Ordering::SeqCst);
+        self.0.changed.notify_waiters();
+    }
+}
+
+impl Drop for StatusSender {
+    fn drop(&mut self) {
+        let held = HoldStatus::Held.as_u8();
+        let lost = HoldStatus::Lost.as_u8();
+        let _ = self
+            .0
+            .value
+            .compare_exchange(held, lost, Ordering::SeqCst, Ordering::SeqCst);
+        self.0.changed.notify_waiters();
+    }
+}
+
+impl StatusReceiver {
+    fn get(&self) -> HoldStatus {
+        HoldStatus::from_u8(self.0.value.load(Ordering::SeqCst))
+    }
+
+    /// Returns once the status is `Lost`; never if it is `Released`.
+    async fn ended_by_loss(self) {
+        loop {
+            let changed = self.0.changed.notified();
+            tokio::pin!(changed);
+            // Registered before the check, so a change right after it is not missed.
+            changed.as_mut().enable();
+            match self.get() {
+                HoldStatus::Lost => return,
+                HoldStatus::Released => std::future::pending::<()>().await,
+                HoldStatus::Held => changed.await,
+            }
+        }
+    }
 }

@@ -1,5 +1,6 @@
-//! Keeps watchdog-leased locks alive: every renew interval, one batched script per node
-//! renews every registered hold; a hold found gone is reported lost to its lock actor.
+//! Keeps watchdog-leased locks alive: every renew interval, batched scripts (one after the
+//! other, 512 holds each) renew every registered hold; a hold found gone is reported lost
+//! to its lock actor.
 
 use super::actor::HoldLost;
 use super::kind::LockKind;
@@ -9,8 +10,9 @@ use crate::node::Commands;
 use actix::prelude::*;
 use actix::WeakAddr;
 use std::collections::HashMap;
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The first retry after a failed renewal round.
@@ -21,16 +23,17 @@ const BATCH: usize = 512;
 
 /// The holds the watchdog keeps alive. Lock actors add and remove entries directly, so a
 /// release stops renewal at once, not after a message round trip.
-#[derive(Default)]
 pub(crate) struct WatchRegistry {
     entries: Mutex<HashMap<u64, WatchEntry>>,
     next_id: AtomicU64,
+    /// The client's uuid: owner fields are written out when a batch is built, not kept
+    /// per entry (this list can hold many thousands of holds).
+    client_id: Arc<str>,
 }
 
 struct WatchEntry {
     kind: LockKind,
     name: LockName,
-    field: String,
     owner: LockOwner,
     actor: WeakAddr<LockActor>,
     /// Past this instant the lease may have run out in Redis: no renewal was confirmed.
@@ -38,12 +41,20 @@ struct WatchEntry {
 }
 
 impl WatchRegistry {
-    /// Starts renewing `field` of `name`; `valid_until` is when its current lease surely ends.
+    pub(crate) fn new(client_id: Arc<str>) -> Self {
+        WatchRegistry {
+            entries: Mutex::default(),
+            next_id: AtomicU64::new(0),
+            client_id,
+        }
+    }
+
+    /// Starts renewing `owner`'s hold of `name`; `valid_until` is when its current lease
+    /// surely ends.
     pub(crate) fn register(
         &self,
         kind: LockKind,
         name: LockName,
-        field: String,
         owner: LockOwner,
         actor: WeakAddr<LockActor>,
         valid_until: Instant,
@@ -52,7 +63,6 @@ impl WatchRegistry {
         let entry = WatchEntry {
             kind,
             name,
-            field,
             owner,
             actor,
             valid_until,
@@ -96,7 +106,10 @@ pub(crate) struct Watchdog {
     commands: Commands,
     lease: Duration,
     interval: Duration,
-    batches_in_flight: usize,
+    /// The rest of this round: holds to renew, by kind, one batch each.
+    round: VecDeque<(LockKind, Vec<u64>)>,
+    /// A batch is on the way; the next tick does not start another round meanwhile.
+    in_flight: bool,
     /// After a failed round, the next one comes this soon (doubling up to the interval):
     /// a connection that dropped while idle fails once, then works.
     retry_in: Option<Duration>,
@@ -114,77 +127,97 @@ impl Watchdog {
             commands,
             lease,
             interval,
-            batches_in_flight: 0,
+            round: VecDeque::new(),
+            in_flight: false,
             retry_in: None,
         }
     }
 
+    /// Reports holds whose lease may have run out unconfirmed, and starts a round over the
+    /// others (unless the last round is still going).
     fn tick(&mut self, ctx: &mut Context<Self>) {
         let now = Instant::now();
-        let lease_ms = self.lease.as_millis().max(1) as u64;
         let mut expired = Vec::new();
-        // Invocations are built under the lock, one batch at a time, copying each name and
-        // field straight into the command: no per-tick clone of the whole watch list.
-        let mut batches = Vec::new();
+        let start = !self.in_flight && self.round.is_empty();
         {
             let entries = self.registry.lock();
-            // One open batch per kind: each kind renews with its own script.
-            let mut open: HashMap<
-                LockKind,
-                (redis::ScriptInvocation<'static>, Vec<u64>, LockName),
-            > = HashMap::new();
+            let mut open: HashMap<LockKind, Vec<u64>> = HashMap::new();
             for (id, entry) in entries.iter() {
                 if entry.valid_until <= now {
                     expired.push(*id);
-                    continue;
-                }
-                if self.batches_in_flight > 0 {
-                    continue; // the previous round has not answered; do not pile up
-                }
-                let (invocation, ids, _) = open.entry(entry.kind).or_insert_with(|| {
-                    let mut invocation = entry.kind.renew_script().prepare_invoke();
-                    invocation.arg(lease_ms);
-                    (invocation, Vec::with_capacity(BATCH), entry.name.clone())
-                });
-                entry
-                    .kind
-                    .add_renewal(invocation, &entry.name, &entry.field);
-                ids.push(*id);
-                if ids.len() == BATCH {
-                    batches.extend(open.remove(&entry.kind));
+                } else if start {
+                    let ids = open.entry(entry.kind).or_default();
+                    ids.push(*id);
+                    if ids.len() == BATCH {
+                        let full = std::mem::take(ids);
+                        self.round.push_back((entry.kind, full));
+                    }
                 }
             }
-            batches.extend(open.into_values());
+            self.round
+                .extend(open.into_iter().filter(|(_, ids)| !ids.is_empty()));
         }
         for id in expired {
             self.registry
                 .report_lost(id, "no renewal confirmed within the lease");
         }
-        for (invocation, ids, first) in batches {
-            let sent = Instant::now();
-            self.batches_in_flight += 1;
-            let renewing = self.commands.clone().eval::<Vec<i64>>(invocation, first);
-            ctx.spawn(renewing.into_actor(self).map(move |result, act, ctx| {
-                act.batches_in_flight -= 1;
-                match result {
-                    Ok(renewed) => {
-                        act.retry_in = None;
-                        act.apply(&ids, &renewed, sent);
-                    }
-                    Err(err) => {
-                        let retry_in = act
-                            .retry_in
-                            .map_or(RETRY_FIRST, |last| (last * 2).min(act.interval));
-                        act.retry_in = Some(retry_in);
-                        tracing::warn!(node = act.commands.label(), holds = ids.len(),
-                            error = %err, ?retry_in, "lock renewal failed; retrying");
-                        if act.batches_in_flight == 0 {
-                            ctx.run_later(retry_in, |act, ctx| act.tick(ctx));
-                        }
-                    }
-                }
-            }));
+        self.next_batch(ctx);
+    }
+
+    /// Sends the round's next batch. Batches go one after the other: only one batch's
+    /// command is ever built, which keeps the memory of a large watch list flat.
+    fn next_batch(&mut self, ctx: &mut Context<Self>) {
+        if self.in_flight {
+            return;
         }
+        let Some((kind, ids)) = self.round.pop_front() else {
+            return;
+        };
+        let lease_ms = self.lease.as_millis().max(1) as u64;
+        let mut invocation = kind.renew_script().prepare_invoke();
+        invocation.arg(lease_ms);
+        let mut sent_ids = Vec::with_capacity(ids.len());
+        let mut first = None;
+        {
+            let entries = self.registry.lock();
+            let client_id = &self.registry.client_id;
+            for id in ids {
+                // Released since the round started: nothing to renew.
+                let Some(entry) = entries.get(&id) else {
+                    continue;
+                };
+                let field = kind.field(format!("{client_id}:{}", entry.owner.id()));
+                kind.add_renewal(&mut invocation, &entry.name, &field);
+                first.get_or_insert_with(|| entry.name.clone());
+                sent_ids.push(id);
+            }
+        }
+        let Some(first) = first else {
+            return self.next_batch(ctx);
+        };
+        let sent = Instant::now();
+        self.in_flight = true;
+        let renewing = self.commands.clone().eval::<Vec<i64>>(invocation, first);
+        ctx.spawn(renewing.into_actor(self).map(move |result, act, ctx| {
+            act.in_flight = false;
+            match result {
+                Ok(renewed) => {
+                    act.retry_in = None;
+                    act.apply(&sent_ids, &renewed, sent);
+                    act.next_batch(ctx);
+                }
+                Err(err) => {
+                    act.round.clear();
+                    let retry_in = act
+                        .retry_in
+                        .map_or(RETRY_FIRST, |last| (last * 2).min(act.interval));
+                    act.retry_in = Some(retry_in);
+                    tracing::warn!(node = act.commands.label(), holds = sent_ids.len(),
+                        error = %err, ?retry_in, "lock renewal failed; retrying");
+                    ctx.run_later(retry_in, |act, ctx| act.tick(ctx));
+                }
+            }
+        }));
     }
 
     fn apply(&mut self, ids: &[u64], renewed: &[i64], sent: Instant) {
