@@ -3,7 +3,9 @@
 
 mod support;
 
-use actix_distributed_lock::{AcquireOptions, ClientConfig, LockClient, LockError};
+use actix_distributed_lock::{
+    Acquire, AcquireOptions, ClientConfig, LockClient, LockError, LockOwner, Released,
+};
 use rand::Rng;
 use redis::AsyncCommands;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -431,4 +433,45 @@ async fn a_wait_bound_holds_while_a_lost_unlock_is_still_being_settled() {
         || async { server.keys().await.is_empty() },
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_grant_that_lands_after_its_caller_left_leaves_the_owners_next_hold_intact() {
+    let mut server = RedisServer::start();
+    let client = client_at(&server.url(), fast_failing).await;
+    let owner = LockOwner::new();
+    for i in 0..12 {
+        let name = format!("late:{i}");
+        let lock = client.lock(&name).unwrap();
+        let options = AcquireOptions::new()
+            .owner(owner)
+            .wait(Duration::from_secs(5));
+        // The first acquire is sent while Redis is paused and given up after 20 ms; its
+        // grant lands once Redis is back. Half the rounds go through the actor's message
+        // API, half through the handle (which tries the uncontended fast path first).
+        server.pause();
+        let gave_up = if i % 2 == 0 {
+            let actor = client.lock_actor(&name).unwrap();
+            let request = actor.send(Acquire {
+                owner,
+                lease: None,
+                wait: Duration::from_secs(5),
+            });
+            timeout(Duration::from_millis(20), request).await.is_err()
+        } else {
+            timeout(Duration::from_millis(20), lock.acquire_with(options))
+                .await
+                .is_err()
+        };
+        assert!(gave_up);
+        server.resume();
+        // The owner's next hold is its own: unlocking it frees the lock at once.
+        let guard = lock.acquire_with(options).await.unwrap();
+        assert_eq!(guard.unlock().await.unwrap(), Released::Unlocked);
+        eventually("the key is gone", Duration::from_secs(5), || async {
+            server.keys().await.is_empty()
+        })
+        .await;
+        assert_eq!(client.watched_holds(), 0);
+    }
 }

@@ -933,20 +933,28 @@ impl LockActor {
         let request = self.unlock_request(owner, lease);
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
             let outcome = match result {
+                // With no hold left, the holder entry went before the unlock was sent; one
+                // there now is a newer hold of the same owner (a re-entry answered first)
+                // and must be left alone.
                 Ok(None) => {
-                    act.lose(
-                        owner,
-                        "an unlock found it held by nobody or by another owner",
-                        ctx,
-                    );
+                    if remaining > 0 {
+                        act.lose(
+                            owner,
+                            "an unlock found it held by nobody or by another owner",
+                            ctx,
+                        );
+                    }
                     Err(LockError::NotOwner {
                         name: act.name.to_string(),
                     })
                 }
-                // 0 from a read lock others still hold means released, for this owner.
                 Ok(Some(0)) if remaining > 0 => Ok(Released::StillHeld { holds: remaining }),
+                // 1: freed. 0 with no hold left: freed for this owner (a read lock others
+                // still hold, or a newer hold of ours that Redis counted first).
                 Ok(Some(_)) => {
-                    act.lose(owner, RELEASED, ctx);
+                    if remaining > 0 {
+                        act.lose(owner, RELEASED, ctx);
+                    }
                     tracing::debug!(lock = %act.name, owner = owner.id(), "released");
                     act.wake_head(ctx);
                     Ok(Released::Unlocked)
