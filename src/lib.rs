@@ -68,7 +68,7 @@ pub use lock_actors::*;
 /// |---|---|---|
 /// | `wait = "5s"` | how long to wait for a busy lock (`ms`, `s`, `m`, `h`, combined: `"1m30s"`); `"0s"` tries once | the client's `default_wait` |
 /// | `lease = "30s"` | a fixed lease, no watchdog | watchdog lease, renewed while the body runs |
-/// | `kind = reentrant` | the lock kind: `reentrant` or `fenced` (fair, read and write are not available yet) | `reentrant` |
+/// | `kind = reentrant` | the lock kind: `reentrant`, `fair`, `read`, `write`, `fast` (non-reentrant: a nested call is `AlreadyHeld`) or `fenced` | `reentrant` |
 /// | `client = expr` | the client: a `LockClient`, a reference to one, an `Arc`, or `web::Data<LockClient>` | see below |
 /// | `on_fail = path` | a `fn(LockError) -> E` whose result is returned as `Err(E)` | see below |
 ///
@@ -92,6 +92,9 @@ pub use lock_actors::*;
 ///   returns), `?` and early `return`, panic and a dropped future (in the background).
 /// - With `kind = fenced` every hold draws a fencing token, readable in the body with
 ///   [`fencing_token`].
+/// - Several templates (`#[distributed_lock("order:<id>", "stock:<sku>")]`) take a
+///   [`MultiLock`]: all of them or none, in a canonical order, one wait for the set; a 409
+///   names the member that was busy.
 /// - Nested annotated calls in the same task re-enter: the first opens a task-scoped
 ///   [`LockOwner`] (see [`LockOwner::current`]) that inner calls reuse.
 /// - The function's attributes, doc comments, visibility, generics and parameters are kept.
@@ -99,8 +102,8 @@ pub use lock_actors::*;
 /// # Compile errors
 ///
 /// An unknown placeholder (the message lists the parameters), a non-async fn, a malformed
-/// duration, an unknown option or kind, an empty template, or several templates (MultiLock is
-/// not offered yet) are compile errors on the offending token.
+/// duration, an unknown option or kind, an empty template, or `kind = fenced` with several
+/// templates are compile errors on the offending token.
 ///
 /// # Example outside actix-web
 ///

@@ -426,26 +426,47 @@ async fn downgrade_write_then_read_leaves_a_read_lock_until_the_read_unlock() {
     );
     assert!(theirs.read().try_acquire().await.unwrap().is_none());
     assert!(theirs.write().try_acquire().await.unwrap().is_none());
+    server.reset_stats().await;
+    let waiting_rw = theirs.clone();
+    let waiting_reader = tokio::spawn(async move {
+        let guard = waiting_rw
+            .read()
+            .acquire_timeout(Duration::from_secs(20))
+            .await;
+        (Instant::now(), guard)
+    });
+    // One subscriber is the listener; two refused tries mean the reader subscribed too.
+    server.wait_until_parked(&rwlock_channel(NAME), 1).await;
 
-    // The write unlock turns it into a read lock and tells every waiter (`1`).
+    // The write unlock turns it into a read lock and tells every waiter (`1`): the
+    // waiting reader is let in at once, beside the downgraded owner.
+    let downgraded_at = Instant::now();
     assert_eq!(writing.unlock().await.unwrap(), Released::Unlocked);
+    assert_eq!(listener.next().await, "1");
+    let (acquired_at, shared) = timeout(PROMPT, waiting_reader)
+        .await
+        .expect("the downgrade wakes the waiting reader")
+        .unwrap();
+    let shared = shared.expect("a read lock after the downgrade");
+    let handoff = acquired_at - downgraded_at;
+    assert!(
+        handoff < Duration::from_secs(3),
+        "hand-off took {handoff:?}"
+    );
     assert_eq!(
         hash(&mut conn, NAME).await,
-        fields(&[("mode", "read"), (&read, "1")])
+        fields(&[
+            ("mode", "read"),
+            (&read, "1"),
+            (&reader_field(&other, shared.owner()), "1")
+        ])
     );
-    assert_eq!(listener.next().await, "1");
     let pttl: i64 = conn.pttl(NAME).await.unwrap();
     assert!(pttl > 0, "the downgraded lock has no lease: pttl {pttl}");
     assert_eq!(rw.read().hold_count(me).await.unwrap(), 1);
     assert_eq!(rw.write().hold_count(me).await.unwrap(), 0);
 
-    // Now readers share it and writers wait.
-    let shared = theirs
-        .read()
-        .try_acquire()
-        .await
-        .unwrap()
-        .expect("a read lock after the downgrade");
+    // Writers wait while the readers share it.
     assert!(theirs.write().try_acquire().await.unwrap().is_none());
     assert_eq!(shared.unlock().await.unwrap(), Released::Unlocked);
     assert_eq!(
@@ -632,6 +653,8 @@ async fn a_writer_waits_for_the_last_reader_and_readers_wait_for_the_writer() {
 async fn fifty_readers_outlive_the_watchdog_timeout_and_then_leave_nothing() {
     const NAME: &str = "many-readers";
     const READERS: usize = 50;
+    /// Every tenth reader also re-enters: its second hold has a timeout key of its own.
+    const REENTER_EVERY: usize = 10;
     let server = RedisServer::start();
     let watchdog = Duration::from_millis(1500);
     let clients = [
@@ -649,9 +672,16 @@ async fn fifty_readers_outlive_the_watchdog_timeout_and_then_leave_nothing() {
             .acquire_timeout(Duration::from_secs(5))
             .await
             .unwrap();
-        timeout_keys.push(timeout_key(NAME, &reader_field(client, guard.owner()), 1));
+        let field = reader_field(client, guard.owner());
+        timeout_keys.push(timeout_key(NAME, &field, 1));
+        if i % REENTER_EVERY == 0 {
+            guards.push(guard.reenter(Duration::ZERO).await.unwrap());
+            timeout_keys.push(timeout_key(NAME, &field, 2));
+        }
         guards.push(guard);
     }
+    let holds = READERS + READERS / REENTER_EVERY;
+    assert_eq!((guards.len(), timeout_keys.len()), (holds, holds));
     assert_eq!(
         clients[0].watched_holds() + clients[1].watched_holds(),
         READERS
@@ -691,12 +721,20 @@ async fn fifty_readers_outlive_the_watchdog_timeout_and_then_leave_nothing() {
     any_lost.abort();
     assert_eq!(
         server.keys().await.len(),
-        READERS + 1,
-        "the hash and one timeout key per reader"
+        holds + 1,
+        "the hash and one timeout key per read hold"
     );
 
+    // Each re-entered hold was pushed before its outer hold: it goes first.
     for guard in guards {
-        assert_eq!(guard.unlock().await.unwrap(), Released::Unlocked);
+        let released = guard.unlock().await.unwrap();
+        assert!(
+            matches!(
+                released,
+                Released::Unlocked | Released::StillHeld { holds: 1 }
+            ),
+            "{released:?}"
+        );
     }
     assert_eq!(server.keys().await, Vec::<String>::new());
     assert_eq!(clients[0].watched_holds() + clients[1].watched_holds(), 0);

@@ -4,7 +4,7 @@
 //!
 //! # Which lock should I use?
 //!
-//! - **[`ReentrantLock`]** (from [`LockClient::lock`]) — the default. One holder at a time;
+//! - **[`Lock`]** from [`LockClient::lock`]: the reentrant lock, the default. One holder at a time;
 //!   the same [`LockOwner`] may take it again. Held locks are kept alive by the watchdog and
 //!   expire on their own if the process dies. Same keys and channel as Redisson's `RLock`,
 //!   so Java services can lock the same resource.
@@ -12,8 +12,23 @@
 //!   upper bound and you would rather the lock free itself than be renewed.
 //! - **A fenced lock** ([`LockClient::fenced_lock`]) when the protected storage can check a
 //!   number: every hold carries a strictly increasing [`LockGuard::fencing_token`].
-//! - Fair, read-write and fast non-reentrant locks, semaphores, MultiLock and RedLock are
-//!   planned (see the README's road map).
+//! - **A fair lock** ([`LockClient::fair_lock`]) when waiters must be served in request
+//!   order across processes.
+//! - **A read-write lock** ([`LockClient::read_write_lock`]) when many may read at once but
+//!   writes must be alone.
+//! - **A semaphore** ([`LockClient::semaphore`]) when up to N holders may work at once;
+//!   the **permit-expirable** one ([`LockClient::expirable_semaphore`]) when a dead
+//!   holder's permits must come back on their own.
+//! - **A fast lock** ([`LockClient::fast_lock`]) on hot, uncontended paths that never
+//!   re-enter: one string key, the cheapest scripts.
+//! - Every kind has the watchdog, `lost()`, bounded waits and the same errors; see
+//!   [`LockKind`] for what each stores in Redis.
+//! - **A [`MultiLock`]** when one piece of work needs several locks at once (an order and a
+//!   stock item, perhaps on different nodes): all or none, in a canonical order, so
+//!   overlapping sets never deadlock.
+//! - **A [`RedLock`]** only when the lock must survive the crash of a Redis node and you run
+//!   3 or 5 independent nodes for it: it is held on a majority. Read its guarantees first; a
+//!   single-node fenced lock is usually the better choice.
 //!
 //! # The pieces
 //!
@@ -40,6 +55,7 @@
 //! ```
 
 mod client;
+mod compose;
 mod config;
 mod error;
 mod keys;
@@ -54,6 +70,7 @@ mod semaphore;
 pub mod web;
 
 pub use client::LockClient;
+pub use compose::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
 pub use config::ClientConfig;
 pub use error::{redact_url, LockError};
 pub use keys::LockName;
@@ -66,6 +83,11 @@ pub use lock::{
 pub use macro_support::{default_client, fencing_token, set_default_client};
 pub use node::NodeSupervisor;
 pub use rwlock::ReadWriteLock;
+pub use semaphore::{
+    AcquireExpirablePermits, AcquirePermits, AddPermits, AvailablePermits,
+    PermitExpirableSemaphore, PermitGuard, PermitOptions, ReleasePermit, ReleasePermits, Semaphore,
+    SemaphoreActor, SemaphorePermits, SetPermits, TrySetPermits,
+};
 
 #[cfg(test)]
 mod tests {
@@ -83,6 +105,10 @@ mod tests {
         assert_send_sync_static::<LockError>();
         assert_send_sync_static::<LockOwner>();
         assert_send_sync_static::<ClientConfig>();
+        assert_send_sync_static::<MultiLock>();
+        assert_send_sync_static::<MultiLockGuard>();
+        assert_send_sync_static::<RedLock>();
+        assert_send_sync_static::<RedLockGuard>();
         assert_send_static::<actix::Addr<LockActor>>();
     }
 }

@@ -2,8 +2,9 @@
 //! Not a public API: names and signatures may change in any release.
 
 use crate::client::LockClient;
+use crate::compose::{MultiLock, MultiLockGuard};
 use crate::error::LockError;
-use crate::lock::AcquireOptions;
+use crate::lock::{AcquireOptions, Lock};
 use crate::lock::{LockGuard, LockOwner};
 use std::future::Future;
 use std::sync::{Arc, RwLock};
@@ -82,6 +83,42 @@ pub async fn acquire(
     lease: Option<Duration>,
     kind: &str,
 ) -> Result<LockGuard, LockError> {
+    let lock = lock_of(client, name, kind)?;
+    lock.acquire_with(options(owner, wait, lease)).await
+}
+
+/// Takes every lock of `names` (the attribute's several templates) as one [`MultiLock`],
+/// all of the same `kind`, for `owner`.
+pub async fn acquire_many(
+    client: &LockClient,
+    names: &[String],
+    owner: LockOwner,
+    wait: Option<Duration>,
+    lease: Option<Duration>,
+    kind: &str,
+) -> Result<MultiLockGuard, LockError> {
+    let locks = names
+        .iter()
+        .map(|name| lock_of(client, name, kind))
+        .collect::<Result<Vec<_>, _>>()?;
+    MultiLock::new(locks)?
+        .acquire_with(options(owner, wait, lease))
+        .await
+}
+
+/// The lock a MultiLock rejection names: the member the error is about, else all of them.
+pub fn failed_lock_name(error: &LockError, all: String) -> String {
+    match error {
+        LockError::Timeout { name, .. }
+        | LockError::NotOwner { name }
+        | LockError::Lost { name }
+        | LockError::WrongType { name }
+        | LockError::AlreadyHeld { name } => name.clone(),
+        _ => all,
+    }
+}
+
+fn options(owner: LockOwner, wait: Option<Duration>, lease: Option<Duration>) -> AcquireOptions {
     let mut options = AcquireOptions::new().owner(owner);
     if let Some(wait) = wait {
         options = options.wait(wait);
@@ -89,7 +126,11 @@ pub async fn acquire(
     if let Some(lease) = lease {
         options = options.lease(lease);
     }
-    let lock = match kind {
+    options
+}
+
+fn lock_of(client: &LockClient, name: &str, kind: &str) -> Result<Lock, LockError> {
+    Ok(match kind {
         "fenced" => client.fenced_lock(name)?,
         "fast" => client.fast_lock(name)?,
         "fair" => client.fair_lock(name)?,
@@ -101,8 +142,7 @@ pub async fn acquire(
                 "#[distributed_lock] kind `{other}` is unknown"
             )))
         }
-    };
-    lock.acquire_with(options).await
+    })
 }
 
 /// Releases after the body finished normally; an unlock that fails is logged, not raised:
@@ -111,6 +151,13 @@ pub async fn release(guard: LockGuard) {
     let name = guard.name().to_string();
     if let Err(error) = guard.unlock().await {
         tracing::warn!(lock = %name, %error, "unlock after #[distributed_lock] body failed");
+    }
+}
+
+/// [`release`] for the several-template form: releases every member.
+pub async fn release_many(guard: MultiLockGuard) {
+    if let Err(error) = guard.unlock().await {
+        tracing::warn!(%error, "unlock after #[distributed_lock] body failed");
     }
 }
 

@@ -21,12 +21,18 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
         ReturnType::Default => parse_quote!(()),
         ReturnType::Type(_, ty) => (**ty).clone(),
     };
-    let span = attribute.template.literal.span();
+    let span = attribute.templates[0].literal.span();
 
     let wait = millis_option(attribute.wait_ms, &private);
     let lease = millis_option(attribute.lease_ms, &private);
-    let format = &attribute.template.format;
-    let args = &attribute.template.args;
+    let names: Vec<TokenStream> = attribute
+        .templates
+        .iter()
+        .map(|template| {
+            let (format, args) = (&template.format, &template.args);
+            quote!(::std::format!(#format #(, #args)*))
+        })
+        .collect();
 
     // How to answer when the lock cannot be taken, and how to hand back the body's result.
     let respond = attribute.handler && attribute.on_fail.is_none();
@@ -79,23 +85,58 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
     };
 
     let kind = attribute.kind.as_str();
-    let acquire = quote_spanned! {span=>
-        #private::acquire(&__adl_client, &__adl_name, __adl_owner, #wait, #lease, #kind)
+    let locked = if names.len() == 1 {
+        let name = &names[0];
+        let acquire = quote_spanned! {span=>
+            #private::acquire(&__adl_client, &__adl_name, __adl_owner, #wait, #lease, #kind)
+        };
+        quote! {
+            let __adl_name: ::std::string::String = #name;
+            let __adl_client: #krate::LockClient = #client;
+            let __adl_guard = match #acquire.await {
+                ::core::result::Result::Ok(__adl_guard) => __adl_guard,
+                ::core::result::Result::Err(__adl_error) => return #fail,
+            };
+            // A panic or a dropped future unwinds through here: the guard's drop releases.
+            let __adl_out =
+                #private::with_fencing_token(__adl_guard.fencing_token(), #body).await;
+            #private::release(__adl_guard).await;
+        }
+    } else {
+        // Several templates: one MultiLock over all of them. A rejection names the member
+        // that failed; the list of names exists only where a rejection can show it.
+        let acquire = quote_spanned! {span=>
+            #private::acquire_many(&__adl_client, &__adl_names, __adl_owner, #wait, #lease, #kind)
+        };
+        let (joined, on_error) = if respond {
+            (
+                quote!(let __adl_name: ::std::string::String = __adl_names.join(", ");),
+                quote! {{
+                    let __adl_name = #private::failed_lock_name(&__adl_error, __adl_name);
+                    return #fail;
+                }},
+            )
+        } else {
+            (quote!(), quote!(return #fail))
+        };
+        quote! {
+            let __adl_names: ::std::vec::Vec<::std::string::String> = ::std::vec![#(#names),*];
+            #joined
+            let __adl_client: #krate::LockClient = #client;
+            let __adl_guard = match #acquire.await {
+                ::core::result::Result::Ok(__adl_guard) => __adl_guard,
+                ::core::result::Result::Err(__adl_error) => #on_error,
+            };
+            // A panic or a dropped future unwinds through here: the guard's drop releases.
+            let __adl_out = #private::with_fencing_token(::core::option::Option::None, #body).await;
+            #private::release_many(__adl_guard).await;
+        }
     };
     quote! {
         #(#attrs)*
         #vis #sig {
             #private::with_task_owner(move |__adl_owner| async move {
-                let __adl_name: ::std::string::String = ::std::format!(#format #(, #args)*);
-                let __adl_client: #krate::LockClient = #client;
-                let __adl_guard = match #acquire.await {
-                    ::core::result::Result::Ok(__adl_guard) => __adl_guard,
-                    ::core::result::Result::Err(__adl_error) => return #fail,
-                };
-                // A panic or a dropped future unwinds through here: the guard's drop releases.
-                let __adl_out =
-                    #private::with_fencing_token(__adl_guard.fencing_token(), #body).await;
-                #private::release(__adl_guard).await;
+                #locked
                 #succeed
             })
             .await

@@ -8,7 +8,8 @@ use syn::{Expr, FnArg, Ident, ItemFn, LitStr, Pat, Path, Token};
 
 /// The attribute, parsed and checked.
 pub(crate) struct Attribute {
-    pub(crate) template: Template,
+    /// One template: one lock. Several: a MultiLock over all of them.
+    pub(crate) templates: Vec<Template>,
     pub(crate) wait_ms: Option<u64>,
     pub(crate) lease_ms: Option<u64>,
     pub(crate) client: Option<Expr>,
@@ -55,24 +56,24 @@ impl Attribute {
         let params = parameter_names(item);
         let parser = |input: ParseStream| parse_args(input, &params);
         let raw = parser.parse2(args)?;
-        let template = match raw.templates.len() {
-            0 => {
+        if raw.templates.is_empty() {
+            return Err(syn::Error::new(
+                Span::call_site(),
+                "#[distributed_lock] needs a lock name template, e.g. #[distributed_lock(\"order:<id>\")]",
+            ));
+        }
+        if let (Some(kind), true) = (&raw.kind, raw.templates.len() > 1) {
+            if kind == "fenced" {
                 return Err(syn::Error::new(
-                    Span::call_site(),
-                    "#[distributed_lock] needs a lock name template, e.g. #[distributed_lock(\"order:<id>\")]",
-                ))
+                    kind.span(),
+                    "`kind = fenced` takes one template: each lock of a MultiLock has its own token, but \
+                     `fencing_token()` returns one; take a `MultiLock` of fenced locks by hand",
+                ));
             }
-            1 => raw.templates.into_iter().next().expect("one template"),
-            _ => {
-                return Err(syn::Error::new(
-                    raw.templates[1].literal.span(),
-                    "several templates make a MultiLock, which this version does not offer yet; use one template",
-                ))
-            }
-        };
+        }
         let handler = raw.client.is_none() && looks_like_handler(item);
         Ok(Attribute {
-            template,
+            templates: raw.templates,
             wait_ms: raw.wait_ms,
             lease_ms: raw.lease_ms,
             client: raw.client,
