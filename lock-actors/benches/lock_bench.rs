@@ -48,7 +48,7 @@
 
 use futures_util::future::join;
 use futures_util::StreamExt;
-use lock_actors::{ClientConfig, LockClient, LockGuard};
+use lock_actors::{ClientConfig, LockClient, LockGuard, RedLock};
 use redis::aio::MultiplexedConnection;
 use redis::Script;
 use serde::Serialize;
@@ -299,9 +299,11 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
     } else {
         None
     };
-    rows.push(
-        Row::new("redlock", "p50 (kind not implemented)", None).target("<= 1.5x single", None),
-    );
+    let redlock = if knobs.wants("redlock") {
+        Some(redlock(&mut rows).await)
+    } else {
+        None
+    };
     eprintln!(
         "lock_bench: done in {:.0} s",
         started.elapsed().as_secs_f64()
@@ -338,10 +340,10 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
         },
         redlock: RedlockJson {
             nodes: REDLOCK_NODES,
-            p50_us: None,
-            single_p50_us: None,
-            ratio: None,
-            one_node_paused_p50_us: None,
+            p50_us: redlock.as_ref().map(|r| round1(r.p50_us)),
+            single_p50_us: redlock.as_ref().map(|r| round1(r.single_p50_us)),
+            ratio: redlock.as_ref().map(|r| round3(r.p50_us / r.single_p50_us)),
+            one_node_paused_p50_us: redlock.as_ref().map(|r| round1(r.paused_p50_us)),
         },
         watchdog: WatchdogJson {
             held: HELD,
@@ -1395,6 +1397,118 @@ fn script_inner_commands() -> HashSet<String> {
     // The watchdog's renew script runs these too; both are already in the acquire script.
     names.extend(["hexists".to_string(), "pexpire".to_string()]);
     names
+}
+
+// ---------------------------------------------------------------------------------------
+// redlock: 5 nodes of our own; RedLock acquire p50 against a single-node acquire p50 on the
+// first node (interleaved rounds), then with one node SIGSTOPped.
+
+const REDLOCK_SAMPLES: usize = 300;
+const REDLOCK_PAUSED_SAMPLES: usize = 100;
+
+struct Redlock {
+    p50_us: f64,
+    single_p50_us: f64,
+    paused_p50_us: f64,
+}
+
+async fn redlock(rows: &mut Vec<Row>) -> Redlock {
+    eprintln!("[redlock] starting {REDLOCK_NODES} redis-servers");
+    let nodes: Vec<RedisProcess> = (0..REDLOCK_NODES).map(|_| RedisProcess::start()).collect();
+    let mut clients = Vec::new();
+    for node in &nodes {
+        clients.push(connect(ClientConfig::new(node.url())).await);
+    }
+    let red = RedLock::new(&clients, "bench:redlock").expect("a RedLock over five nodes");
+    let single = clients[0].lock("bench:redlock:single").expect("valid name");
+    // Warm-up: actors started, scripts cached, connections hot.
+    for _ in 0..50 {
+        red.acquire()
+            .await
+            .expect("redlock acquire")
+            .unlock()
+            .await
+            .expect("redlock unlock");
+        single
+            .acquire()
+            .await
+            .expect("acquire")
+            .unlock()
+            .await
+            .expect("unlock");
+    }
+    eprintln!("[redlock] {ROUNDS} rounds of {REDLOCK_SAMPLES} RedLock and single-node acquires");
+    let (mut red_p50s, mut single_p50s) = (Vec::new(), Vec::new());
+    for r in 0..ROUNDS {
+        let (mut red_us, mut single_us) = (Vec::new(), Vec::new());
+        for _ in 0..REDLOCK_SAMPLES {
+            let t0 = Instant::now();
+            let guard = red.acquire().await.expect("redlock acquire");
+            red_us.push(micros(t0.elapsed()));
+            guard.unlock().await.expect("redlock unlock");
+            let t0 = Instant::now();
+            let guard = single.acquire().await.expect("acquire");
+            single_us.push(micros(t0.elapsed()));
+            guard.unlock().await.expect("unlock");
+        }
+        let (a, b) = (
+            percentile(&mut red_us, 50.0),
+            percentile(&mut single_us, 50.0),
+        );
+        eprintln!(
+            "[redlock] round {}: RedLock p50 {a:.1} us, single node p50 {b:.1} us ({:.2})",
+            r + 1,
+            a / b
+        );
+        red_p50s.push(a);
+        single_p50s.push(b);
+    }
+    let node_timeout = red.node_timeout_for(red.watchdog_lease());
+    eprintln!("[redlock] one node SIGSTOPped: {REDLOCK_PAUSED_SAMPLES} acquires (node timeout {node_timeout:?})");
+    let paused = nodes[REDLOCK_NODES - 1].child.id() as libc::pid_t;
+    // SAFETY: sending a signal to our own child process.
+    unsafe { libc::kill(paused, libc::SIGSTOP) };
+    let mut paused_us = Vec::new();
+    for _ in 0..REDLOCK_PAUSED_SAMPLES {
+        let t0 = Instant::now();
+        let guard = red
+            .acquire()
+            .await
+            .expect("redlock acquire with one node paused");
+        paused_us.push(micros(t0.elapsed()));
+        guard.unlock().await.expect("redlock unlock");
+    }
+    // SAFETY: as above.
+    unsafe { libc::kill(paused, libc::SIGCONT) };
+    for client in &clients {
+        client.shutdown();
+    }
+    let result = Redlock {
+        p50_us: median(&mut red_p50s),
+        single_p50_us: median(&mut single_p50s),
+        paused_p50_us: percentile(&mut paused_us, 50.0),
+    };
+    let ratio = result.p50_us / result.single_p50_us;
+    let paused_limit = micros(node_timeout * 2);
+    rows.push(Row::new("redlock", "p50 us, 5 nodes", Some(result.p50_us)));
+    rows.push(Row::new(
+        "redlock",
+        "p50 us, single node",
+        Some(result.single_p50_us),
+    ));
+    rows.push(Row::new("redlock", "ratio", Some(ratio)).target("<= 1.5", Some(ratio <= 1.5)));
+    rows.push(
+        Row::new(
+            "redlock",
+            "p50 us, one node paused",
+            Some(result.paused_p50_us),
+        )
+        .target(
+            "< 2x node timeout",
+            Some(result.paused_p50_us < paused_limit),
+        ),
+    );
+    result
 }
 
 // ---------------------------------------------------------------------------------------
