@@ -228,25 +228,27 @@ impl LockActor {
         }
     }
 
-    /// Counts a hold taken on the fast path as ours (its watchdog entry is registered).
+    /// Counts a hold taken on the fast path as ours (a watchdog-leased one comes with its
+    /// watchdog entry registered; a fixed lease gets its expiry timer here).
     fn adopt(&mut self, taken: DirectHold, ctx: &mut Context<Self>) {
         let DirectHold {
             owner,
             hold,
             status,
             watch_id,
+            lease,
+            sent,
         } = taken;
-        let hold = Hold {
-            id: hold,
-            lease: None,
-        };
+        let hold = Hold { id: hold, lease };
         match self.holders.get_mut(&owner) {
             Some(holder) => {
                 // The owner also holds it through us: one watchdog entry is enough.
-                self.node.watchdog.unregister(watch_id);
+                if let Some(watch_id) = watch_id {
+                    self.node.watchdog.unregister(watch_id);
+                }
                 holder.holds.push(hold);
                 holder.merged.push(status);
-                self.arm_lease_keeping(owner, Instant::now(), ctx);
+                self.arm_lease_keeping(owner, sent, ctx);
             }
             None => {
                 self.holders.insert(
@@ -255,10 +257,13 @@ impl LockActor {
                         holds: vec![hold],
                         status,
                         merged: Vec::new(),
-                        watch_id: Some(watch_id),
+                        watch_id,
                         expiry: None,
                     },
                 );
+                if lease.is_some() {
+                    self.arm_lease_keeping(owner, sent, ctx);
+                }
             }
         }
         self.refresh_keepalive(ctx);
@@ -1024,8 +1029,8 @@ impl Actor for LockActor {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        if let Some(taken) = self.direct.absorb() {
-            self.node.watchdog.unregister(taken.watch_id);
+        if let Some(watch_id) = self.direct.absorb().and_then(|taken| taken.watch_id) {
+            self.node.watchdog.unregister(watch_id);
         }
         if self.subscription != (Subscription::None { retry_after: None }) {
             self.node.supervisor.do_send(Unsubscribe {
@@ -1347,6 +1352,7 @@ impl Handler<SettleUnlock> for LockActor {
 /// a first try of its own).
 pub(crate) struct AfterDirect {
     pub(crate) owner: LockOwner,
+    pub(crate) lease: Option<Duration>,
     pub(crate) wait: Duration,
     pub(crate) fenced: bool,
     /// `None`: it was busy. `Some`: Redis did not answer.
@@ -1371,7 +1377,7 @@ impl Handler<AfterDirect> for LockActor {
         let waiter = Waiter {
             id,
             owner: msg.owner,
-            lease: None,
+            lease: msg.lease,
             fenced: msg.fenced,
             started,
             deadline: if failed {

@@ -44,7 +44,11 @@ pub(crate) struct DirectHold {
     pub(crate) owner: LockOwner,
     pub(crate) hold: u64,
     pub(crate) status: StatusSender,
-    pub(crate) watch_id: u64,
+    /// The watchdog entry of a watchdog-leased hold; `None` for a fixed lease.
+    pub(crate) watch_id: Option<u64>,
+    /// A fixed lease, and when the acquire that took it was sent.
+    pub(crate) lease: Option<Duration>,
+    pub(crate) sent: Instant,
 }
 
 struct State {
@@ -162,12 +166,15 @@ impl Direct {
         self.node.config.watchdog_timeout
     }
 
-    /// Tries to take the lock for `owner` with a watchdog lease, without the actor.
+    /// Tries to take the lock for `owner` without the actor: with the watchdog (`fixed`
+    /// `None`; the hold stays on the fast path), or for a fixed lease (handed to the actor
+    /// at once, which ends it when the lease runs out).
     pub(crate) async fn try_acquire(
         self: &Arc<Self>,
         actor: &Addr<LockActor>,
         owner: LockOwner,
         fenced: bool,
+        fixed: Option<Duration>,
     ) -> Tried {
         {
             let mut state = self.lock();
@@ -177,12 +184,13 @@ impl Direct {
             state.set(Mode::Trying);
             state.keepalive = Some(actor.clone());
         }
-        let lease = self.watchdog_lease();
+        let lease = fixed.unwrap_or_else(|| self.watchdog_lease());
         let field = self.kind.field(self.node.owner_field(owner));
         let call = self
             .kind
             .acquire(&self.name, &field, lease.as_millis() as u64, fenced, 0);
         let mut pending = Pending::new(self, actor, owner);
+        pending.lease = lease;
         let sent = Instant::now();
         let reply = self
             .node
@@ -199,13 +207,15 @@ impl Direct {
         });
         match reply {
             Ok((None, token)) => {
-                let watch_id = self.node.watchdog.register(
-                    self.kind,
-                    self.name.clone(),
-                    owner,
-                    actor.downgrade(),
-                    sent + lease,
-                );
+                let watch_id = fixed.is_none().then(|| {
+                    self.node.watchdog.register(
+                        self.kind,
+                        self.name.clone(),
+                        owner,
+                        actor.downgrade(),
+                        sent + lease,
+                    )
+                });
                 let hold = self.next_hold();
                 let (status, receiver) = StatusSender::held();
                 let taken = DirectHold {
@@ -213,10 +223,16 @@ impl Direct {
                     hold,
                     status,
                     watch_id,
+                    lease: fixed,
+                    sent,
                 };
                 let handed_over = {
                     let mut state = self.lock();
-                    if state.mode == Mode::Trying {
+                    if fixed.is_some() {
+                        // A fixed lease needs the actor's timer: it takes charge now.
+                        state.set(Mode::Actor);
+                        Some(taken)
+                    } else if state.mode == Mode::Trying {
                         state.set(Mode::Held);
                         state.slot = Some(taken);
                         None
@@ -233,7 +249,7 @@ impl Direct {
                     self.name.clone(),
                     owner,
                     hold,
-                    None,
+                    fixed,
                     receiver,
                 );
                 Tried::Acquired(guard.with_token(token).with_direct(self.clone()))
@@ -264,7 +280,9 @@ impl Direct {
         let owner = taken.owner;
         let lease = self.watchdog_lease();
         // Renewal stops before the unlock is even sent.
-        self.node.watchdog.unregister(taken.watch_id);
+        if let Some(watch_id) = taken.watch_id {
+            self.node.watchdog.unregister(watch_id);
+        }
         let field = self.kind.field(self.node.owner_field(owner));
         let call = self
             .kind
@@ -319,6 +337,8 @@ struct Pending<'a> {
     direct: &'a Direct,
     actor: &'a Addr<LockActor>,
     owner: LockOwner,
+    /// The lease the call would have set (how long a stray hold could last).
+    lease: Duration,
     armed: bool,
 }
 
@@ -328,6 +348,7 @@ impl<'a> Pending<'a> {
             direct,
             actor,
             owner,
+            lease: direct.watchdog_lease(),
             armed: true,
         }
     }
@@ -348,7 +369,7 @@ impl Drop for Pending<'_> {
             }
             self.actor.do_send(Doubt {
                 owner: self.owner,
-                lease: self.direct.watchdog_lease(),
+                lease: self.lease,
             });
         }
     }

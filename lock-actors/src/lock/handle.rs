@@ -4,6 +4,7 @@ use super::actor::AfterDirect;
 use super::direct::Tried;
 use super::kind::{all_scripts, LockKind};
 use crate::client::LockClient;
+use crate::config::positive_millis;
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::lock::{
@@ -314,16 +315,21 @@ impl Lock {
     pub async fn acquire_with(&self, options: AcquireOptions) -> Result<LockGuard, LockError> {
         let (owner, lease) = (options.owner.unwrap_or_default(), options.lease);
         let wait = options.wait.unwrap_or(self.client.config().default_wait);
-        if lease.is_none() {
+        if let Some(lease) = lease {
+            // Checked here too: the fast path sends the lease to Redis before any actor.
+            positive_millis(&format!("the lease of lock `{}`", self.name), lease)?;
+        }
+        {
             // The uncontended fast path: straight to Redis when the actor is idle.
             let node = self.client.node()?;
             let (actor, direct) = node.lock_actor_direct(self.kind, &self.name, Some(owner));
-            match direct.try_acquire(&actor, owner, self.fenced).await {
+            match direct.try_acquire(&actor, owner, self.fenced, lease).await {
                 Tried::Acquired(guard) => return Ok(guard),
                 Tried::Error(error) => return Err(error),
                 Tried::Busy => {
                     let request = AfterDirect {
                         owner,
+                        lease,
                         wait,
                         fenced: self.fenced,
                         error: None,
@@ -333,6 +339,7 @@ impl Lock {
                 Tried::Failed(error) => {
                     let request = AfterDirect {
                         owner,
+                        lease,
                         wait,
                         fenced: self.fenced,
                         error: Some(error),
