@@ -18,6 +18,7 @@ pub use kind::LockKind;
 pub use owner::with_task_owner;
 pub use owner::LockOwner;
 pub use reply::Deferred;
+pub(crate) use reply::ReplySlot;
 
 use crate::error::LockError;
 use actix::Message;

@@ -3,11 +3,12 @@ use actix::{Actor, Message};
 use std::cell::RefCell;
 use std::rc::Rc;
 
-/// A reply the lock actor sends later, once Redis has answered.
+/// A reply a lock or semaphore actor sends later, once Redis has answered.
 ///
 /// It hands actix's own reply channel to the actor, so the actor can see when the asker
-/// has gone away (a cancelled acquire) and so no extra task sits between the two.
-/// You never build one; it is the `Result` type of the lock actor's handlers.
+/// has gone away (a cancelled acquire: a grant that arrives too late is given back) and
+/// so no extra task sits between the two. You never build one; it is the `Result` type of
+/// the actors' handlers, and `addr.send(msg).await` yields the message's result as usual.
 pub struct Deferred<T>(pub(crate) ReplySlot<T>);
 
 /// Where the actor finds the reply channel of one request.

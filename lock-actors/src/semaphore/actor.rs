@@ -4,7 +4,6 @@
 mod leases;
 
 use super::guard::{PermitGuard, PermitId, PermitStatus, ReturnPermits, SemaphorePermits};
-use super::reply::{PermitReply, Slot};
 use super::{
     AcquireExpirablePermits, AcquirePermits, AddPermits, AvailablePermits, Kind, ReleasePermits,
     SemaphoreKeys, SetPermits, TrySetPermits, ACQUIRE, ADD, AVAILABLE, EXPIRABLE_ACQUIRE, SET,
@@ -13,6 +12,7 @@ use super::{
 use crate::config::positive_millis;
 use crate::error::LockError;
 use crate::keys::LockName;
+use crate::lock::{Deferred, ReplySlot};
 use crate::node::{Node, Subscribe, Unsubscribe, Wake};
 use actix::prelude::*;
 use leases::Grant;
@@ -99,8 +99,8 @@ enum Subscription {
 
 /// Where a waiter's answer goes: a guard of the semaphore's kind.
 enum Reply {
-    Plain(Slot<Result<SemaphorePermits, LockError>>),
-    Expirable(Slot<Result<PermitGuard, LockError>>),
+    Plain(ReplySlot<Result<SemaphorePermits, LockError>>),
+    Expirable(ReplySlot<Result<PermitGuard, LockError>>),
 }
 
 impl Reply {
@@ -697,33 +697,33 @@ impl Actor for SemaphoreActor {
 }
 
 impl Handler<AcquirePermits> for SemaphoreActor {
-    type Result = PermitReply<Result<SemaphorePermits, LockError>>;
+    type Result = Deferred<Result<SemaphorePermits, LockError>>;
 
     fn handle(&mut self, msg: AcquirePermits, ctx: &mut Context<Self>) -> Self::Result {
         if self.kind != Kind::Plain {
-            return PermitReply::ready(Err(self.wrong_kind("send AcquireExpirablePermits")));
+            return Deferred::ready(Err(self.wrong_kind("send AcquireExpirablePermits")));
         }
         if let Err(error) = self.check_permits(msg.permits) {
-            return PermitReply::ready(Err(error));
+            return Deferred::ready(Err(error));
         }
-        let slot = Slot::new();
+        let slot = ReplySlot::new();
         self.enqueue(msg.permits, None, msg.wait, Reply::Plain(slot.clone()), ctx);
-        PermitReply(slot)
+        Deferred(slot)
     }
 }
 
 impl Handler<AcquireExpirablePermits> for SemaphoreActor {
-    type Result = PermitReply<Result<PermitGuard, LockError>>;
+    type Result = Deferred<Result<PermitGuard, LockError>>;
 
     fn handle(&mut self, msg: AcquireExpirablePermits, ctx: &mut Context<Self>) -> Self::Result {
         if self.kind != Kind::Expirable {
-            return PermitReply::ready(Err(self.wrong_kind("send AcquirePermits")));
+            return Deferred::ready(Err(self.wrong_kind("send AcquirePermits")));
         }
         if let Err(error) = self.check_permits(msg.permits) {
-            return PermitReply::ready(Err(error));
+            return Deferred::ready(Err(error));
         }
         if msg.permits > MOST_EXPIRABLE_PERMITS {
-            return PermitReply::ready(Err(LockError::invalid_config(format!(
+            return Deferred::ready(Err(LockError::invalid_config(format!(
                 "at most {MOST_EXPIRABLE_PERMITS} permits of semaphore `{}` per acquire (got {})",
                 self.name, msg.permits
             ))));
@@ -731,13 +731,13 @@ impl Handler<AcquireExpirablePermits> for SemaphoreActor {
         if let Some(lease) = msg.lease {
             let what = format!("the lease of semaphore `{}`", self.name);
             if let Err(error) = positive_millis(&what, lease) {
-                return PermitReply::ready(Err(error));
+                return Deferred::ready(Err(error));
             }
         }
-        let slot = Slot::new();
+        let slot = ReplySlot::new();
         let reply = Reply::Expirable(slot.clone());
         self.enqueue(msg.permits, msg.lease, msg.wait, reply, ctx);
-        PermitReply(slot)
+        Deferred(slot)
     }
 }
 

@@ -36,7 +36,6 @@
 mod actor;
 mod guard;
 mod handle;
-mod reply;
 
 pub use actor::SemaphoreActor;
 pub use guard::{PermitGuard, SemaphorePermits};
