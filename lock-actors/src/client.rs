@@ -200,7 +200,9 @@ impl LockClient {
     }
 
     /// The address of the actor for the `kind` lock `name` (each kind of lock on a name
-    /// has its own actor).
+    /// has its own actor). A fair lock has one actor per owner: ask
+    /// [`fair_lock_actor`](LockClient::fair_lock_actor) for the one that takes it; the actor
+    /// this returns for [`LockKind::Fair`] answers state queries and force unlocks only.
     ///
     /// ```no_run
     /// # use actix_distributed_lock::LockKind;
