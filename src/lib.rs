@@ -68,7 +68,7 @@ pub use lock_actors::*;
 /// |---|---|---|
 /// | `wait = "5s"` | how long to wait for a busy lock (`ms`, `s`, `m`, `h`, combined: `"1m30s"`); `"0s"` tries once | the client's `default_wait` |
 /// | `lease = "30s"` | a fixed lease, no watchdog | watchdog lease, renewed while the body runs |
-/// | `kind = reentrant` | the lock kind: `reentrant`, `fair`, `read`, `write`, `fast` (non-reentrant: a nested call is `AlreadyHeld`) or `fenced` | `reentrant` |
+/// | `kind = reentrant` | the lock kind: `reentrant`, `fair`, `read`, `write`, `fast` (non-reentrant: a nested call is `AlreadyHeld`) or `fenced`; or one permit of a semaphore: `semaphore` (no lease) or `expirable_semaphore` (set its permits at start-up with `try_set_permits`; permits are not reentrant: a nested call takes a second one) | `reentrant` |
 /// | `client = expr` | the client: a `LockClient`, a reference to one, an `Arc`, or `web::Data<LockClient>` | see below |
 /// | `on_fail = path` | a `fn(LockError) -> E` whose result is returned as `Err(E)` | see below |
 ///

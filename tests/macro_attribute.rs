@@ -273,3 +273,70 @@ async fn every_kind_is_reachable_through_the_attribute() {
     assert!(take_turn(&client, 9).await.unwrap());
     assert_eq!(server.keys().await, Vec::<String>::new());
 }
+
+/// Counts how many bodies run at once under a two-permit semaphore.
+#[distributed_lock("pool:<id>", client = client, kind = semaphore, wait = "10s")]
+async fn use_pool(
+    client: &LockClient,
+    id: u64,
+    inside: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+) -> Result<(), LockError> {
+    let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+    peak.fetch_max(now, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(20)).await; // the work under the permit
+    inside.fetch_sub(1, Ordering::SeqCst);
+    Ok(())
+}
+
+#[distributed_lock("leased:<id>", client = client, kind = expirable_semaphore, lease = "5s")]
+async fn use_leased(client: &LockClient, id: u64) -> Result<i64, LockError> {
+    client
+        .expirable_semaphore(&format!("leased:{id}"))?
+        .available_permits()
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_kinds_take_one_permit_for_the_body() {
+    let server = RedisServer::start();
+    let client = LockClient::from_url(&server.url()).await.unwrap();
+    assert!(client
+        .semaphore("pool:1")
+        .unwrap()
+        .try_set_permits(2)
+        .await
+        .unwrap());
+    let inside = Arc::new(AtomicUsize::new(0));
+    let peak = Arc::new(AtomicUsize::new(0));
+    let mut tasks = Vec::new();
+    for _ in 0..12 {
+        let (client, inside, peak) = (client.clone(), inside.clone(), peak.clone());
+        tasks.push(tokio::spawn(async move {
+            use_pool(&client, 1, inside, peak).await
+        }));
+    }
+    for task in tasks {
+        task.await.unwrap().unwrap();
+    }
+    assert_eq!(
+        peak.load(Ordering::SeqCst),
+        2,
+        "two permits, two bodies at a time"
+    );
+    let pool = client.semaphore("pool:1").unwrap();
+    assert_eq!(
+        pool.available_permits().await.unwrap(),
+        2,
+        "every permit came back"
+    );
+
+    let leased = client.expirable_semaphore("leased:1").unwrap();
+    assert!(leased.try_set_permits(3).await.unwrap());
+    assert_eq!(
+        use_leased(&client, 1).await.unwrap(),
+        2,
+        "one permit taken inside"
+    );
+    assert_eq!(leased.available_permits().await.unwrap(), 3);
+}

@@ -6,6 +6,7 @@ use crate::compose::{MultiLock, MultiLockGuard};
 use crate::error::LockError;
 use crate::lock::{AcquireOptions, Lock};
 use crate::lock::{LockGuard, LockOwner};
+use crate::semaphore::{PermitGuard, PermitOptions, SemaphorePermits};
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -82,9 +83,58 @@ pub async fn acquire(
     wait: Option<Duration>,
     lease: Option<Duration>,
     kind: &str,
-) -> Result<LockGuard, LockError> {
-    let lock = lock_of(client, name, kind)?;
-    lock.acquire_with(options(owner, wait, lease)).await
+) -> Result<Held, LockError> {
+    let wait_for = wait.unwrap_or(client.config().default_wait);
+    match kind {
+        "semaphore" => {
+            if lease.is_some() {
+                return Err(LockError::invalid_config(
+                    "#[distributed_lock(kind = semaphore)] permits have no lease; use \
+                     kind = expirable_semaphore for leased permits",
+                ));
+            }
+            let permits = client.semaphore(name)?.acquire_timeout(1, wait_for).await?;
+            Ok(Held::Permits(permits))
+        }
+        "expirable_semaphore" => {
+            let mut options = PermitOptions::new().permits(1).wait(wait_for);
+            if let Some(lease) = lease {
+                options = options.lease(lease);
+            }
+            let permit = client
+                .expirable_semaphore(name)?
+                .acquire_with(options)
+                .await?;
+            Ok(Held::Permit(permit))
+        }
+        _ => {
+            let lock = lock_of(client, name, kind)?;
+            Ok(Held::Lock(
+                lock.acquire_with(options(owner, wait, lease)).await?,
+            ))
+        }
+    }
+}
+
+/// What `#[distributed_lock]` holds while the body runs: a lock, or one semaphore permit.
+#[derive(Debug)]
+pub enum Held {
+    /// A lock of any kind.
+    Lock(LockGuard),
+    /// One permit of a semaphore (`kind = semaphore`).
+    Permits(SemaphorePermits),
+    /// One permit of a permit-expirable semaphore (`kind = expirable_semaphore`).
+    Permit(PermitGuard),
+}
+
+impl Held {
+    /// The hold's fencing token (fenced locks only).
+    pub fn fencing_token(&self) -> Option<u64> {
+        match self {
+            Held::Lock(guard) => guard.fencing_token(),
+            Held::Permits(_) | Held::Permit(_) => None,
+        }
+    }
 }
 
 /// Takes every lock of `names` (the attribute's several templates) as one [`MultiLock`],
@@ -147,10 +197,17 @@ fn lock_of(client: &LockClient, name: &str, kind: &str) -> Result<Lock, LockErro
 
 /// Releases after the body finished normally; an unlock that fails is logged, not raised:
 /// the body's result stands, and the lock expires at its lease.
-pub async fn release(guard: LockGuard) {
-    let name = guard.name().to_string();
-    if let Err(error) = guard.unlock().await {
-        tracing::warn!(lock = %name, %error, "unlock after #[distributed_lock] body failed");
+pub async fn release(held: Held) {
+    let failed = match held {
+        Held::Lock(guard) => {
+            let name = guard.name().to_string();
+            guard.unlock().await.err().map(|error| (name, error))
+        }
+        Held::Permits(permits) => permits.release().await.err().map(|e| (String::new(), e)),
+        Held::Permit(permit) => permit.release().await.err().map(|e| (String::new(), e)),
+    };
+    if let Some((name, error)) = failed {
+        tracing::warn!(lock = %name, %error, "release after #[distributed_lock] body failed");
     }
 }
 

@@ -27,7 +27,16 @@ pub(crate) struct Template {
     pub(crate) literal: LitStr,
 }
 
-const KINDS: &[&str] = &["reentrant", "fair", "read", "write", "fenced", "fast"];
+const KINDS: &[&str] = &[
+    "reentrant",
+    "fair",
+    "read",
+    "write",
+    "fenced",
+    "fast",
+    "semaphore",
+    "expirable_semaphore",
+];
 const OPTIONS: &str = "wait, lease, kind, client, on_fail";
 
 /// Extractor and response types that mark an actix-web handler.
@@ -68,6 +77,12 @@ impl Attribute {
                     kind.span(),
                     "`kind = fenced` takes one template: each lock of a MultiLock has its own token, but \
                      `fencing_token()` returns one; take a `MultiLock` of fenced locks by hand",
+                ));
+            }
+            if kind.to_string().ends_with("semaphore") {
+                return Err(syn::Error::new(
+                    kind.span(),
+                    format!("`kind = {kind}` takes one template: a MultiLock is made of locks, not semaphores"),
                 ));
             }
         }
