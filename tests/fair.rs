@@ -305,3 +305,46 @@ async fn reentry_the_watchdog_and_the_owner_actor() {
     );
     assert_eq!(server.keys().await, Vec::<String>::new());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_force_unlock_wakes_the_next_waiter_on_its_own_channel() {
+    let server = RedisServer::start();
+    // A long fair wait timeout: a waiter's own calls come every 10 s, so only the
+    // force unlock's message can let it in within the bound below.
+    let tune = |c: ClientConfig| c.fair_wait_timeout(Duration::from_secs(30));
+    let holder = client_with(&server, tune).await;
+    let waiter = client_with(&server, tune).await;
+    let name = "forced";
+    let _held = holder.fair_lock(name).unwrap().acquire().await.unwrap();
+    let lock = waiter.fair_lock(name).unwrap();
+    let next = tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(20)).await });
+    wait_for_queue_len(&server, name, 1).await;
+    server
+        .wait_for_subscribers(
+            &format!(
+                "redisson_lock__channel:{{{name}}}:{}",
+                queue(&server, name).await[0]
+            ),
+            1,
+        )
+        .await;
+    let forced_at = Instant::now();
+    assert!(waiter
+        .fair_lock(name)
+        .unwrap()
+        .force_unlock()
+        .await
+        .unwrap());
+    let guard = timeout(Duration::from_secs(20), next)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(
+        forced_at.elapsed() < Duration::from_secs(2),
+        "woken by the force unlock, not by its own next call: {:?}",
+        forced_at.elapsed()
+    );
+    guard.unlock().await.unwrap();
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}

@@ -103,6 +103,8 @@ static FAIR_RECONCILE: LazyLock<Script> = LazyLock::new(|| {
 });
 static FAIR_WITHDRAW: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("../fair/withdraw.lua")]));
+static FAIR_FORCE_UNLOCK: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("../fair/force_unlock.lua")]));
 static FORCE_UNLOCK: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("force_unlock.lua")]));
 
@@ -113,7 +115,7 @@ fn script(parts: &[&str]) -> Script {
 }
 
 /// Every script, for loading into Redis's cache at connect.
-pub(crate) fn all_scripts() -> [&'static Script; 21] {
+pub(crate) fn all_scripts() -> [&'static Script; 22] {
     [
         &REENTRANT_ACQUIRE,
         &FENCED_ACQUIRE,
@@ -135,6 +137,7 @@ pub(crate) fn all_scripts() -> [&'static Script; 21] {
         &FAIR_UNLOCK,
         &FAIR_RECONCILE,
         &FAIR_WITHDRAW,
+        &FAIR_FORCE_UNLOCK,
         &FORCE_UNLOCK,
     ]
 }
@@ -357,9 +360,17 @@ impl LockKind {
         call.arg(field);
     }
 
-    /// The force-unlock script call; replies 1 when a lock was deleted. (A fair lock's next
-    /// waiter is not told: it finds the lock free at its next sign of life.)
+    /// The force-unlock script call; replies 1 when a lock was deleted. A fair lock's next
+    /// waiter is woken on its own channel.
     pub(crate) fn force_unlock(self, name: &LockName) -> ScriptInvocation<'static> {
+        if self == LockKind::Fair {
+            let mut call = FAIR_FORCE_UNLOCK.key(name.as_str());
+            call.key(self.channel(name))
+                .key(name.fair_queue_key())
+                .key(name.fair_timeout_key())
+                .arg(UNLOCK_MESSAGE);
+            return call;
+        }
         let message = match self {
             LockKind::Read | LockKind::Write => READ_UNLOCK_MESSAGE,
             _ => UNLOCK_MESSAGE,
