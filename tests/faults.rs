@@ -299,20 +299,7 @@ async fn ten_thousand_cancelled_acquires_leave_no_key_renewal_or_waiter() {
         Vec::<String>::new(),
         "a lock key remains"
     );
-    assert_eq!(client.watched_holds(), 0, "a renewal is still scheduled");
-    let renewals = server.command_calls("pexpire").await;
-    tokio::time::sleep(watchdog).await;
-    assert_eq!(
-        server.command_calls("pexpire").await,
-        renewals,
-        "renewals still run"
-    );
-    eventually(
-        "no waiter or lock actor is left",
-        Duration::from_secs(5),
-        || async { client.active_locks() == 0 },
-    )
-    .await;
+    support::assert_nothing_renews_or_waits(&server, &client, watchdog).await;
     eprintln!("{granted} of 10000 acquires were granted before their future was dropped");
 }
 

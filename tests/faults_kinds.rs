@@ -68,20 +68,7 @@ async fn cancelled_acquires_of_every_kind_leave_no_key_renewal_or_waiter() {
         server.keys().await.is_empty()
     })
     .await;
-    assert_eq!(client.watched_holds(), 0, "a renewal is still scheduled");
-    let renewals = server.command_calls("pexpire").await;
-    tokio::time::sleep(watchdog).await; // three renew intervals
-    assert_eq!(
-        server.command_calls("pexpire").await,
-        renewals,
-        "renewals still run"
-    );
-    eventually(
-        "no waiter or lock actor is left",
-        Duration::from_secs(5),
-        || async { client.active_locks() == 0 },
-    )
-    .await;
+    support::assert_nothing_renews_or_waits(&server, &client, watchdog).await;
     eprintln!("{granted} of 2400 acquires were granted before their future was dropped");
 }
 

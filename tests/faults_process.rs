@@ -14,9 +14,7 @@ use actix_distributed_lock::{AcquireOptions, ClientConfig, LockClient, LockError
 use redis::AsyncCommands;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use support::RedisServer;
 use tokio::sync::mpsc;
@@ -26,52 +24,6 @@ use tokio::time::{error::Elapsed, timeout};
 const STARTUP: Duration = Duration::from_secs(30);
 /// Bound for a reply the child should give at once.
 const REPLY: Duration = Duration::from_secs(10);
-
-/// The `lock_holder` example binary, built (once per test process) if need be.
-///
-/// Integration tests get no `CARGO_BIN_EXE_*` for examples; the example sits in the same
-/// profile directory as this test's `deps/`. Cargo is asked to build it even when a binary is
-/// there (a no-op when it is up to date), so a stale binary never stands in for the source.
-fn lock_holder_binary() -> &'static Path {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let exe = std::env::current_exe().expect("the test binary's path");
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("the test binary lives in <target>/<profile>/deps/");
-        let binary = profile_dir
-            .join("examples")
-            .join(format!("lock_holder{}", std::env::consts::EXE_SUFFIX));
-        let mut build = Command::new(env!("CARGO"));
-        build
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(["build", "--example", "lock_holder"]);
-        match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") | None => {}
-            Some(profile) => {
-                build.args(["--profile", profile]);
-            }
-        }
-        if let Some(target_dir) = profile_dir.parent() {
-            build.arg("--target-dir").arg(target_dir);
-        }
-        let output = build
-            .output()
-            .expect("run cargo build --example lock_holder");
-        assert!(
-            output.status.success(),
-            "cargo build --example lock_holder failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert!(
-            binary.is_file(),
-            "cargo built the example but {} is missing",
-            binary.display()
-        );
-        binary
-    })
-}
 
 /// A `lock_holder` child process holding a lock; SIGKILLed and reaped on drop (panics too).
 struct Holder {
@@ -86,7 +38,7 @@ impl Holder {
     /// Starts the child with `args` after the URL and lock name and waits for its
     /// `acquired` line.
     async fn start(server: &RedisServer, name: &str, args: &[&str]) -> Holder {
-        let mut child = Command::new(lock_holder_binary())
+        let mut child = Command::new(support::lock_holder_binary())
             .arg(server.url())
             .arg(name)
             .args(args)

@@ -219,12 +219,11 @@ async fn read_doc(
 }
 
 #[distributed_lock("doc:<id>", client = client, kind = write, wait = "5s")]
-async fn write_doc(
-    client: &LockClient,
-    id: u64,
-    inside: Arc<AtomicUsize>,
-) -> Result<usize, LockError> {
-    Ok(inside.load(Ordering::SeqCst))
+async fn write_doc(client: &LockClient, id: u64) -> Result<u32, LockError> {
+    // The body runs holding the write side, as the task's owner.
+    let owner = LockOwner::current().expect("task owner");
+    let doc = client.read_write_lock(&format!("doc:{id}"))?;
+    doc.write().hold_count(owner).await
 }
 
 #[distributed_lock("counter:<id>", client = client, kind = fast, wait = "1s")]
@@ -259,7 +258,7 @@ async fn every_kind_is_reachable_through_the_attribute() {
     a.unwrap();
     b.unwrap();
     assert_eq!(peak.load(Ordering::SeqCst), 2);
-    assert_eq!(write_doc(&client, 1, inside.clone()).await.unwrap(), 0);
+    assert_eq!(write_doc(&client, 1).await.unwrap(), 1);
 
     // The fast lock is not reentrant: a nested call is refused, not deadlocked.
     let nested = tokio::time::timeout(Duration::from_secs(5), fast_outer(&client, 3))

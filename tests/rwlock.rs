@@ -16,9 +16,8 @@ use rand::{Rng, SeedableRng};
 use redis::AsyncCommands;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::{eventually, RedisServer};
 use tokio::time::timeout;
@@ -780,44 +779,6 @@ async fn a_key_holding_other_data_is_wrong_type_on_both_sides_and_untouched() {
 // ---------------------------------------------------------------------------------------
 // Dead readers: a `lock_holder --kind read` child process, killed with SIGKILL.
 
-/// The `lock_holder` example binary, built (once per test process) if need be; see
-/// `tests/faults_process.rs`, which this mirrors.
-fn lock_holder_binary() -> &'static Path {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let exe = std::env::current_exe().expect("the test binary's path");
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("the test binary lives in <target>/<profile>/deps/");
-        let binary = profile_dir
-            .join("examples")
-            .join(format!("lock_holder{}", std::env::consts::EXE_SUFFIX));
-        let mut build = Command::new(env!("CARGO"));
-        build
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(["build", "--example", "lock_holder"]);
-        match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") | None => {}
-            Some(profile) => {
-                build.args(["--profile", profile]);
-            }
-        }
-        if let Some(target_dir) = profile_dir.parent() {
-            build.arg("--target-dir").arg(target_dir);
-        }
-        let output = build
-            .output()
-            .expect("run cargo build --example lock_holder");
-        assert!(
-            output.status.success(),
-            "cargo build --example lock_holder failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        binary
-    })
-}
-
 /// A `lock_holder` child holding a read lock; SIGKILLed and reaped on drop.
 struct ChildReader {
     child: Child,
@@ -827,7 +788,7 @@ struct ChildReader {
 
 impl ChildReader {
     async fn start(server: &RedisServer, name: &str, watchdog_ms: u64) -> ChildReader {
-        let mut child = Command::new(lock_holder_binary())
+        let mut child = Command::new(support::lock_holder_binary())
             .arg(server.url())
             .arg(name)
             .args(["--kind", "read", "--watchdog-ms", &watchdog_ms.to_string()])

@@ -14,7 +14,7 @@ use redis::{FromRedisValue, ScriptInvocation};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Sends commands to one node, each bounded by the response timeout.
 ///
@@ -277,6 +277,58 @@ pub(crate) struct Wake {
 
 impl Message for Wake {
     type Result = ();
+}
+
+/// How long an actor goes without pub/sub after a failed SUBSCRIBE before trying again.
+const SUBSCRIBE_RETRY: Duration = Duration::from_secs(1);
+
+/// Where a waiting actor's subscription to its wake-up channel stands (lock and semaphore
+/// actors alike: they subscribe before their head waiter's second try).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Subscription {
+    /// Not subscribed; after a failure, not again before `retry_after`.
+    None {
+        retry_after: Option<Instant>,
+    },
+    Pending,
+    Active,
+}
+
+impl Subscription {
+    /// Never asked for.
+    pub(crate) const NEVER: Subscription = Subscription::None { retry_after: None };
+
+    /// Not subscribed, and free to ask now.
+    pub(crate) fn due(self, now: Instant) -> bool {
+        matches!(self, Subscription::None { retry_after } if retry_after.is_none_or(|at| at <= now))
+    }
+
+    /// Asks the supervisor to route `channel` to `subscriber`; resolves to the state the
+    /// request ends in (a failure is logged, and polling at the lease covers for it).
+    pub(crate) fn request(
+        supervisor: &Addr<NodeSupervisor>,
+        channel: String,
+        id: u64,
+        subscriber: WeakRecipient<Wake>,
+    ) -> impl std::future::Future<Output = Subscription> + 'static {
+        let request = supervisor.send(Subscribe {
+            channel: channel.clone(),
+            id,
+            subscriber,
+        });
+        async move {
+            match request.await {
+                Ok(Ok(())) => Subscription::Active,
+                failed => {
+                    tracing::warn!(%channel, ?failed,
+                        "cannot subscribe to wake-ups; polling until it works");
+                    Subscription::None {
+                        retry_after: Some(Instant::now() + SUBSCRIBE_RETRY),
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// Route a channel's messages to a lock actor; replies once Redis confirmed the subscription.

@@ -4,7 +4,8 @@
 //! tests never touch a shared Redis (in particular not the one on port 6379) and can stop,
 //! pause (SIGSTOP), resume and restart the server they talk to.
 //!
-//! Dependencies: std, tokio (via the redis async API), redis and libc only.
+//! Dependencies: std, tokio (via the redis async API), redis, libc, and the crate under
+//! test for the checks that read a client's state.
 #![allow(dead_code)]
 pub mod proxy;
 
@@ -14,6 +15,7 @@ use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -419,4 +421,74 @@ where
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// The `lock_holder` example binary, built (once per test process) if need be.
+///
+/// Integration tests get no `CARGO_BIN_EXE_*` for examples; the example sits in the same
+/// profile directory as this test's `deps/`. Cargo is asked to build it even when a binary is
+/// there (a no-op when it is up to date), so a stale binary never stands in for the source.
+pub fn lock_holder_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| {
+        let exe = std::env::current_exe().expect("the test binary's path");
+        let profile_dir = exe
+            .parent()
+            .and_then(Path::parent)
+            .expect("the test binary lives in <target>/<profile>/deps/");
+        let binary = profile_dir
+            .join("examples")
+            .join(format!("lock_holder{}", std::env::consts::EXE_SUFFIX));
+        let mut build = Command::new(env!("CARGO"));
+        build
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .args(["build", "--example", "lock_holder"]);
+        match profile_dir.file_name().and_then(|n| n.to_str()) {
+            Some("debug") | None => {}
+            Some(profile) => {
+                build.args(["--profile", profile]);
+            }
+        }
+        if let Some(target_dir) = profile_dir.parent() {
+            build.arg("--target-dir").arg(target_dir);
+        }
+        let output = build
+            .output()
+            .expect("run cargo build --example lock_holder");
+        assert!(
+            output.status.success(),
+            "cargo build --example lock_holder failed:\n{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert!(
+            binary.is_file(),
+            "cargo built the example but {} is missing",
+            binary.display()
+        );
+        binary
+    })
+}
+
+/// After a storm of cancelled acquires on `client`: nothing is renewed any more (no watch
+/// entry, and PEXPIRE stays flat for `watchdog`, three renew intervals) and no waiter or
+/// lock actor is left.
+pub async fn assert_nothing_renews_or_waits(
+    server: &RedisServer,
+    client: &actix_distributed_lock::LockClient,
+    watchdog: Duration,
+) {
+    assert_eq!(client.watched_holds(), 0, "a renewal is still scheduled");
+    let renewals = server.command_calls("pexpire").await;
+    tokio::time::sleep(watchdog).await; // three renew intervals, to see none happen
+    assert_eq!(
+        server.command_calls("pexpire").await,
+        renewals,
+        "renewals still run"
+    );
+    eventually(
+        "no waiter or lock actor is left",
+        Duration::from_secs(5),
+        || async { client.active_locks() == 0 },
+    )
+    .await;
 }

@@ -11,7 +11,7 @@ use super::{
 use crate::config::positive_millis;
 use crate::error::LockError;
 use crate::keys::LockName;
-use crate::node::{Node, Subscribe, Unsubscribe, Wake};
+use crate::node::{Node, Subscription, Unsubscribe, Wake};
 use actix::prelude::*;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -25,8 +25,6 @@ const NO_TTL_POLL: Duration = Duration::from_secs(1);
 const RELEASED: &str = "released";
 /// Waits longer than this are treated as this long (an `Instant` cannot reach further).
 const LONGEST_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-/// How long to go without pub/sub after a failed SUBSCRIBE before trying again.
-const SUBSCRIBE_RETRY: Duration = Duration::from_secs(1);
 
 /// The actor of one lock name on one node: it takes, renews and releases the lock for every
 /// local owner, and queues local waiters in FIFO order.
@@ -91,13 +89,6 @@ struct Reconcile {
     until: Instant,
     /// An unlock waiting for this settlement to report: its reply and the holds left.
     unlock: Option<(ReplySlot<Result<Released, LockError>>, u32)>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Subscription {
-    None { retry_after: Option<Instant> },
-    Pending,
-    Active,
 }
 
 struct Holder {
@@ -201,7 +192,7 @@ impl LockActor {
             attempt_in_flight: false,
             wake_pending: false,
             sleep: None,
-            subscription: Subscription::None { retry_after: None },
+            subscription: Subscription::NEVER,
             keepalive: None,
             direct,
             next_waiter: 1,
@@ -392,13 +383,9 @@ impl LockActor {
             self.sleep_for(ERROR_RETRY, ctx);
             return;
         }
-        if head.attempts > 0 {
-            if let Subscription::None { retry_after } = self.subscription {
-                if retry_after.is_none_or(|at| at <= now) {
-                    self.subscribe(ctx);
-                    return;
-                }
-            }
+        if head.attempts > 0 && self.subscription.due(now) {
+            self.subscribe(ctx);
+            return;
         }
         self.attempt(ctx);
     }
@@ -505,22 +492,14 @@ impl LockActor {
     /// the two tries goes unheard.
     fn subscribe(&mut self, ctx: &mut Context<Self>) {
         self.subscription = Subscription::Pending;
-        let request = self.node.supervisor.send(Subscribe {
-            channel: self.channel(),
-            id: self.id,
-            subscriber: ctx.address().recipient::<Wake>().downgrade(),
-        });
-        ctx.spawn(request.into_actor(self).map(|reply, act, ctx| {
-            match reply {
-                Ok(Ok(())) => act.subscription = Subscription::Active,
-                failed => {
-                    tracing::warn!(lock = %act.name, ?failed,
-                        "cannot subscribe to unlock messages; polling at the lease until it works");
-                    act.subscription = Subscription::None {
-                        retry_after: Some(Instant::now() + SUBSCRIBE_RETRY),
-                    };
-                }
-            }
+        let request = Subscription::request(
+            &self.node.supervisor,
+            self.channel(),
+            self.id,
+            ctx.address().recipient::<Wake>().downgrade(),
+        );
+        ctx.spawn(request.into_actor(self).map(|state, act, ctx| {
+            act.subscription = state;
             act.pump(ctx);
         }));
     }
@@ -606,8 +585,7 @@ impl LockActor {
                     return;
                 }
                 let until_deadline = waiter.deadline - now;
-                let will_subscribe = matches!(self.subscription,
-                    Subscription::None { retry_after } if retry_after.is_none_or(|at| at <= now));
+                let will_subscribe = self.subscription.due(now);
                 self.arm_deadline(id, ctx);
                 if self.wake_pending || will_subscribe {
                     return; // `pump` retries at once (after subscribing, if need be)
@@ -1032,7 +1010,7 @@ impl Actor for LockActor {
         if let Some(watch_id) = self.direct.absorb().and_then(|taken| taken.watch_id) {
             self.node.watchdog.unregister(watch_id);
         }
-        if self.subscription != (Subscription::None { retry_after: None }) {
+        if self.subscription != (Subscription::NEVER) {
             self.node.supervisor.do_send(Unsubscribe {
                 channel: self.channel(),
                 id: self.id,

@@ -13,7 +13,7 @@ use crate::config::positive_millis;
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::lock::{Deferred, ReplySlot};
-use crate::node::{Node, Subscribe, Unsubscribe, Wake};
+use crate::node::{Node, Subscription, Unsubscribe, Wake};
 use actix::prelude::*;
 use leases::Grant;
 use std::collections::{HashMap, VecDeque};
@@ -28,8 +28,6 @@ const FALLBACK_POLL: Duration = Duration::from_secs(5);
 const ERROR_RETRY: Duration = Duration::from_millis(100);
 /// Waits longer than this are treated as this long (an `Instant` cannot reach further).
 const LONGEST_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
-/// How long to go without pub/sub after a failed SUBSCRIBE before trying again.
-const SUBSCRIBE_RETRY: Duration = Duration::from_secs(1);
 /// Most permits one permit-expirable acquire may take: each is a zset member and an argument.
 const MOST_EXPIRABLE_PERMITS: u32 = 10_000;
 /// The actor of one semaphore on one node, plain or permit-expirable: it takes and releases
@@ -88,13 +86,6 @@ pub struct SemaphoreActor {
     renewals_in_flight: usize,
     /// Give-backs and releases on their way to Redis.
     background: usize,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Subscription {
-    None { retry_after: Option<Instant> },
-    Pending,
-    Active,
 }
 
 /// Where a waiter's answer goes: a guard of the semaphore's kind.
@@ -182,7 +173,7 @@ impl SemaphoreActor {
             attempt_in_flight: false,
             wake_pending: false,
             sleep: None,
-            subscription: Subscription::None { retry_after: None },
+            subscription: Subscription::NEVER,
             keepalive: None,
             plain_out: 0,
             grants: HashMap::new(),
@@ -293,13 +284,9 @@ impl SemaphoreActor {
             self.refresh_keepalive(ctx);
             return;
         };
-        if head.attempts > 0 {
-            if let Subscription::None { retry_after } = self.subscription {
-                if retry_after.is_none_or(|at| at <= now) {
-                    self.subscribe(ctx);
-                    return;
-                }
-            }
+        if head.attempts > 0 && self.subscription.due(now) {
+            self.subscribe(ctx);
+            return;
         }
         self.attempt(ctx);
     }
@@ -319,22 +306,14 @@ impl SemaphoreActor {
     /// between the two tries goes unheard.
     fn subscribe(&mut self, ctx: &mut Context<Self>) {
         self.subscription = Subscription::Pending;
-        let request = self.node.supervisor.send(Subscribe {
-            channel: self.keys.channel.clone(),
-            id: self.id,
-            subscriber: ctx.address().recipient::<Wake>().downgrade(),
-        });
-        ctx.spawn(request.into_actor(self).map(|reply, act, ctx| {
-            match reply {
-                Ok(Ok(())) => act.subscription = Subscription::Active,
-                failed => {
-                    tracing::warn!(semaphore = %act.name, ?failed,
-                        "cannot subscribe to release messages; polling until it works");
-                    act.subscription = Subscription::None {
-                        retry_after: Some(Instant::now() + SUBSCRIBE_RETRY),
-                    };
-                }
-            }
+        let request = Subscription::request(
+            &self.node.supervisor,
+            self.keys.channel.clone(),
+            self.id,
+            ctx.address().recipient::<Wake>().downgrade(),
+        );
+        ctx.spawn(request.into_actor(self).map(|state, act, ctx| {
+            act.subscription = state;
             act.pump(ctx);
         }));
     }
@@ -427,8 +406,7 @@ impl SemaphoreActor {
                     return;
                 }
                 let until_deadline = waiter.deadline - now;
-                let will_subscribe = matches!(self.subscription,
-                    Subscription::None { retry_after } if retry_after.is_none_or(|at| at <= now));
+                let will_subscribe = self.subscription.due(now);
                 self.arm_deadline(id, ctx);
                 if self.wake_pending || will_subscribe {
                     return; // `pump` retries at once (after subscribing, if need be)
@@ -685,7 +663,7 @@ impl Actor for SemaphoreActor {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        if self.subscription != (Subscription::None { retry_after: None }) {
+        if self.subscription != (Subscription::NEVER) {
             self.node.supervisor.do_send(Unsubscribe {
                 channel: self.keys.channel.clone(),
                 id: self.id,
