@@ -1,6 +1,6 @@
 //! `LockClient`: the cheap-to-clone handle users hold, and where every lock starts.
 
-use crate::config::ClientConfig;
+use crate::config::{ClientConfig, Deployment};
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::lock::LockActor;
@@ -273,7 +273,18 @@ impl LockClient {
 
     /// Checks a lock name against this client's limits.
     pub(crate) fn name(&self, name: &str) -> Result<LockName, LockError> {
-        LockName::new(name, self.inner.config.max_name_len)
+        let name = LockName::new(name, self.inner.config.max_name_len)?;
+        let cluster = matches!(self.inner.config.deployment(), Deployment::Cluster { .. });
+        if cluster && !name.shares_one_slot() {
+            return Err(LockError::InvalidName {
+                reason: format!(
+                    "`{name}` has braces that are not one non-empty hash tag, so its key and \
+                     its channel would land in different cluster slots; use balanced braces \
+                     around a non-empty tag (`order:{{42}}`) or none"
+                ),
+            });
+        }
+        Ok(name)
     }
 
     /// This client's uuid: the first part of every owner field it writes.

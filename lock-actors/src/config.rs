@@ -30,6 +30,95 @@ pub struct ClientConfig {
     pub(crate) response_timeout: Duration,
     pub(crate) max_name_len: usize,
     pub(crate) fair_wait_timeout: Duration,
+    pub(crate) deployment: Deployment,
+    pub(crate) sharded_subscription: ShardedSubscriptionMode,
+    pub(crate) replica_sync: Option<ReplicaSync>,
+}
+
+/// How the Redis behind a [`LockClient`](crate::LockClient) is deployed. Lock code does not
+/// change between them: a cluster or a Sentinel-followed primary is one node to the rest of
+/// the library.
+///
+/// Build it with [`ClientConfig::new`] (one server), [`ClientConfig::cluster`] or
+/// [`ClientConfig::sentinel`].
+///
+/// # Example
+///
+/// ```
+/// use actix_distributed_lock::{ClientConfig, Deployment};
+///
+/// let config = ClientConfig::cluster(["redis://10.0.0.1:7000/", "redis://10.0.0.2:7000/"]);
+/// assert!(matches!(config.deployment(), Deployment::Cluster { nodes } if nodes.len() == 2));
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Deployment {
+    /// One server at [`ClientConfig::url`].
+    Standalone,
+    /// A Redis Cluster, discovered from any of these seed nodes. The client follows the
+    /// topology (MOVED/ASK, slot refreshes) on its own.
+    Cluster {
+        /// Seed node URLs; one reachable node is enough.
+        nodes: Vec<String>,
+    },
+    /// The primary that these sentinels name for `service`; followed across failovers.
+    /// [`ClientConfig::url`] then carries the credentials and database for the data nodes.
+    Sentinel {
+        /// Sentinel URLs (`redis://host:26379/`).
+        sentinels: Vec<String>,
+        /// The monitored primary's name (`sentinel monitor <service> …`).
+        service: String,
+    },
+}
+
+/// Which pub/sub carries unlock notifications: classic (`PUBLISH`/`SUBSCRIBE`, broadcast
+/// to every node of a cluster) or sharded (`SPUBLISH`/`SSUBSCRIBE`, Redis 7+, kept on the
+/// shard that owns the lock's slot). The names follow Redisson's `shardedSubscriptionMode`.
+///
+/// Redisson (3.23 and later) uses sharded pub/sub in cluster mode when every node runs
+/// Redis 7 or newer (its `AUTO`), and classic pub/sub otherwise. A Rust and a Java service
+/// hear each other's unlocks when both pick the same: keep both on `Auto`, or set the same
+/// explicit mode on both sides.
+///
+/// # Example
+///
+/// ```
+/// use actix_distributed_lock::{ClientConfig, ShardedSubscriptionMode};
+///
+/// let config = ClientConfig::cluster(["redis://10.0.0.1:7000/"])
+///     .sharded_subscription(ShardedSubscriptionMode::Off); // a Java side set to OFF
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ShardedSubscriptionMode {
+    /// Sharded on a cluster whose nodes all run Redis 7+; classic otherwise (the default).
+    #[default]
+    Auto,
+    /// Always sharded (also on a single Redis 7+ server).
+    On,
+    /// Always classic.
+    Off,
+}
+
+/// Replica-synced acquisition: after an acquire or a renewal, `WAIT` until `replicas`
+/// replicas confirmed the write, at most `timeout`. See [`ClientConfig::sync_replicas`].
+///
+/// # Example
+///
+/// ```
+/// use actix_distributed_lock::ClientConfig;
+/// use std::time::Duration;
+///
+/// let config = ClientConfig::new("redis://127.0.0.1/").sync_replicas(1, Duration::from_millis(50));
+/// let sync = config.replica_sync().unwrap();
+/// assert_eq!((sync.replicas, sync.timeout), (1, Duration::from_millis(50)));
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReplicaSync {
+    /// How many replicas must confirm.
+    pub replicas: usize,
+    /// How long to wait for them.
+    pub timeout: Duration,
 }
 
 impl std::fmt::Debug for ClientConfig {
@@ -43,6 +132,9 @@ impl std::fmt::Debug for ClientConfig {
             .field("response_timeout", &self.response_timeout)
             .field("max_name_len", &self.max_name_len)
             .field("fair_wait_timeout", &self.fair_wait_timeout)
+            .field("deployment", &self.label())
+            .field("sharded_subscription", &self.sharded_subscription)
+            .field("replica_sync", &self.replica_sync)
             .finish()
     }
 }
@@ -66,6 +158,168 @@ impl ClientConfig {
             response_timeout: Duration::from_secs(3),
             max_name_len: 4096,
             fair_wait_timeout: Duration::from_secs(5),
+            deployment: Deployment::Standalone,
+            sharded_subscription: ShardedSubscriptionMode::Auto,
+            replica_sync: None,
+        }
+    }
+
+    /// Settings for a Redis Cluster reached through any of the seed `nodes`, with the
+    /// defaults. One supervisor serves the whole cluster: it follows MOVED/ASK redirects and
+    /// slot changes, keeps one connection per node for commands and one per node for
+    /// subscriptions, and hears unlocks through sharded pub/sub where the nodes have it (see
+    /// [`ShardedSubscriptionMode`]).
+    ///
+    /// Every key and channel of a lock share the hash slot of its name (Redisson's layout:
+    /// the name is the hash tag). A name with braces of its own keeps them as its hash tag,
+    /// so `order:{42}:pay` and `order:{42}:ship` land on the same node; a name whose braces
+    /// would split a lock's keys over two slots is refused with [`LockError::InvalidName`].
+    ///
+    /// [`LockError::InvalidName`]: crate::LockError::InvalidName
+    ///
+    /// ```
+    /// use actix_distributed_lock::ClientConfig;
+    ///
+    /// let config = ClientConfig::cluster(["redis://127.0.0.1:7000/", "redis://127.0.0.1:7001/"]);
+    /// assert!(config.validate().is_ok());
+    /// assert_eq!(config.url(), "redis://127.0.0.1:7000/");
+    /// ```
+    pub fn cluster<I, S>(nodes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
+        let mut config = ClientConfig::new(nodes.first().cloned().unwrap_or_default());
+        config.deployment = Deployment::Cluster { nodes };
+        config
+    }
+
+    /// Settings for the primary that `sentinels` name for `service`, followed across
+    /// failovers: after a failover the client reconnects to the new primary, subscribes
+    /// again and wakes every waiter so it retries there.
+    ///
+    /// Credentials and database for the data nodes come from [`with_node_url`]
+    /// (`redis://user:password@/db`-style; its host is ignored).
+    ///
+    /// [`with_node_url`]: ClientConfig::with_node_url
+    ///
+    /// ```
+    /// use actix_distributed_lock::ClientConfig;
+    ///
+    /// let config = ClientConfig::sentinel(
+    ///     ["redis://127.0.0.1:26379/", "redis://127.0.0.1:26380/"],
+    ///     "mymaster",
+    /// );
+    /// assert!(config.validate().is_ok());
+    /// ```
+    pub fn sentinel<I, S>(sentinels: I, service: impl Into<String>) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let sentinels: Vec<String> = sentinels.into_iter().map(Into::into).collect();
+        let mut config = ClientConfig::new(String::new());
+        config.deployment = Deployment::Sentinel {
+            sentinels,
+            service: service.into(),
+        };
+        config
+    }
+
+    /// For a [`sentinel`](ClientConfig::sentinel) deployment: the URL whose user, password
+    /// and database apply to the primary the sentinels name (its host and port are not used).
+    ///
+    /// ```
+    /// use actix_distributed_lock::ClientConfig;
+    ///
+    /// let config = ClientConfig::sentinel(["redis://127.0.0.1:26379/"], "mymaster")
+    ///     .with_node_url("redis://:secret@ignored/2");
+    /// assert_eq!(config.url(), "redis://:secret@ignored/2");
+    /// ```
+    pub fn with_node_url(mut self, url: impl Into<String>) -> Self {
+        self.url = url.into();
+        self
+    }
+
+    /// How this client reaches Redis: one server, a cluster, or a Sentinel-named primary.
+    ///
+    /// ```
+    /// use actix_distributed_lock::{ClientConfig, Deployment};
+    /// assert_eq!(ClientConfig::new("redis://h/").deployment(), &Deployment::Standalone);
+    /// ```
+    pub fn deployment(&self) -> &Deployment {
+        &self.deployment
+    }
+
+    /// Which pub/sub carries unlock notifications (see [`ShardedSubscriptionMode`]).
+    /// Default [`Auto`](ShardedSubscriptionMode::Auto), as Redisson.
+    ///
+    /// ```
+    /// use actix_distributed_lock::{ClientConfig, ShardedSubscriptionMode};
+    /// let c = ClientConfig::new("redis://h/").sharded_subscription(ShardedSubscriptionMode::On);
+    /// assert!(c.validate().is_ok());
+    /// ```
+    pub fn sharded_subscription(mut self, mode: ShardedSubscriptionMode) -> Self {
+        self.sharded_subscription = mode;
+        self
+    }
+
+    /// Replica-synced acquisition: after every acquire and every renewal, `WAIT` until
+    /// `replicas` replicas of the lock's primary confirmed the write, at most `timeout`.
+    /// An acquire they do not confirm is released again and fails with
+    /// [`LockError::NotReplicated`]; a renewal they do not confirm counts as failed (the
+    /// watchdog retries, and reports the lock lost when its lease runs out unconfirmed).
+    ///
+    /// This closes most of the window in which a failover loses a lock: a lock the caller
+    /// was given is on `replicas` replicas, so a promoted replica has it. What remains:
+    /// Redis replication is asynchronous, so a failover may still promote a replica that
+    /// was not among those that confirmed (with more replicas than `replicas`), and a
+    /// write confirmed after the acquire returned (a later renewal) can be lost with the
+    /// old primary; the lease then runs out on the new primary up to one renew interval
+    /// early. `WAIT` does not make Redis a consensus system; for that use
+    /// [`RedLock`](crate::RedLock) over independent nodes.
+    ///
+    /// [`LockError::NotReplicated`]: crate::LockError::NotReplicated
+    ///
+    /// ```
+    /// use actix_distributed_lock::ClientConfig;
+    /// use std::time::Duration;
+    ///
+    /// let c = ClientConfig::new("redis://h/").sync_replicas(1, Duration::from_millis(100));
+    /// assert!(c.validate().is_ok());
+    /// assert!(ClientConfig::new("redis://h/").sync_replicas(0, Duration::from_millis(1)).validate().is_err());
+    /// ```
+    pub fn sync_replicas(mut self, replicas: usize, timeout: Duration) -> Self {
+        self.replica_sync = Some(ReplicaSync { replicas, timeout });
+        self
+    }
+
+    /// The replica-synced acquisition in force, if any (see
+    /// [`sync_replicas`](ClientConfig::sync_replicas)).
+    ///
+    /// ```
+    /// use actix_distributed_lock::ClientConfig;
+    /// assert!(ClientConfig::new("redis://h/").replica_sync().is_none());
+    /// ```
+    pub fn replica_sync(&self) -> Option<ReplicaSync> {
+        self.replica_sync
+    }
+
+    /// What logs and errors call this deployment: its URLs with passwords redacted.
+    pub(crate) fn label(&self) -> String {
+        let list = |urls: &[String]| {
+            urls.iter()
+                .map(|u| redact_url(u))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        match &self.deployment {
+            Deployment::Standalone => redact_url(&self.url),
+            Deployment::Cluster { nodes } => format!("cluster[{}]", list(nodes)),
+            Deployment::Sentinel { sentinels, service } => {
+                format!("sentinel[{}]/{service}", list(sentinels))
+            }
         }
     }
 
@@ -194,8 +448,34 @@ impl ClientConfig {
     /// assert!(bad.validate().is_err());
     /// ```
     pub fn validate(&self) -> Result<(), LockError> {
-        if self.url.is_empty() {
-            return Err(LockError::invalid_config("the Redis URL is empty"));
+        match &self.deployment {
+            Deployment::Standalone if self.url.is_empty() => {
+                return Err(LockError::invalid_config("the Redis URL is empty"));
+            }
+            Deployment::Cluster { nodes } if nodes.iter().all(String::is_empty) => {
+                return Err(LockError::invalid_config(
+                    "a cluster needs at least one seed node URL",
+                ));
+            }
+            Deployment::Sentinel { sentinels, .. } if sentinels.iter().all(String::is_empty) => {
+                return Err(LockError::invalid_config(
+                    "a sentinel deployment needs at least one sentinel URL",
+                ));
+            }
+            Deployment::Sentinel { service, .. } if service.is_empty() => {
+                return Err(LockError::invalid_config(
+                    "a sentinel deployment needs the monitored primary's name",
+                ));
+            }
+            _ => {}
+        }
+        if let Some(sync) = self.replica_sync {
+            if sync.replicas == 0 {
+                return Err(LockError::invalid_config(
+                    "sync_replicas needs at least 1 replica (leave it unset for none)",
+                ));
+            }
+            positive_millis("sync_replicas timeout", sync.timeout)?;
         }
         positive_millis("watchdog_timeout", self.watchdog_timeout)?;
         positive_millis("connect_timeout", self.connect_timeout)?;

@@ -73,6 +73,22 @@ pub enum LockError {
         /// The lock's name.
         name: String,
     },
+    /// Replica-synced acquisition ([`ClientConfig::sync_replicas`]) is on, and fewer
+    /// replicas than asked confirmed the lock within the timeout. The lock was released
+    /// again: a failover now could have lost it.
+    ///
+    /// [`ClientConfig::sync_replicas`]: crate::ClientConfig::sync_replicas
+    #[error("lock `{name}` was confirmed by {confirmed} of the {wanted} replicas asked for within {timeout:?}; it was released again (check the replicas, or lower sync_replicas)")]
+    NotReplicated {
+        /// The lock's name.
+        name: String,
+        /// How many replicas had to confirm.
+        wanted: usize,
+        /// How many did.
+        confirmed: usize,
+        /// How long the client waited for them.
+        timeout: Duration,
+    },
     /// The client was shut down (or dropped) before the operation finished.
     #[error("the lock client has been shut down")]
     Shutdown,

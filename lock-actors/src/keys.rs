@@ -166,6 +166,28 @@ impl LockName {
         format!("{}:{owner_field}", self.unlock_channel())
     }
 
+    /// Whether every key and channel of this lock hashes to the name's own Redis Cluster
+    /// slot. Only a name with unbalanced or empty braces (`a{b`, `x{}y`) fails: its hash
+    /// tag would differ between the lock's key and the keys derived from it.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockName;
+    /// assert!(LockName::new("order:42", 64).unwrap().shares_one_slot());
+    /// assert!(LockName::new("order:{42}:pay", 64).unwrap().shares_one_slot());
+    /// assert!(!LockName::new("x{}y", 64).unwrap().shares_one_slot());
+    /// ```
+    pub fn shares_one_slot(&self) -> bool {
+        use redis::cluster_routing::Slot;
+        let slot = Slot::for_key(self.as_str());
+        [
+            self.unlock_channel(),
+            self.fair_queue_key(),
+            self.read_timeout_prefix("u:1"),
+        ]
+        .iter()
+        .all(|derived| Slot::for_key(derived) == slot)
+    }
+
     /// `prefix:` then the name as a hash tag (Redisson's `prefixName`).
     fn prefixed(&self, prefix: &str) -> String {
         format!("{prefix}:{}", self.hash_tagged())

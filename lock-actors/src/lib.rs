@@ -57,6 +57,7 @@
 mod client;
 mod compose;
 mod config;
+mod connection;
 mod error;
 mod keys;
 mod lock;
@@ -71,7 +72,7 @@ pub mod web;
 
 pub use client::LockClient;
 pub use compose::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
-pub use config::ClientConfig;
+pub use config::{ClientConfig, Deployment, ReplicaSync, ShardedSubscriptionMode};
 pub use error::{redact_url, LockError};
 pub use keys::LockName;
 #[doc(hidden)]

@@ -1,16 +1,18 @@
 //! One Redis node: its command connection, its subscription connection (owned by the
 //! `NodeSupervisor` actor), its watchdog, and the registry of its lock actors.
 
-use crate::config::ClientConfig;
-use crate::error::{redact_url, LockError};
+use crate::config::{ClientConfig, ReplicaSync};
+use crate::connection::{Connection, PubSub, SubscriptionTarget};
+use crate::error::LockError;
 use crate::keys::LockName;
 use crate::lock::watchdog::{WatchRegistry, Watchdog};
 use crate::lock::{Direct, LockActor, LockKind, LockOwner};
 use crate::runtime::ActorRuntime;
 use actix::prelude::*;
 use actix::{WeakAddr, WeakRecipient};
-use redis::aio::{ConnectionManager, ConnectionManagerConfig, PubSubSink};
-use redis::{FromRedisValue, ScriptInvocation};
+use redis::aio::PubSubSink;
+use redis::cluster_async::ClusterConnection;
+use redis::{FromRedisValue, PushInfo, PushKind, ScriptInvocation};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,9 +23,12 @@ use std::time::{Duration, Instant};
 /// A clone shares the one multiplexed connection: concurrent commands pipeline on it.
 #[derive(Clone)]
 pub(crate) struct Commands {
-    conn: ConnectionManager,
+    conn: Connection,
     timeout: Duration,
     label: Arc<str>,
+    /// Which publish command this node's lock scripts use.
+    pub(crate) pubsub: PubSub,
+    replica_sync: Option<ReplicaSync>,
 }
 
 impl Commands {
@@ -69,6 +74,41 @@ impl Commands {
     pub(crate) fn label(&self) -> &str {
         &self.label
     }
+
+    /// Whether this node is a Redis Cluster (a script's keys must then share a slot).
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.conn, Connection::Cluster(_))
+    }
+
+    /// Whether replica-synced acquisition is on (see `ClientConfig::sync_replicas`).
+    pub(crate) fn syncs_replicas(&self) -> bool {
+        self.replica_sync.is_some()
+    }
+
+    /// With replica-synced acquisition on: waits until enough replicas confirmed every
+    /// write sent so far on the connection that serves `name` (so the hold just taken or
+    /// renewed), else [`LockError::NotReplicated`]. Without it: `Ok` at once.
+    pub(crate) async fn confirm_replicated(mut self, name: LockName) -> Result<(), LockError> {
+        let Some(sync) = self.replica_sync else {
+            return Ok(());
+        };
+        let confirmed = self
+            .conn
+            .wait_replicas(&name, sync.replicas, sync.timeout)
+            .await
+            .map_err(|err| self.error(&err, &name))?;
+        if confirmed >= sync.replicas {
+            return Ok(());
+        }
+        tracing::warn!(lock = %name, confirmed, wanted = sync.replicas,
+            "too few replicas confirmed the lock");
+        Err(LockError::NotReplicated {
+            name: name.to_string(),
+            wanted: sync.replicas,
+            confirmed,
+            timeout: sync.timeout,
+        })
+    }
 }
 
 /// Which actor serves a lock: its kind, its name, and for per-owner kinds (the fair lock)
@@ -105,51 +145,30 @@ impl Node {
         client_id: Arc<str>,
         runtime: &ActorRuntime,
     ) -> Result<Arc<Node>, LockError> {
-        let label: Arc<str> = redact_url(&config.url).into();
-        let client = redis::Client::open(config.url.as_str()).map_err(|e| {
-            // The kind only: the error text may quote the URL, password and all.
-            LockError::invalid_config(format!("cannot use Redis URL {label}: {:?}", e.kind()))
-        })?;
+        let label: Arc<str> = config.label().into();
+        let target = SubscriptionTarget::new(&config, &label)?;
         let arbiter = runtime.arbiter().clone();
         let setup_config = config.clone();
         let setup_label = label.clone();
         let setup_client_id = client_id.clone();
         let (commands, supervisor, watchdog, watchdog_actor) = runtime
             .run(async move {
-                let manager_config = ConnectionManagerConfig::new()
-                    .set_connection_timeout(Some(setup_config.connect_timeout))
-                    .set_response_timeout(Some(setup_config.response_timeout))
-                    .set_number_of_retries(1)
-                    .set_max_delay(Duration::from_millis(200));
-                let connecting = ConnectionManager::new_with_config(client.clone(), manager_config);
-                let conn =
-                    match tokio::time::timeout(setup_config.connect_timeout, connecting).await {
-                        Ok(Ok(conn)) => conn,
-                        Ok(Err(e)) => {
-                            return Err(LockError::from_redis(&e, "", &setup_label));
-                        }
-                        Err(_) => {
-                            return Err(LockError::Unavailable {
-                                node: setup_label.to_string(),
-                                reason: format!(
-                                    "no connection within the connect timeout ({:?})",
-                                    setup_config.connect_timeout
-                                ),
-                            })
-                        }
-                    };
-                let mut conn = conn;
+                let mut conn = Connection::open(&setup_config, &setup_label).await?;
+                let pubsub = conn
+                    .pubsub(setup_config.sharded_subscription, &setup_label)
+                    .await?;
                 crate::lock::preload_scripts(&mut conn).await;
                 let commands = Commands {
                     conn,
                     timeout: setup_config.response_timeout,
                     label: setup_label.clone(),
+                    pubsub,
+                    replica_sync: setup_config.replica_sync,
                 };
-                let supervisor_client = client.clone();
                 let supervisor_label = setup_label.clone();
                 let supervisor_config = setup_config.clone();
                 let supervisor = Supervisor::start(move |_| {
-                    NodeSupervisor::new(supervisor_client, supervisor_label, &supervisor_config)
+                    NodeSupervisor::new(target, pubsub, supervisor_label, &supervisor_config)
                 });
                 let watchdog = Arc::new(WatchRegistry::new(setup_client_id));
                 let watchdog_actor = Watchdog::new(
@@ -358,6 +377,11 @@ impl Message for Unsubscribe {
 /// When the connection drops, the supervisor restarts (actix [`Supervised`]): it reconnects
 /// with backoff, subscribes again to every channel that still has a listener, and then wakes
 /// every listener so it retries at once (an unlock published while disconnected is lost).
+/// On a Sentinel deployment each reconnect asks the sentinels for the primary first. On a
+/// Redis Cluster it keeps one RESP3 connection per node (the redis crate follows the
+/// topology and re-subscribes each channel on the node that owns its slot); a dropped node
+/// connection or a channel moved away with its slot makes it subscribe again and wake the
+/// listeners in the same way.
 /// You reach it only through [`LockClient`](crate::LockClient); it has no public messages.
 ///
 /// # Example
@@ -373,14 +397,17 @@ impl Message for Unsubscribe {
 /// # Ok(()) }
 /// ```
 pub struct NodeSupervisor {
-    client: redis::Client,
+    target: SubscriptionTarget,
+    pubsub: PubSub,
     label: Arc<str>,
     connect_timeout: Duration,
     response_timeout: Duration,
     routes: HashMap<String, Vec<(u64, WeakRecipient<Wake>)>>,
-    sink: Option<PubSubSink>,
+    sink: Option<Sink>,
     connected_once: bool,
     retry_delay: Duration,
+    /// A cluster node connection dropped: subscriptions are being restored.
+    resync_pending: bool,
 }
 
 const FIRST_RETRY: Duration = Duration::from_millis(50);
@@ -388,10 +415,57 @@ const LAST_RETRY: Duration = Duration::from_secs(2);
 /// Channels per SUBSCRIBE command when subscribing again after a reconnect.
 const RESUBSCRIBE_CHUNK: usize = 1000;
 
+/// The sending half of a subscription connection.
+#[derive(Clone)]
+enum Sink {
+    /// A classic pub/sub connection to one server.
+    Single(PubSubSink),
+    /// A cluster's RESP3 connections; messages arrive as [`Pushed`].
+    Cluster(ClusterConnection),
+}
+
+impl Sink {
+    async fn subscribe(&mut self, channels: &[String], pubsub: PubSub) -> redis::RedisResult<()> {
+        match (self, pubsub) {
+            (Sink::Single(sink), _) => sink.subscribe(channels).await,
+            (Sink::Cluster(conn), PubSub::Classic) => conn.subscribe(channels).await,
+            // One command per channel: each may live on another shard.
+            (Sink::Cluster(conn), PubSub::Sharded) => {
+                for channel in channels {
+                    conn.ssubscribe(channel).await?;
+                }
+                Ok(())
+            }
+        }
+    }
+
+    async fn unsubscribe(&mut self, channel: &str, pubsub: PubSub) -> redis::RedisResult<()> {
+        match (self, pubsub) {
+            (Sink::Single(sink), _) => sink.unsubscribe(channel).await,
+            (Sink::Cluster(conn), PubSub::Classic) => conn.unsubscribe(channel).await,
+            (Sink::Cluster(conn), PubSub::Sharded) => conn.sunsubscribe(channel).await,
+        }
+    }
+}
+
+/// A push from a cluster's subscription connections (a message, a confirmation, or the
+/// library's note that a node connection dropped).
+struct Pushed(PushInfo);
+
+impl Message for Pushed {
+    type Result = ();
+}
+
 impl NodeSupervisor {
-    fn new(client: redis::Client, label: Arc<str>, config: &ClientConfig) -> Self {
+    fn new(
+        target: SubscriptionTarget,
+        pubsub: PubSub,
+        label: Arc<str>,
+        config: &ClientConfig,
+    ) -> Self {
         NodeSupervisor {
-            client,
+            target,
+            pubsub,
             label,
             connect_timeout: config.connect_timeout,
             response_timeout: config.response_timeout,
@@ -399,24 +473,50 @@ impl NodeSupervisor {
             sink: None,
             connected_once: false,
             retry_delay: FIRST_RETRY,
+            resync_pending: false,
         }
     }
 
     fn connect(&mut self, ctx: &mut Context<Self>) {
-        let client = self.client.clone();
+        let target = self.target.clone();
         let limit = self.connect_timeout;
-        let attempt = async move { tokio::time::timeout(limit, client.get_async_pubsub()).await };
+        let supervisor = ctx.address().downgrade();
+        let attempt = async move {
+            let connecting = async {
+                if let SubscriptionTarget::Cluster(seeds) = &target {
+                    let forward = move |push: PushInfo| {
+                        if let Some(supervisor) = supervisor.upgrade() {
+                            supervisor.do_send(Pushed(push));
+                        }
+                        Ok::<(), std::convert::Infallible>(())
+                    };
+                    let client = seeds
+                        .builder()
+                        .use_protocol(redis::ProtocolVersion::RESP3)
+                        .push_sender(forward)
+                        .build()?;
+                    let conn = client.get_async_connection().await?;
+                    return Ok((Sink::Cluster(conn), None));
+                }
+                let client = target.single_client().await?;
+                let (sink, stream) = client.get_async_pubsub().await?.split();
+                Ok::<_, redis::RedisError>((Sink::Single(sink), Some(stream)))
+            };
+            tokio::time::timeout(limit, connecting).await
+        };
         ctx.spawn(
             attempt
                 .into_actor(self)
                 .map(|result, act, ctx| match result {
-                    Ok(Ok(pubsub)) => {
-                        let (sink, stream) = pubsub.split();
-                        ctx.add_stream(stream);
+                    Ok(Ok((sink, stream))) => {
+                        if let Some(stream) = stream {
+                            ctx.add_stream(stream);
+                        }
                         act.sink = Some(sink);
                         act.retry_delay = FIRST_RETRY;
                         tracing::debug!(node = %act.label, "subscription connection up");
-                        act.resubscribe(ctx);
+                        let reconnected = std::mem::replace(&mut act.connected_once, true);
+                        act.resubscribe(reconnected, ctx);
                     }
                     failed => {
                         let reason = match failed {
@@ -432,29 +532,43 @@ impl NodeSupervisor {
         );
     }
 
-    /// After (re)connecting: subscribe every routed channel, then wake every listener.
-    fn resubscribe(&mut self, ctx: &mut Context<Self>) {
-        let reconnected = std::mem::replace(&mut self.connected_once, true);
+    /// After (re)connecting: subscribe every routed channel, then, when this follows a
+    /// lost connection (`wake`), wake every listener. A failed attempt is tried again with
+    /// backoff while the connection is up.
+    fn resubscribe(&mut self, wake: bool, ctx: &mut Context<Self>) {
         let (Some(sink), false) = (self.sink.clone(), self.routes.is_empty()) else {
+            self.resync_pending = false;
             return;
         };
         let channels: Vec<String> = self.routes.keys().cloned().collect();
         let limit = self.response_timeout;
+        let pubsub = self.pubsub;
         let mut sink = sink;
         let subscribing = async move {
             for chunk in channels.chunks(RESUBSCRIBE_CHUNK) {
-                tokio::time::timeout(limit, sink.subscribe(chunk))
+                tokio::time::timeout(limit, sink.subscribe(chunk, pubsub))
                     .await
                     .map_err(|_| "timeout".to_string())?
                     .map_err(|e| format!("{:?}", e.kind()))?;
             }
             Ok::<(), String>(())
         };
-        ctx.spawn(subscribing.into_actor(self).map(move |result, act, _| {
-            if let Err(reason) = result {
-                tracing::warn!(node = %act.label, %reason, "re-subscribing failed");
+        ctx.spawn(subscribing.into_actor(self).map(move |result, act, ctx| {
+            match result {
+                Err(reason) if matches!(act.sink, Some(Sink::Cluster(_))) => {
+                    // A cluster node may be failing over: try again until it is served.
+                    tracing::warn!(node = %act.label, %reason, retry_in = ?act.retry_delay,
+                        "re-subscribing failed; retrying");
+                    let delay = act.retry_delay;
+                    act.retry_delay = (act.retry_delay * 2).min(LAST_RETRY);
+                    ctx.run_later(delay, move |act, ctx| act.resubscribe(wake, ctx));
+                    return;
+                }
+                Err(reason) => tracing::warn!(node = %act.label, %reason, "re-subscribing failed"),
+                Ok(()) => act.retry_delay = FIRST_RETRY,
             }
-            if reconnected {
+            act.resync_pending = false;
+            if wake {
                 tracing::info!(node = %act.label, channels = act.routes.len(),
                     "subscriptions restored; waking every waiter");
                 act.wake_all();
@@ -466,6 +580,22 @@ impl NodeSupervisor {
         for subscriber in self.routes.values().flatten() {
             if let Some(recipient) = subscriber.1.upgrade() {
                 recipient.do_send(Wake { all: true });
+            }
+        }
+    }
+
+    /// Passes an unlock message on `channel` to its listeners.
+    fn deliver(&self, channel: &[u8], payload: &[u8]) {
+        let Some(subscribers) = std::str::from_utf8(channel)
+            .ok()
+            .and_then(|channel| self.routes.get(channel))
+        else {
+            return;
+        };
+        let all = payload == crate::keys::READ_UNLOCK_MESSAGE.as_bytes();
+        for (_, subscriber) in subscribers {
+            if let Some(recipient) = subscriber.upgrade() {
+                recipient.do_send(Wake { all });
             }
         }
     }
@@ -487,20 +617,53 @@ impl Supervised for NodeSupervisor {
 
 impl StreamHandler<redis::Msg> for NodeSupervisor {
     fn handle(&mut self, msg: redis::Msg, _: &mut Context<Self>) {
-        let Some(subscribers) = self.routes.get(msg.get_channel_name()) else {
-            return;
-        };
-        let all = msg.get_payload_bytes() == crate::keys::READ_UNLOCK_MESSAGE.as_bytes();
-        for (_, subscriber) in subscribers {
-            if let Some(recipient) = subscriber.upgrade() {
-                recipient.do_send(Wake { all });
-            }
-        }
+        self.deliver(msg.get_channel_name().as_bytes(), msg.get_payload_bytes());
     }
 
     fn finished(&mut self, ctx: &mut Context<Self>) {
         tracing::warn!(node = %self.label, "subscription connection lost; reconnecting");
         ctx.stop();
+    }
+}
+
+impl Handler<Pushed> for NodeSupervisor {
+    type Result = ();
+
+    fn handle(&mut self, Pushed(push): Pushed, ctx: &mut Context<Self>) {
+        let bytes = |i: usize| match push.data.get(i) {
+            Some(redis::Value::BulkString(b)) => Some(b.as_slice()),
+            _ => None,
+        };
+        match push.kind {
+            PushKind::Message | PushKind::SMessage => {
+                if let (Some(channel), Some(payload)) = (bytes(0), bytes(1)) {
+                    self.deliver(channel, payload);
+                }
+            }
+            PushKind::Disconnection => {
+                // The redis crate reconnects that node and re-subscribes its channels; an
+                // unlock published meanwhile is lost, so once the channels are confirmed
+                // again every listener retries.
+                if !std::mem::replace(&mut self.resync_pending, true) {
+                    tracing::warn!(node = %self.label,
+                        "a cluster subscription connection dropped; restoring");
+                    ctx.run_later(FIRST_RETRY, |act, ctx| act.resubscribe(true, ctx));
+                }
+            }
+            PushKind::SUnsubscribe | PushKind::Unsubscribe => {
+                // Not asked for while still routed: the channel's slot moved to another
+                // node. Subscribe there and let its listeners retry.
+                let channel = bytes(0).and_then(|c| std::str::from_utf8(c).ok());
+                if let Some(channel) = channel.filter(|c| self.routes.contains_key(*c)) {
+                    tracing::info!(node = %self.label, %channel,
+                        "a channel moved with its slot; subscribing again");
+                    if !std::mem::replace(&mut self.resync_pending, true) {
+                        ctx.run_later(FIRST_RETRY, |act, ctx| act.resubscribe(true, ctx));
+                    }
+                }
+            }
+            _ => {}
+        }
     }
 }
 
@@ -516,9 +679,11 @@ impl Handler<Subscribe> for NodeSupervisor {
         };
         let limit = self.response_timeout;
         let label = self.label.clone();
+        let pubsub = self.pubsub;
         Box::pin(
             async move {
-                match tokio::time::timeout(limit, sink.subscribe(&msg.channel)).await {
+                let channel = [msg.channel];
+                match tokio::time::timeout(limit, sink.subscribe(&channel, pubsub)).await {
                     Ok(Ok(())) => Ok(()),
                     Ok(Err(e)) => Err(LockError::Unavailable {
                         node: label.to_string(),
@@ -549,9 +714,11 @@ impl Handler<Unsubscribe> for NodeSupervisor {
         self.routes.remove(&msg.channel);
         if let Some(mut sink) = self.sink.clone() {
             let limit = self.response_timeout;
+            let pubsub = self.pubsub;
             ctx.spawn(
                 async move {
-                    let _ = tokio::time::timeout(limit, sink.unsubscribe(&msg.channel)).await;
+                    let _ =
+                        tokio::time::timeout(limit, sink.unsubscribe(&msg.channel, pubsub)).await;
                 }
                 .into_actor(self),
             );

@@ -159,7 +159,9 @@ impl ResponseError for LockRejection {
     fn status_code(&self) -> StatusCode {
         match self.error {
             LockError::Timeout { .. } => StatusCode::CONFLICT,
-            LockError::Unavailable { .. } | LockError::Shutdown => StatusCode::SERVICE_UNAVAILABLE,
+            LockError::Unavailable { .. }
+            | LockError::NotReplicated { .. }
+            | LockError::Shutdown => StatusCode::SERVICE_UNAVAILABLE,
             LockError::InvalidName { .. } => StatusCode::BAD_REQUEST,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -176,7 +178,9 @@ impl ResponseError for LockRejection {
                     "waited_ms": waited.as_millis() as u64,
                 })
             }
-            LockError::Unavailable { .. } | LockError::Shutdown => serde_json::json!({
+            LockError::Unavailable { .. }
+            | LockError::NotReplicated { .. }
+            | LockError::Shutdown => serde_json::json!({
                 "error": "lock_unavailable",
                 "lock": self.lock,
                 "message": self.error.to_string(),

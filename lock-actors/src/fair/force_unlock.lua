@@ -1,4 +1,6 @@
 -- Delete a fair lock whoever holds it, and wake the next live waiter in line on its own
+-- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
+-- that sets it first (classic or sharded pub/sub, see connection.rs).
 -- channel (a fair lock's waiters do not listen on the lock's channel).
 --
 -- | KEYS[1] | the lock's hash                                                        |
@@ -24,7 +26,7 @@ while true do
     end
     local deadline = tonumber(redis.call('zscore', KEYS[4], head))
     if deadline and deadline > now then
-        redis.call('publish', KEYS[2] .. ':' .. head, ARGV[1])
+        redis.call(publish_command, KEYS[2] .. ':' .. head, ARGV[1])
         break
     end
     redis.call('lpop', KEYS[3])

@@ -1,4 +1,6 @@
 -- Release one hold of a fair lock; when it is freed, wake only the next waiter in line,
+-- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
+-- that sets it first (classic or sharded pub/sub, see connection.rs).
 -- on that waiter's own channel.
 --
 -- | KEYS[1] | the lock's hash                                                        |
@@ -28,7 +30,7 @@ while true do
     end
     local deadline = tonumber(redis.call('zscore', KEYS[4], head))
     if deadline and deadline > now then
-        redis.call('publish', KEYS[2] .. ':' .. head, ARGV[1])
+        redis.call(publish_command, KEYS[2] .. ':' .. head, ARGV[1])
         break
     end
     redis.call('lpop', KEYS[3])

@@ -1,4 +1,6 @@
 -- Leave a fair lock's queue (a waiter that timed out or was cancelled); if the lock is
+-- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
+-- that sets it first (classic or sharded pub/sub, see connection.rs).
 -- free, wake whoever is first in line now.
 --
 -- | KEYS[1] | the lock's hash                                                        |
@@ -13,7 +15,7 @@ local removed = redis.call('lrem', KEYS[3], 0, ARGV[2])
 if removed > 0 and redis.call('exists', KEYS[1]) == 0 then
     local head = redis.call('lindex', KEYS[3], 0)
     if head then
-        redis.call('publish', KEYS[2] .. ':' .. head, ARGV[1])
+        redis.call(publish_command, KEYS[2] .. ':' .. head, ARGV[1])
     end
 end
 return math.min(removed, 1)

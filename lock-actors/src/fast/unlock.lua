@@ -1,4 +1,6 @@
 -- Release a fast lock if this owner holds it (compare and delete); wake a waiter.
+-- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
+-- that sets it first (classic or sharded pub/sub, see connection.rs).
 --
 -- | KEYS[1] | the lock's key                                                   |
 -- | KEYS[2] | the unlock channel `redisson_lock__channel:{name}`               |
@@ -11,5 +13,5 @@ if not ok or holder ~= ARGV[3] then
     return nil
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[1])
+redis.call(publish_command, KEYS[2], ARGV[1])
 return 1

@@ -292,7 +292,10 @@ impl LockActor {
         let Some(owner) = self.owner else {
             return;
         };
-        let Some(invocation) = self.kind.withdraw(&self.name, &self.field(owner)) else {
+        let Some(invocation) =
+            self.kind
+                .withdraw(&self.name, &self.field(owner), self.node.commands.pubsub)
+        else {
             return;
         };
         self.withdraw_in_flight = true;
@@ -439,6 +442,7 @@ impl LockActor {
             &self.field(owner),
             lease.as_millis() as u64,
             counted,
+            self.node.commands.pubsub,
         );
         self.reconcile_in_flight = true;
         let request = self
@@ -856,9 +860,12 @@ impl LockActor {
         owner: LockOwner,
         lease: Duration,
     ) -> impl std::future::Future<Output = Result<Option<i64>, LockError>> + 'static {
-        let invocation = self
-            .kind
-            .unlock(&self.name, &self.field(owner), lease.as_millis() as u64);
+        let invocation = self.kind.unlock(
+            &self.name,
+            &self.field(owner),
+            lease.as_millis() as u64,
+            self.node.commands.pubsub,
+        );
         self.node
             .commands
             .clone()
@@ -1193,7 +1200,9 @@ impl Handler<ForceRelease> for LockActor {
 
     fn handle(&mut self, _: ForceRelease, ctx: &mut Context<Self>) -> Self::Result {
         self.take_charge(ctx);
-        let invocation = self.kind.force_unlock(&self.name);
+        let invocation = self
+            .kind
+            .force_unlock(&self.name, self.node.commands.pubsub);
         let request = self
             .node
             .commands

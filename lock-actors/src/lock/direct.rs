@@ -284,9 +284,12 @@ impl Direct {
             self.node.watchdog.unregister(watch_id);
         }
         let field = self.kind.field(self.node.owner_field(owner));
-        let call = self
-            .kind
-            .unlock(&self.name, &field, lease.as_millis() as u64);
+        let call = self.kind.unlock(
+            &self.name,
+            &field,
+            lease.as_millis() as u64,
+            self.node.commands.pubsub,
+        );
         let mut pending = Pending::new(self, actor, owner);
         let reply = self
             .node

@@ -1,4 +1,6 @@
 -- Delete a lock whoever holds it, and wake its waiters.
+-- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
+-- that sets it first (classic or sharded pub/sub, see connection.rs).
 --
 -- | KEYS[1] | the lock's key                                            |
 -- | KEYS[2] | the lock's unlock channel                                 |
@@ -15,5 +17,5 @@ if kind ~= ARGV[2] then
     return redis.error_reply('WRONGTYPE key is not a lock of this kind')
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[1])
+redis.call(publish_command, KEYS[2], ARGV[1])
 return 1

@@ -17,9 +17,9 @@ use std::time::Duration;
 /// Loads every script into Redis's script cache, so first uses do not pay a NOSCRIPT round
 /// trip (the first watchdog round would otherwise hit it once per batch). Best effort: a
 /// script missing later (Redis restarted) is loaded on its first NOSCRIPT anyway.
-pub(crate) async fn preload_scripts(conn: &mut redis::aio::ConnectionManager) {
+pub(crate) async fn preload_scripts(conn: &mut crate::connection::Connection) {
     for script in all_scripts() {
-        if let Err(error) = script.prepare_invoke().load_async(conn).await {
+        if let Err(error) = conn.load_script(script).await {
             tracing::debug!(%error, "could not preload a lock script; it loads on first use");
         }
     }

@@ -1,6 +1,7 @@
 //! Lock kinds: which scripts, keys and channel each kind of lock uses, so one lock actor
 //! drives them all.
 
+use crate::connection::PubSub;
 use crate::keys::{LockName, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use redis::{Script, ScriptInvocation};
 use std::sync::LazyLock;
@@ -42,12 +43,12 @@ static REENTRANT_RENEW: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("../reentrant/renew.lua")]));
 static FAST_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("../fast/acquire.lua")]));
-static FAST_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| script(&[include_str!("../fast/unlock.lua")]));
+static FAST_UNLOCK: LazyLock<PublishingScript> =
+    LazyLock::new(|| PublishingScript::new(&[include_str!("../fast/unlock.lua")]));
 static FAST_RENEW: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("../fast/renew.lua")]));
-static FAST_RECONCILE: LazyLock<Script> = LazyLock::new(|| {
-    script(&[
+static FAST_RECONCILE: LazyLock<PublishingScript> = LazyLock::new(|| {
+    PublishingScript::new(&[
         include_str!("../fast/holds.lua"),
         include_str!("reconcile.lua"),
         include_str!("../fast/unlock.lua"),
@@ -57,10 +58,10 @@ static REENTRANT_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("../reentrant/acquire.lua")]));
 static FENCED_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("../reentrant/fenced_acquire.lua")]));
-static REENTRANT_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| script(&[include_str!("../reentrant/unlock.lua")]));
-static REENTRANT_RECONCILE: LazyLock<Script> = LazyLock::new(|| {
-    script(&[
+static REENTRANT_UNLOCK: LazyLock<PublishingScript> =
+    LazyLock::new(|| PublishingScript::new(&[include_str!("../reentrant/unlock.lua")]));
+static REENTRANT_RECONCILE: LazyLock<PublishingScript> = LazyLock::new(|| {
+    PublishingScript::new(&[
         include_str!("../reentrant/holds.lua"),
         include_str!("reconcile.lua"),
         include_str!("../reentrant/unlock.lua"),
@@ -68,12 +69,12 @@ static REENTRANT_RECONCILE: LazyLock<Script> = LazyLock::new(|| {
 });
 static READ_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("../rwlock/read_acquire.lua")]));
-static READ_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| script(&[include_str!("../rwlock/read_unlock.lua")]));
+static READ_UNLOCK: LazyLock<PublishingScript> =
+    LazyLock::new(|| PublishingScript::new(&[include_str!("../rwlock/read_unlock.lua")]));
 static READ_RENEW: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("../rwlock/read_renew.lua")]));
-static READ_RECONCILE: LazyLock<Script> = LazyLock::new(|| {
-    script(&[
+static READ_RECONCILE: LazyLock<PublishingScript> = LazyLock::new(|| {
+    PublishingScript::new(&[
         include_str!("../reentrant/holds.lua"),
         include_str!("reconcile.lua"),
         include_str!("../rwlock/read_unlock.lua"),
@@ -81,10 +82,10 @@ static READ_RECONCILE: LazyLock<Script> = LazyLock::new(|| {
 });
 static WRITE_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("../rwlock/write_acquire.lua")]));
-static WRITE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| script(&[include_str!("../rwlock/write_unlock.lua")]));
-static WRITE_RECONCILE: LazyLock<Script> = LazyLock::new(|| {
-    script(&[
+static WRITE_UNLOCK: LazyLock<PublishingScript> =
+    LazyLock::new(|| PublishingScript::new(&[include_str!("../rwlock/write_unlock.lua")]));
+static WRITE_RECONCILE: LazyLock<PublishingScript> = LazyLock::new(|| {
+    PublishingScript::new(&[
         include_str!("../reentrant/holds.lua"),
         include_str!("reconcile.lua"),
         include_str!("../rwlock/write_unlock.lua"),
@@ -92,21 +93,21 @@ static WRITE_RECONCILE: LazyLock<Script> = LazyLock::new(|| {
 });
 static FAIR_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("../fair/acquire.lua")]));
-static FAIR_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| script(&[include_str!("../fair/unlock.lua")]));
-static FAIR_RECONCILE: LazyLock<Script> = LazyLock::new(|| {
-    script(&[
+static FAIR_UNLOCK: LazyLock<PublishingScript> =
+    LazyLock::new(|| PublishingScript::new(&[include_str!("../fair/unlock.lua")]));
+static FAIR_RECONCILE: LazyLock<PublishingScript> = LazyLock::new(|| {
+    PublishingScript::new(&[
         include_str!("../reentrant/holds.lua"),
         include_str!("reconcile.lua"),
         include_str!("../fair/unlock.lua"),
     ])
 });
-static FAIR_WITHDRAW: LazyLock<Script> =
-    LazyLock::new(|| script(&[include_str!("../fair/withdraw.lua")]));
-static FAIR_FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| script(&[include_str!("../fair/force_unlock.lua")]));
-static FORCE_UNLOCK: LazyLock<Script> =
-    LazyLock::new(|| script(&[include_str!("force_unlock.lua")]));
+static FAIR_WITHDRAW: LazyLock<PublishingScript> =
+    LazyLock::new(|| PublishingScript::new(&[include_str!("../fair/withdraw.lua")]));
+static FAIR_FORCE_UNLOCK: LazyLock<PublishingScript> =
+    LazyLock::new(|| PublishingScript::new(&[include_str!("../fair/force_unlock.lua")]));
+static FORCE_UNLOCK: LazyLock<PublishingScript> =
+    LazyLock::new(|| PublishingScript::new(&[include_str!("force_unlock.lua")]));
 
 /// One script from one or more source files, joined in order (a reconcile is the kind's
 /// `holds` function, the shared prelude, then the kind's unlock).
@@ -114,32 +115,69 @@ fn script(parts: &[&str]) -> Script {
     Script::new(&parts.join("\n"))
 }
 
-/// Every script, for loading into Redis's cache at connect.
-pub(crate) fn all_scripts() -> [&'static Script; 22] {
-    [
+/// A script that publishes, in both pub/sub flavours: its first line sets
+/// `publish_command` to `publish` (classic) or `spublish` (sharded, Redis 7+).
+pub(crate) struct PublishingScript {
+    classic: Script,
+    sharded: Script,
+}
+
+impl PublishingScript {
+    /// The script made of `parts`, as [`script`] joins them, once per flavour.
+    pub(crate) fn new(parts: &[&str]) -> Self {
+        let body = parts.join("\n");
+        PublishingScript {
+            classic: Script::new(&format!("local publish_command = 'publish'\n{body}")),
+            sharded: Script::new(&format!("local publish_command = 'spublish'\n{body}")),
+        }
+    }
+
+    /// The flavour for a node that uses `pubsub`.
+    pub(crate) fn get(&self, pubsub: PubSub) -> &Script {
+        match pubsub {
+            PubSub::Classic => &self.classic,
+            PubSub::Sharded => &self.sharded,
+        }
+    }
+
+    /// Both flavours.
+    pub(crate) fn both(&self) -> [&Script; 2] {
+        [&self.classic, &self.sharded]
+    }
+}
+
+/// Every lock script (both flavours of the publishing ones), for loading into Redis's
+/// cache at connect.
+pub(crate) fn all_scripts() -> Vec<&'static Script> {
+    let plain: [&'static Script; 9] = [
         &REENTRANT_ACQUIRE,
         &FENCED_ACQUIRE,
-        &REENTRANT_UNLOCK,
         &REENTRANT_RENEW,
-        &REENTRANT_RECONCILE,
         &FAST_ACQUIRE,
-        &FAST_UNLOCK,
         &FAST_RENEW,
-        &FAST_RECONCILE,
         &READ_ACQUIRE,
-        &READ_UNLOCK,
         &READ_RENEW,
-        &READ_RECONCILE,
         &WRITE_ACQUIRE,
+        &FAIR_ACQUIRE,
+    ];
+    let publishing: [&'static PublishingScript; 13] = [
+        &REENTRANT_UNLOCK,
+        &REENTRANT_RECONCILE,
+        &FAST_UNLOCK,
+        &FAST_RECONCILE,
+        &READ_UNLOCK,
+        &READ_RECONCILE,
         &WRITE_UNLOCK,
         &WRITE_RECONCILE,
-        &FAIR_ACQUIRE,
         &FAIR_UNLOCK,
         &FAIR_RECONCILE,
         &FAIR_WITHDRAW,
         &FAIR_FORCE_UNLOCK,
         &FORCE_UNLOCK,
-    ]
+    ];
+    let mut all = plain.to_vec();
+    all.extend(publishing.iter().flat_map(|script| script.both()));
+    all
 }
 
 impl LockKind {
@@ -257,11 +295,12 @@ impl LockKind {
         self,
         name: &LockName,
         field: &str,
+        pubsub: PubSub,
     ) -> Option<ScriptInvocation<'static>> {
         if self != LockKind::Fair {
             return None;
         }
-        let mut call = FAIR_WITHDRAW.key(name.as_str());
+        let mut call = FAIR_WITHDRAW.get(pubsub).key(name.as_str());
         call.key(self.channel(name))
             .key(name.fair_queue_key())
             .key(name.fair_timeout_key())
@@ -276,8 +315,9 @@ impl LockKind {
         name: &LockName,
         field: &str,
         lease_ms: u64,
+        pubsub: PubSub,
     ) -> ScriptInvocation<'static> {
-        self.release_call(false, name, field, lease_ms)
+        self.release_call(false, name, field, lease_ms, pubsub)
     }
 
     /// The reconcile script call: undoes one hold when Redis counts `counted + 1` holds for
@@ -288,8 +328,9 @@ impl LockKind {
         field: &str,
         lease_ms: u64,
         counted: usize,
+        pubsub: PubSub,
     ) -> ScriptInvocation<'static> {
-        let mut call = self.release_call(true, name, field, lease_ms);
+        let mut call = self.release_call(true, name, field, lease_ms, pubsub);
         call.arg(counted);
         call
     }
@@ -300,8 +341,9 @@ impl LockKind {
         name: &LockName,
         field: &str,
         lease_ms: u64,
+        pubsub: PubSub,
     ) -> ScriptInvocation<'static> {
-        let script: &Script = match (self, reconcile) {
+        let script: &PublishingScript = match (self, reconcile) {
             (LockKind::Reentrant, false) => &REENTRANT_UNLOCK,
             (LockKind::Reentrant, true) => &REENTRANT_RECONCILE,
             (LockKind::Fast, false) => &FAST_UNLOCK,
@@ -313,7 +355,7 @@ impl LockKind {
             (LockKind::Fair, false) => &FAIR_UNLOCK,
             (LockKind::Fair, true) => &FAIR_RECONCILE,
         };
-        let mut call = script.key(name.as_str());
+        let mut call = script.get(pubsub).key(name.as_str());
         call.key(self.channel(name));
         match self {
             LockKind::Read => {
@@ -362,9 +404,9 @@ impl LockKind {
 
     /// The force-unlock script call; replies 1 when a lock was deleted. A fair lock's next
     /// waiter is woken on its own channel.
-    pub(crate) fn force_unlock(self, name: &LockName) -> ScriptInvocation<'static> {
+    pub(crate) fn force_unlock(self, name: &LockName, pubsub: PubSub) -> ScriptInvocation<'static> {
         if self == LockKind::Fair {
-            let mut call = FAIR_FORCE_UNLOCK.key(name.as_str());
+            let mut call = FAIR_FORCE_UNLOCK.get(pubsub).key(name.as_str());
             call.key(self.channel(name))
                 .key(name.fair_queue_key())
                 .key(name.fair_timeout_key())
@@ -375,7 +417,7 @@ impl LockKind {
             LockKind::Read | LockKind::Write => READ_UNLOCK_MESSAGE,
             _ => UNLOCK_MESSAGE,
         };
-        let mut call = FORCE_UNLOCK.key(name.as_str());
+        let mut call = FORCE_UNLOCK.get(pubsub).key(name.as_str());
         call.key(self.channel(name))
             .arg(message)
             .arg(self.key_type());

@@ -15,6 +15,7 @@ pub use guard::LockGuard;
 pub(crate) use handle::{preload_scripts, read_state};
 pub use handle::{AcquireOptions, Lock};
 pub use kind::LockKind;
+pub(crate) use kind::PublishingScript;
 pub use owner::with_task_owner;
 pub use owner::LockOwner;
 pub use reply::Deferred;

@@ -1,6 +1,7 @@
 //! Keeps watchdog-leased locks alive: every renew interval, batched scripts (one after the
 //! other, 512 holds each) renew every registered hold; a hold found gone is reported lost
-//! to its lock actor.
+//! to its lock actor. On a Redis Cluster a batch holds locks of one hash slot only (a
+//! script's keys must share a slot), so batches are grouped by kind and slot.
 
 use super::actor::HoldLost;
 use super::kind::LockKind;
@@ -9,6 +10,7 @@ use crate::keys::LockName;
 use crate::node::Commands;
 use actix::prelude::*;
 use actix::WeakAddr;
+use redis::cluster_routing::Slot;
 use std::collections::HashMap;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -106,7 +108,8 @@ pub(crate) struct Watchdog {
     commands: Commands,
     lease: Duration,
     interval: Duration,
-    /// The rest of this round: holds to renew, by kind, one batch each.
+    /// The rest of this round: holds to renew, by kind (and slot on a cluster), one batch
+    /// each.
     round: VecDeque<(LockKind, Vec<u64>)>,
     /// A batch is on the way; the next tick does not start another round meanwhile.
     in_flight: bool,
@@ -141,12 +144,14 @@ impl Watchdog {
         let start = !self.in_flight && self.round.is_empty();
         {
             let entries = self.registry.lock();
-            let mut open: HashMap<LockKind, Vec<u64>> = HashMap::new();
+            let by_slot = self.commands.is_cluster();
+            let mut open: HashMap<(LockKind, Option<Slot>), Vec<u64>> = HashMap::new();
             for (id, entry) in entries.iter() {
                 if entry.valid_until <= now {
                     expired.push(*id);
                 } else if start {
-                    let ids = open.entry(entry.kind).or_default();
+                    let slot = by_slot.then(|| Slot::for_key(entry.name.as_str()));
+                    let ids = open.entry((entry.kind, slot)).or_default();
                     ids.push(*id);
                     if ids.len() == BATCH {
                         let full = std::mem::take(ids);
@@ -154,8 +159,11 @@ impl Watchdog {
                     }
                 }
             }
-            self.round
-                .extend(open.into_iter().filter(|(_, ids)| !ids.is_empty()));
+            self.round.extend(
+                open.into_iter()
+                    .filter(|(_, ids)| !ids.is_empty())
+                    .map(|((kind, _), ids)| (kind, ids)),
+            );
         }
         for id in expired {
             self.registry

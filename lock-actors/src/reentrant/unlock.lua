@@ -1,4 +1,6 @@
 -- Release one hold of a reentrant lock; publish on the channel when it is freed.
+-- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
+-- that sets it first (classic or sharded pub/sub, see connection.rs).
 --
 -- | KEYS[1] | the lock's hash                                                  |
 -- | KEYS[2] | the unlock channel `redisson_lock__channel:{name}`               |
@@ -15,5 +17,5 @@ if holds > 0 then
     return 0
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[1])
+redis.call(publish_command, KEYS[2], ARGV[1])
 return 1

@@ -1,4 +1,6 @@
 -- Release one read hold; when no hold is left, delete the lock and wake every waiter.
+-- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
+-- that sets it first (classic or sharded pub/sub, see connection.rs).
 --
 -- | KEYS[1] | the lock's hash                                                       |
 -- | KEYS[2] | the read-write channel `redisson_rwlock:{name}`                      |
@@ -38,5 +40,5 @@ if redis.call('hlen', KEYS[1]) > 1 then
     end
 end
 redis.call('del', KEYS[1])
-redis.call('publish', KEYS[2], ARGV[1])
+redis.call(publish_command, KEYS[2], ARGV[1])
 return 1

@@ -1,4 +1,6 @@
 -- Release one write hold. The last one frees the lock (waking one waiter), or, when the
+-- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
+-- that sets it first (classic or sharded pub/sub, see connection.rs).
 -- same owner also took read holds, turns it into a read lock (waking every waiter).
 --
 -- | KEYS[1] | the lock's hash                                                       |
@@ -19,9 +21,9 @@ end
 redis.call('hdel', KEYS[1], ARGV[3])
 if redis.call('hlen', KEYS[1]) == 1 then
     redis.call('del', KEYS[1])
-    redis.call('publish', KEYS[2], ARGV[1])
+    redis.call(publish_command, KEYS[2], ARGV[1])
     return 1
 end
 redis.call('hset', KEYS[1], 'mode', 'read')
-redis.call('publish', KEYS[2], ARGV[4])
+redis.call(publish_command, KEYS[2], ARGV[4])
 return 1

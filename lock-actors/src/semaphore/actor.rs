@@ -325,14 +325,18 @@ impl SemaphoreActor {
         let (id, permits, lease) = (head.id, head.permits, head.lease);
         let (invocation, ids) = match self.kind {
             Kind::Plain => {
-                let mut invocation = ACQUIRE.key(self.keys.count.as_str());
+                let mut invocation = ACQUIRE
+                    .get(self.node.commands.pubsub)
+                    .key(self.keys.count.as_str());
                 invocation.arg(permits);
                 (invocation, Vec::new())
             }
             Kind::Expirable => {
                 let lease_ms = lease.unwrap_or(self.watchdog_lease()).as_millis() as u64;
                 let ids: Vec<PermitId> = (0..permits).map(|_| PermitId::random()).collect();
-                let mut invocation = self.keys.invocation(&EXPIRABLE_ACQUIRE);
+                let mut invocation = self
+                    .keys
+                    .invocation(EXPIRABLE_ACQUIRE.get(self.node.commands.pubsub));
                 invocation.arg(lease_ms);
                 for permit in &ids {
                     invocation.arg(permit.raw.as_slice());
@@ -606,7 +610,9 @@ impl SemaphoreActor {
     }
 
     fn add_request(&self, delta: i64) -> BoxedCount {
-        let mut invocation = ADD.key(self.keys.count.as_str());
+        let mut invocation = ADD
+            .get(self.node.commands.pubsub)
+            .key(self.keys.count.as_str());
         invocation.key(self.keys.channel.as_str()).arg(delta);
         Box::pin(
             self.node
@@ -780,7 +786,9 @@ impl Handler<TrySetPermits> for SemaphoreActor {
         if let Err(error) = self.check_permits(msg.permits) {
             return refuse(error);
         }
-        let mut invocation = TRY_SET.key(self.keys.count.as_str());
+        let mut invocation = TRY_SET
+            .get(self.node.commands.pubsub)
+            .key(self.keys.count.as_str());
         invocation.key(self.keys.channel.as_str()).arg(msg.permits);
         Box::pin(
             self.count_request(invocation, ctx)
@@ -793,7 +801,7 @@ impl Handler<SetPermits> for SemaphoreActor {
     type Result = ResponseActFuture<Self, Result<i64, LockError>>;
 
     fn handle(&mut self, msg: SetPermits, ctx: &mut Context<Self>) -> Self::Result {
-        let mut invocation = self.keys.invocation(&SET);
+        let mut invocation = self.keys.invocation(SET.get(self.node.commands.pubsub));
         invocation.arg(msg.permits);
         self.count_request(invocation, ctx)
     }
@@ -811,7 +819,9 @@ impl Handler<AddPermits> for SemaphoreActor {
                 msg.delta
             )));
         }
-        let mut invocation = ADD.key(self.keys.count.as_str());
+        let mut invocation = ADD
+            .get(self.node.commands.pubsub)
+            .key(self.keys.count.as_str());
         invocation.key(self.keys.channel.as_str()).arg(msg.delta);
         self.count_request(invocation, ctx)
     }
@@ -821,7 +831,9 @@ impl Handler<AvailablePermits> for SemaphoreActor {
     type Result = ResponseActFuture<Self, Result<i64, LockError>>;
 
     fn handle(&mut self, _: AvailablePermits, ctx: &mut Context<Self>) -> Self::Result {
-        let invocation = self.keys.invocation(&AVAILABLE);
+        let invocation = self
+            .keys
+            .invocation(AVAILABLE.get(self.node.commands.pubsub));
         self.count_request(invocation, ctx)
     }
 }

@@ -1,4 +1,6 @@
 -- Add permits to a semaphore: a release of plain permits, or add_permits (either kind).
+-- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
+-- that sets it first (classic or sharded pub/sub, see connection.rs).
 --
 -- | KEYS[1] | the semaphore's string key                                          |
 -- | KEYS[2] | its channel `redisson_sc:{name}`                                    |
@@ -10,6 +12,6 @@
 permits_of(KEYS[1])
 local after = redis.call('incrby', KEYS[1], ARGV[1])
 if tonumber(ARGV[1]) > 0 and after > 0 then
-    redis.call('publish', KEYS[2], after)
+    redis.call(publish_command, KEYS[2], after)
 end
 return after

@@ -1,4 +1,6 @@
 -- Helpers prepended to every semaphore script (they read no KEYS or ARGV themselves).
+-- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
+-- that sets it first (classic or sharded pub/sub, see connection.rs).
 --
 -- | helper                            | does                                                  |
 -- |-----------------------------------|-------------------------------------------------------|
@@ -35,7 +37,7 @@ local function reclaim(key, set, chan, available, now)
     end
     local after = redis.call('incrby', key, expired)
     if after > 0 then
-        redis.call('publish', chan, after)
+        redis.call(publish_command, chan, after)
     end
     return after
 end

@@ -1,4 +1,6 @@
 -- Release permits of a permit-expirable semaphore by id.
+-- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
+-- that sets it first (classic or sharded pub/sub, see connection.rs).
 --
 -- | KEYS[1] | the semaphore's string key                                          |
 -- | KEYS[2] | its channel `redisson_sc:{name}`                                    |
@@ -25,7 +27,7 @@ end
 if released > 0 then
     local after = redis.call('incrby', KEYS[1], released)
     if after > 0 then
-        redis.call('publish', KEYS[2], after)
+        redis.call(publish_command, KEYS[2], after)
     end
 end
 return {released, live}

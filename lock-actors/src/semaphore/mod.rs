@@ -44,6 +44,7 @@ pub use handle::{PermitExpirableSemaphore, PermitOptions, Semaphore};
 use crate::client::LockClient;
 use crate::error::LockError;
 use crate::keys::LockName;
+use crate::lock::PublishingScript;
 use crate::node::Node;
 use actix::dev::ToEnvelope;
 use actix::{Addr, Handler, MailboxError, Message, WeakAddr};
@@ -56,18 +57,18 @@ use std::time::Duration;
 /// Builds a script from the shared helpers and one body (both `.lua` files here).
 macro_rules! script {
     ($file:literal) => {
-        LazyLock::new(|| Script::new(concat!(include_str!("common.lua"), include_str!($file))))
+        LazyLock::new(|| PublishingScript::new(&[include_str!("common.lua"), include_str!($file)]))
     };
 }
 
-pub(crate) static ACQUIRE: LazyLock<Script> = script!("acquire.lua");
-pub(crate) static ADD: LazyLock<Script> = script!("add.lua");
-pub(crate) static TRY_SET: LazyLock<Script> = script!("try_set.lua");
-pub(crate) static SET: LazyLock<Script> = script!("set.lua");
-pub(crate) static AVAILABLE: LazyLock<Script> = script!("available.lua");
-pub(crate) static EXPIRABLE_ACQUIRE: LazyLock<Script> = script!("expirable_acquire.lua");
-pub(crate) static EXPIRABLE_RELEASE: LazyLock<Script> = script!("expirable_release.lua");
-pub(crate) static RENEW: LazyLock<Script> = script!("renew.lua");
+pub(crate) static ACQUIRE: LazyLock<PublishingScript> = script!("acquire.lua");
+pub(crate) static ADD: LazyLock<PublishingScript> = script!("add.lua");
+pub(crate) static TRY_SET: LazyLock<PublishingScript> = script!("try_set.lua");
+pub(crate) static SET: LazyLock<PublishingScript> = script!("set.lua");
+pub(crate) static AVAILABLE: LazyLock<PublishingScript> = script!("available.lua");
+pub(crate) static EXPIRABLE_ACQUIRE: LazyLock<PublishingScript> = script!("expirable_acquire.lua");
+pub(crate) static EXPIRABLE_RELEASE: LazyLock<PublishingScript> = script!("expirable_release.lua");
+pub(crate) static RENEW: LazyLock<PublishingScript> = script!("renew.lua");
 
 /// The two semaphore kinds; each name has one actor per kind in use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

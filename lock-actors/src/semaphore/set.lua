@@ -1,4 +1,6 @@
 -- Set a semaphore's permits whatever they were (Redisson's setPermits).
+-- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
+-- that sets it first (classic or sharded pub/sub, see connection.rs).
 --
 -- | KEYS[1] | the semaphore's string key                                          |
 -- | KEYS[2] | its channel `redisson_sc:{name}`                                    |
@@ -16,6 +18,6 @@ if #KEYS == 3 then
 end
 redis.call('set', KEYS[1], after)
 if after > 0 then
-    redis.call('publish', KEYS[2], after)
+    redis.call(publish_command, KEYS[2], after)
 end
 return after

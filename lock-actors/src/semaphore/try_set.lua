@@ -1,4 +1,6 @@
 -- Set a semaphore's permits only if they were never set (Redisson's trySetPermits).
+-- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
+-- that sets it first (classic or sharded pub/sub, see connection.rs).
 --
 -- | KEYS[1] | the semaphore's string key                                          |
 -- | KEYS[2] | its channel `redisson_sc:{name}`                                    |
@@ -9,5 +11,5 @@ if redis.call('exists', KEYS[1]) == 1 then
     return 0
 end
 redis.call('set', KEYS[1], ARGV[1])
-redis.call('publish', KEYS[2], ARGV[1])
+redis.call(publish_command, KEYS[2], ARGV[1])
 return 1

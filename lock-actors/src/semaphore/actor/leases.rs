@@ -57,7 +57,7 @@ impl SemaphoreActor {
         let lease = self.watchdog_lease();
         for batch in watched.chunks(RENEW_BATCH) {
             let batch = batch.to_vec();
-            let mut invocation = RENEW.key(timeouts.as_str());
+            let mut invocation = RENEW.get(self.node.commands.pubsub).key(timeouts.as_str());
             invocation.arg(lease.as_millis() as u64);
             for (_, id) in &batch {
                 invocation.arg(id.raw.as_slice());
@@ -169,7 +169,9 @@ impl SemaphoreActor {
         &self,
         ids: &[PermitId],
     ) -> impl std::future::Future<Output = Result<(i64, i64), LockError>> + 'static {
-        let mut invocation = self.keys.invocation(&EXPIRABLE_RELEASE);
+        let mut invocation = self
+            .keys
+            .invocation(EXPIRABLE_RELEASE.get(self.node.commands.pubsub));
         for id in ids {
             invocation.arg(id.raw.as_slice());
         }

@@ -1,0 +1,483 @@
+//! How a node is reached: one server, a Redis Cluster, or the primary that Sentinel names.
+//! The command connection of each, where its subscription connection goes, and which
+//! publish command its lock scripts use.
+
+use crate::config::{ClientConfig, Deployment, ShardedSubscriptionMode};
+use crate::error::LockError;
+use crate::keys::LockName;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster::ClusterClientBuilder;
+use redis::cluster_async::ClusterConnection;
+use redis::cluster_routing::{
+    MultipleNodeRoutingInfo, Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr,
+};
+use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Which pub/sub the lock scripts publish on and waiters subscribe to, on one node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum PubSub {
+    /// `PUBLISH` / `SUBSCRIBE`.
+    Classic,
+    /// `SPUBLISH` / `SSUBSCRIBE` (Redis 7+): the message stays on the lock's shard.
+    Sharded,
+}
+
+/// The command connection of one node. Every variant is one multiplexed connection per
+/// Redis server it talks to, however many locks and tasks use it.
+#[derive(Clone)]
+pub(crate) enum Connection {
+    /// One server; reconnects on its own.
+    Single(ConnectionManager),
+    /// A cluster: commands go to the primary of their first key's slot.
+    Cluster(ClusterConnection),
+    /// The primary the sentinels name, found again after a failover.
+    Sentinel(Arc<SentinelPrimary>),
+}
+
+impl Connection {
+    /// Connects to `config`'s deployment (bounded by the connect timeout).
+    pub(crate) async fn open(config: &ClientConfig, label: &str) -> Result<Self, LockError> {
+        let bounded = async {
+            match config.deployment() {
+                Deployment::Standalone => {
+                    let client = open_client(config.url(), label)?;
+                    Ok(Connection::Single(manager(client, config).await?))
+                }
+                Deployment::Cluster { nodes } => {
+                    let client = ClusterSeeds::new(nodes, config, label)?
+                        .builder()
+                        .build()
+                        .map_err(|e| config_error(label, &e))?;
+                    let conn = client.get_async_connection().await?;
+                    Ok(Connection::Cluster(conn))
+                }
+                Deployment::Sentinel { .. } => {
+                    let sentinel = SentinelPrimary::open(config, label).await?;
+                    Ok(Connection::Sentinel(Arc::new(sentinel)))
+                }
+            }
+        };
+        match tokio::time::timeout(config.connect_timeout, bounded).await {
+            Ok(Ok(conn)) => Ok(conn),
+            Ok(Err(Failure::Lock(e))) => Err(e),
+            Ok(Err(Failure::Redis(e))) => Err(LockError::from_redis(&e, "", label)),
+            Err(_) => Err(LockError::Unavailable {
+                node: label.to_string(),
+                reason: format!(
+                    "no connection within the connect timeout ({:?})",
+                    config.connect_timeout
+                ),
+            }),
+        }
+    }
+
+    /// Which pub/sub this deployment uses under `mode`: sharded only on a cluster, and
+    /// under `Auto` only when every primary runs Redis 7 or newer (Redisson's rule).
+    pub(crate) async fn pubsub(
+        &mut self,
+        mode: ShardedSubscriptionMode,
+        label: &str,
+    ) -> Result<PubSub, LockError> {
+        let Connection::Cluster(conn) = self else {
+            return Ok(PubSub::Classic);
+        };
+        if mode == ShardedSubscriptionMode::Off {
+            return Ok(PubSub::Classic);
+        }
+        let mut info = redis::cmd("INFO");
+        info.arg("server");
+        let all = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
+        let reply = conn
+            .route_command(info, all)
+            .await
+            .map_err(|e| LockError::from_redis(&e, "", label))?;
+        let mut majors = Vec::new();
+        collect_major_versions(&reply, &mut majors);
+        let sharded = !majors.is_empty() && majors.iter().all(|major| *major >= 7);
+        match (sharded, mode) {
+            (true, _) => Ok(PubSub::Sharded),
+            (false, ShardedSubscriptionMode::On) => Err(LockError::invalid_config(format!(
+                "sharded_subscription is On, but not every primary of {label} runs Redis 7+ \
+                 (found major versions {majors:?})"
+            ))),
+            (false, _) => Ok(PubSub::Classic),
+        }
+    }
+
+    /// `WAIT replicas timeout` on the connection that wrote `name`'s keys; replies how many
+    /// replicas confirmed every write sent before it.
+    pub(crate) async fn wait_replicas(
+        &mut self,
+        name: &LockName,
+        replicas: usize,
+        timeout: Duration,
+    ) -> RedisResult<usize> {
+        let mut wait = redis::cmd("WAIT");
+        wait.arg(replicas).arg(timeout.as_millis() as u64);
+        match self {
+            Connection::Cluster(conn) => {
+                let route = Route::with_slot(Slot::for_key(name.as_str()), SlotAddr::Master);
+                let reply = conn
+                    .route_command(
+                        wait,
+                        RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
+                    )
+                    .await?;
+                Ok(redis::from_redis_value(reply)?)
+            }
+            other => wait.query_async(other).await,
+        }
+    }
+
+    /// Loads `script` into the script cache of every server commands may reach.
+    pub(crate) async fn load_script(&mut self, script: &redis::Script) -> RedisResult<()> {
+        // SCRIPT LOAD goes to every primary of a cluster (the redis crate routes it so).
+        script.prepare_invoke().load_async(self).await.map(drop)
+    }
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        match self {
+            Connection::Single(conn) => conn.req_packed_command(cmd),
+            Connection::Cluster(conn) => conn.req_packed_command(cmd),
+            Connection::Sentinel(primary) => {
+                let primary = primary.clone();
+                Box::pin(async move {
+                    let (generation, mut conn) = primary.current();
+                    let reply = conn.req_packed_command(cmd).await;
+                    primary.check(generation, reply).await
+                })
+            }
+        }
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        match self {
+            Connection::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Connection::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Connection::Sentinel(primary) => {
+                let primary = primary.clone();
+                Box::pin(async move {
+                    let (generation, mut conn) = primary.current();
+                    let reply = conn.req_packed_commands(pipeline, offset, count).await;
+                    primary.check(generation, reply).await
+                })
+            }
+        }
+    }
+
+    fn get_db(&self) -> i64 {
+        match self {
+            Connection::Single(conn) => conn.get_db(),
+            Connection::Cluster(conn) => conn.get_db(),
+            Connection::Sentinel(primary) => primary.current().1.get_db(),
+        }
+    }
+}
+
+/// A connection to the primary that the sentinels name. A request that fails in a way a
+/// failover explains (no connection, no answer, `READONLY` from a demoted primary) makes
+/// the next one ask the sentinels again; requests are never retried here, since a lock
+/// script that may have run must be reconciled by its caller, not sent twice.
+pub(crate) struct SentinelPrimary {
+    sentinels: tokio::sync::Mutex<SentinelClient>,
+    current: Mutex<(u64, ConnectionManager)>,
+    config: ClientConfig,
+    label: String,
+    /// When the sentinels were last asked: at most one rediscovery per interval.
+    last_asked: Mutex<Instant>,
+}
+
+/// How often a failing sentinel-followed connection may ask the sentinels again.
+const REDISCOVER_EVERY: Duration = Duration::from_millis(100);
+
+impl SentinelPrimary {
+    async fn open(config: &ClientConfig, label: &str) -> Result<Self, Failure> {
+        let mut sentinels = sentinel_client(config, label)?;
+        let client = sentinels.async_get_client().await?;
+        let conn = manager(client, config).await?;
+        Ok(SentinelPrimary {
+            sentinels: tokio::sync::Mutex::new(sentinels),
+            current: Mutex::new((0, conn)),
+            config: config.clone(),
+            label: label.to_string(),
+            last_asked: Mutex::new(Instant::now()),
+        })
+    }
+
+    fn current(&self) -> (u64, ConnectionManager) {
+        self.current
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Passes `reply` on; when it is a failure a failover explains, first asks the
+    /// sentinels for the primary and switches to it (once, however many requests failed).
+    async fn check<T>(&self, generation: u64, reply: RedisResult<T>) -> RedisResult<T> {
+        let Err(err) = &reply else {
+            return reply;
+        };
+        let failover_sign = err.is_io_error()
+            || err.is_connection_refusal()
+            || err.is_connection_dropped()
+            || err.is_timeout()
+            || err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly);
+        if failover_sign {
+            self.rediscover(generation).await;
+        }
+        reply
+    }
+
+    async fn rediscover(&self, failed_generation: u64) {
+        // Someone else is already asking: their answer serves this request too.
+        let Ok(mut sentinels) = self.sentinels.try_lock() else {
+            return;
+        };
+        if self.current().0 != failed_generation {
+            return;
+        }
+        {
+            let mut last = self.last_asked.lock().unwrap_or_else(|p| p.into_inner());
+            if last.elapsed() < REDISCOVER_EVERY {
+                return;
+            }
+            *last = Instant::now();
+        }
+        let found = async {
+            let client = sentinels.async_get_client().await?;
+            let address = client.get_connection_info().addr().to_string();
+            Ok::<_, Failure>((address, manager(client, &self.config).await?))
+        };
+        match tokio::time::timeout(self.config.connect_timeout, found).await {
+            Ok(Ok((address, conn))) => {
+                tracing::info!(node = %self.label, primary = %address,
+                    "connected to the primary the sentinels name");
+                let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+                *current = (current.0 + 1, conn);
+            }
+            Ok(Err(failure)) => {
+                tracing::warn!(node = %self.label, error = %failure.describe(),
+                    "the sentinels named no reachable primary yet")
+            }
+            Err(_) => tracing::warn!(node = %self.label, "asking the sentinels timed out"),
+        }
+    }
+}
+
+/// Where a node's subscription connection goes; asked again at every (re)connect.
+#[derive(Clone)]
+pub(crate) enum SubscriptionTarget {
+    /// One server.
+    Single(redis::Client),
+    /// The primary the sentinels name, asked anew at each connect.
+    Sentinel(Arc<tokio::sync::Mutex<SentinelClient>>),
+    /// A cluster: one RESP3 connection per node, whose pushes arrive through a callback.
+    Cluster(ClusterSeeds),
+}
+
+impl SubscriptionTarget {
+    pub(crate) fn new(config: &ClientConfig, label: &str) -> Result<Self, LockError> {
+        let lock_failure = |failure: Failure| match failure {
+            Failure::Lock(e) => e,
+            Failure::Redis(e) => config_error(label, &e),
+        };
+        Ok(match config.deployment() {
+            Deployment::Standalone => {
+                SubscriptionTarget::Single(open_client(config.url(), label).map_err(lock_failure)?)
+            }
+            Deployment::Cluster { nodes } => SubscriptionTarget::Cluster(
+                ClusterSeeds::new(nodes, config, label).map_err(lock_failure)?,
+            ),
+            Deployment::Sentinel { .. } => SubscriptionTarget::Sentinel(Arc::new(
+                tokio::sync::Mutex::new(sentinel_client(config, label).map_err(lock_failure)?),
+            )),
+        })
+    }
+
+    /// The one server to subscribe on now: the single server, or the primary the
+    /// sentinels name now. A cluster has none (it subscribes through its own connection).
+    pub(crate) async fn single_client(&self) -> RedisResult<redis::Client> {
+        match self {
+            SubscriptionTarget::Single(client) => Ok(client.clone()),
+            SubscriptionTarget::Sentinel(sentinels) => {
+                sentinels.lock().await.async_get_client().await
+            }
+            SubscriptionTarget::Cluster(_) => Err(redis::RedisError::from((
+                redis::ErrorKind::Client,
+                "a cluster subscribes through its cluster connection",
+            ))),
+        }
+    }
+}
+
+/// A connection step's failure: a Redis error (mapped with the node label later) or one
+/// of ours.
+pub(crate) enum Failure {
+    Redis(redis::RedisError),
+    Lock(LockError),
+}
+
+impl From<redis::RedisError> for Failure {
+    fn from(e: redis::RedisError) -> Self {
+        Failure::Redis(e)
+    }
+}
+
+impl From<LockError> for Failure {
+    fn from(e: LockError) -> Self {
+        Failure::Lock(e)
+    }
+}
+
+impl Failure {
+    fn describe(&self) -> String {
+        match self {
+            Failure::Redis(e) => format!("{:?}", e.kind()),
+            Failure::Lock(e) => e.to_string(),
+        }
+    }
+}
+
+/// A client for `url`; the error names only the redacted label (the URL may hold a password).
+fn open_client(url: &str, label: &str) -> Result<redis::Client, Failure> {
+    redis::Client::open(url).map_err(|e| Failure::Lock(config_error(label, &e)))
+}
+
+fn config_error(label: &str, e: &redis::RedisError) -> LockError {
+    // The kind only: the error text may quote the URL, password and all.
+    LockError::invalid_config(format!("cannot use Redis URL {label}: {:?}", e.kind()))
+}
+
+/// A reconnecting connection to one server, bounded by the configured timeouts.
+async fn manager(
+    client: redis::Client,
+    config: &ClientConfig,
+) -> Result<ConnectionManager, Failure> {
+    let manager_config = ConnectionManagerConfig::new()
+        .set_connection_timeout(Some(config.connect_timeout))
+        .set_response_timeout(Some(config.response_timeout))
+        .set_number_of_retries(1)
+        .set_max_delay(Duration::from_millis(200));
+    Ok(ConnectionManager::new_with_config(client, manager_config).await?)
+}
+
+/// Where a cluster is discovered from, and the timeouts its connections use.
+#[derive(Clone)]
+pub(crate) struct ClusterSeeds {
+    nodes: Vec<redis::ConnectionInfo>,
+    connect_timeout: Duration,
+    response_timeout: Duration,
+}
+
+impl ClusterSeeds {
+    fn new(nodes: &[String], config: &ClientConfig, label: &str) -> Result<Self, Failure> {
+        let mut infos = Vec::with_capacity(nodes.len());
+        for node in nodes.iter().filter(|n| !n.is_empty()) {
+            let info = node
+                .as_str()
+                .into_connection_info()
+                .map_err(|e| Failure::Lock(config_error(label, &e)))?;
+            infos.push(info);
+        }
+        Ok(ClusterSeeds {
+            nodes: infos,
+            connect_timeout: config.connect_timeout,
+            response_timeout: config.response_timeout,
+        })
+    }
+
+    /// A builder for a cluster client over these seeds.
+    pub(crate) fn builder(&self) -> ClusterClientBuilder {
+        ClusterClientBuilder::new(self.nodes.clone())
+            .connection_timeout(self.connect_timeout)
+            .response_timeout(self.response_timeout)
+            .retries(3)
+    }
+}
+
+fn sentinel_client(config: &ClientConfig, label: &str) -> Result<SentinelClient, Failure> {
+    let Deployment::Sentinel { sentinels, service } = config.deployment() else {
+        return Err(Failure::Lock(LockError::invalid_config(
+            "not a sentinel deployment",
+        )));
+    };
+    let mut node_info = SentinelNodeConnectionInfo::default();
+    if !config.url().is_empty() {
+        let info = config
+            .url()
+            .into_connection_info()
+            .map_err(|e| Failure::Lock(config_error(label, &e)))?;
+        node_info = node_info.set_redis_connection_info(info.redis_settings().clone());
+    }
+    let urls: Vec<&str> = sentinels
+        .iter()
+        .map(String::as_str)
+        .filter(|s| !s.is_empty())
+        .collect();
+    SentinelClient::build(
+        urls,
+        service.clone(),
+        Some(node_info),
+        SentinelServerType::Master,
+    )
+    .map_err(|e| Failure::Lock(config_error(label, &e)))
+}
+
+/// Every `redis_version:<major>.` found in an INFO reply (one text per node, in a map).
+fn collect_major_versions(value: &Value, majors: &mut Vec<u32>) {
+    match value {
+        Value::BulkString(bytes) => collect_from_text(&String::from_utf8_lossy(bytes), majors),
+        Value::VerbatimString { text, .. } | Value::SimpleString(text) => {
+            collect_from_text(text, majors)
+        }
+        Value::Map(pairs) => pairs
+            .iter()
+            .for_each(|(_, v)| collect_major_versions(v, majors)),
+        Value::Array(items) | Value::Set(items) => {
+            items.iter().for_each(|v| collect_major_versions(v, majors))
+        }
+        _ => {}
+    }
+}
+
+fn collect_from_text(text: &str, majors: &mut Vec<u32>) {
+    for line in text.lines() {
+        if let Some(version) = line.trim().strip_prefix("redis_version:") {
+            if let Some(major) = version.split('.').next().and_then(|m| m.parse().ok()) {
+                majors.push(major);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_every_nodes_major_version() {
+        let reply = Value::Map(vec![
+            (
+                Value::SimpleString("a:1".into()),
+                Value::BulkString(b"# Server\r\nredis_version:7.0.15\r\n".to_vec()),
+            ),
+            (
+                Value::SimpleString("b:2".into()),
+                Value::BulkString(b"redis_version:6.2.1\r\nredis_mode:cluster\r\n".to_vec()),
+            ),
+        ]);
+        let mut majors = Vec::new();
+        collect_major_versions(&reply, &mut majors);
+        assert_eq!(majors, vec![7, 6]);
+    }
+}
