@@ -80,11 +80,6 @@ impl Commands {
         matches!(self.conn, Connection::Cluster(_))
     }
 
-    /// Whether replica-synced acquisition is on (see `ClientConfig::sync_replicas`).
-    pub(crate) fn syncs_replicas(&self) -> bool {
-        self.replica_sync.is_some()
-    }
-
     /// With replica-synced acquisition on: waits until enough replicas confirmed every
     /// write sent so far on the connection that serves `name` (so the hold just taken or
     /// renewed), else [`LockError::NotReplicated`]. Without it: `Ok` at once.

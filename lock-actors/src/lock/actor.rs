@@ -4,6 +4,7 @@ use super::guard::{HoldStatus, StatusSender};
 use super::kind::LockKind;
 use super::read_state;
 use super::reply::{Deferred, ReplySlot};
+use super::watchdog::renew_confirmed;
 use super::{
     Acquire, AcquireFenced, ForceRelease, GetState, LockGuard, LockOwner, LockState, Release,
     Released, Renew,
@@ -11,7 +12,7 @@ use super::{
 use crate::config::positive_millis;
 use crate::error::LockError;
 use crate::keys::LockName;
-use crate::node::{Node, Subscription, Unsubscribe, Wake};
+use crate::node::{Commands, Node, Subscription, Unsubscribe, Wake};
 use actix::prelude::*;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -141,7 +142,29 @@ struct Waiter {
 pub(crate) type Tried = (Option<i64>, Option<u64>);
 
 /// Reads an acquire script's reply; `None` for a reply no script of ours gives.
-pub(crate) fn tried(reply: redis::Value) -> Option<Tried> {
+/// Runs an acquire script and reads its reply. With replica-synced acquisition on, a
+/// grant counts only once enough replicas confirmed it: otherwise the reply is
+/// [`LockError::NotReplicated`], and the hold is still in Redis for the caller to give back.
+pub(crate) async fn run_acquire(
+    commands: Commands,
+    invocation: redis::ScriptInvocation<'static>,
+    name: LockName,
+) -> Result<Tried, LockError> {
+    let reply = commands
+        .clone()
+        .eval::<redis::Value>(invocation, name.clone())
+        .await?;
+    let tried = tried(reply).ok_or_else(|| LockError::Unavailable {
+        node: commands.label().to_string(),
+        reason: "unexpected reply to the acquire script".into(),
+    })?;
+    if tried.0.is_none() {
+        commands.confirm_replicated(name).await?;
+    }
+    Ok(tried)
+}
+
+fn tried(reply: redis::Value) -> Option<Tried> {
     match reply {
         redis::Value::Nil => Some((None, None)),
         redis::Value::Int(pttl) => Some((Some(pttl), None)),
@@ -525,19 +548,9 @@ impl LockActor {
         self.attempt_in_flight = true;
         self.wake_pending = false;
         let sent = Instant::now();
-        let request = self
-            .node
-            .commands
-            .clone()
-            .eval::<redis::Value>(invocation, self.name.clone());
-        ctx.spawn(request.into_actor(self).map(move |reply, act, ctx| {
+        let request = run_acquire(self.node.commands.clone(), invocation, self.name.clone());
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
             act.attempt_in_flight = false;
-            let result = reply.and_then(|reply| {
-                tried(reply).ok_or_else(|| LockError::Unavailable {
-                    node: act.node.commands.label().to_string(),
-                    reason: "unexpected reply to the acquire script".into(),
-                })
-            });
             act.attempted(id, owner, lease, sent, result, ctx);
             act.pump(ctx);
             act.refresh_keepalive(ctx);
@@ -554,8 +567,13 @@ impl LockActor {
         result: Result<Tried, LockError>,
         ctx: &mut Context<Self>,
     ) {
-        if let Err(LockError::Unavailable { .. }) = result {
-            self.doubt(owner, lease.unwrap_or(self.watchdog_lease()), None, ctx);
+        match result {
+            Err(LockError::Unavailable { .. }) => {
+                self.doubt(owner, lease.unwrap_or(self.watchdog_lease()), None, ctx);
+            }
+            // Granted in Redis, but not on enough replicas: not a hold to hand out.
+            Err(LockError::NotReplicated { .. }) => self.give_back(owner, lease, ctx),
+            _ => {}
         }
         let Some(pos) = self.waiters.iter().position(|w| w.id == id) else {
             if let Ok((None, _)) = result {
@@ -619,7 +637,10 @@ impl LockActor {
             }
             Err(error) => {
                 let waiter = &mut self.waiters[pos];
-                let permanent = matches!(error, LockError::WrongType { .. });
+                let permanent = matches!(
+                    error,
+                    LockError::WrongType { .. } | LockError::NotReplicated { .. }
+                );
                 if waiter.attempts == 0 || permanent || now >= waiter.deadline {
                     if let Some(failed) = self.waiters.remove(pos) {
                         disarm(failed.deadline_timer, ctx);
@@ -1165,11 +1186,7 @@ impl Handler<Renew> for LockActor {
         self.kind
             .add_renewal(&mut invocation, &self.name, &self.field(msg.owner));
         let sent = Instant::now();
-        let request = self
-            .node
-            .commands
-            .clone()
-            .eval::<Vec<i64>>(invocation, self.name.clone());
+        let request = renew_confirmed(self.node.commands.clone(), invocation, self.name.clone());
         let slot = ReplySlot::new();
         let reply = slot.clone();
         let owner = msg.owner;

@@ -17,7 +17,7 @@
 //! is handed to the actor as a doubt, which it settles with Redis by reconciling (see
 //! `LockActor::doubt`): nothing is ever left in Redis that nobody counts.
 
-use super::actor::{tried, Adopt, Doubt, SettleUnlock};
+use super::actor::{run_acquire, Adopt, Doubt, SettleUnlock};
 use super::guard::{HoldStatus, StatusSender};
 use super::kind::LockKind;
 use super::{LockActor, LockGuard, LockOwner, Released};
@@ -192,19 +192,8 @@ impl Direct {
         let mut pending = Pending::new(self, actor, owner);
         pending.lease = lease;
         let sent = Instant::now();
-        let reply = self
-            .node
-            .commands
-            .clone()
-            .eval::<redis::Value>(call, self.name.clone())
-            .await;
+        let reply = run_acquire(self.node.commands.clone(), call, self.name.clone()).await;
         pending.settled();
-        let reply = reply.and_then(|value| {
-            tried(value).ok_or_else(|| LockError::Unavailable {
-                node: self.node.commands.label().to_string(),
-                reason: "unexpected reply to the acquire script".into(),
-            })
-        });
         match reply {
             Ok((None, token)) => {
                 let watch_id = fixed.is_none().then(|| {
@@ -263,6 +252,13 @@ impl Direct {
                 self.shift(Mode::Trying, Mode::Actor);
                 actor.do_send(Doubt { owner, lease });
                 Tried::Failed(error)
+            }
+            Err(error @ LockError::NotReplicated { .. }) => {
+                // Taken in Redis but not on enough replicas: the actor's reconcile finds
+                // the hold it does not count, and gives it back.
+                self.shift(Mode::Trying, Mode::Actor);
+                actor.do_send(Doubt { owner, lease });
+                Tried::Error(error)
             }
             Err(error) => {
                 self.shift(Mode::Trying, Mode::Idle);

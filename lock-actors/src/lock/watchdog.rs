@@ -102,6 +102,23 @@ impl WatchRegistry {
     }
 }
 
+/// Runs a renewal batch (every key in `first`'s slot); with replica-synced acquisition on,
+/// it counts only once enough replicas confirmed it (else the batch failed).
+pub(crate) async fn renew_confirmed(
+    commands: Commands,
+    invocation: redis::ScriptInvocation<'static>,
+    first: LockName,
+) -> Result<Vec<i64>, crate::error::LockError> {
+    let renewed = commands
+        .clone()
+        .eval::<Vec<i64>>(invocation, first.clone())
+        .await?;
+    if renewed.contains(&1) {
+        commands.confirm_replicated(first).await?;
+    }
+    Ok(renewed)
+}
+
 /// The renewal actor of one node.
 pub(crate) struct Watchdog {
     registry: std::sync::Arc<WatchRegistry>,
@@ -205,7 +222,7 @@ impl Watchdog {
         };
         let sent = Instant::now();
         self.in_flight = true;
-        let renewing = self.commands.clone().eval::<Vec<i64>>(invocation, first);
+        let renewing = renew_confirmed(self.commands.clone(), invocation, first);
         ctx.spawn(renewing.into_actor(self).map(move |result, act, ctx| {
             act.in_flight = false;
             match result {
