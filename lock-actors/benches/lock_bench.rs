@@ -59,7 +59,11 @@ use std::time::{Duration, Instant};
 
 /// The library's own scripts: the ceiling sends exactly these.
 const ACQUIRE_LUA: &str = include_str!("../src/reentrant/acquire.lua");
-const UNLOCK_LUA: &str = include_str!("../src/reentrant/unlock.lua");
+const UNLOCK_LUA: &str = concat!(
+    // The line the library puts first on a single server (classic pub/sub).
+    "local publish_command = 'publish'\n",
+    include_str!("../src/reentrant/unlock.lua")
+);
 
 /// Concurrent tasks in the throughput scenarios.
 const TASKS: usize = 64;
@@ -1395,7 +1399,8 @@ fn script_inner_commands() -> HashSet<String> {
         }
     }
     // The watchdog's renew script runs these too; both are already in the acquire script.
-    names.extend(["hexists".to_string(), "pexpire".to_string()]);
+    // The unlock publishes through `publish_command`, which is `publish` here.
+    names.extend(["hexists", "pexpire", "publish"].map(String::from));
     names
 }
 

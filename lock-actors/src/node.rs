@@ -635,15 +635,13 @@ impl Handler<Pushed> for NodeSupervisor {
                     self.deliver(channel, payload);
                 }
             }
-            PushKind::Disconnection => {
-                // The redis crate reconnects that node and re-subscribes its channels; an
-                // unlock published meanwhile is lost, so once the channels are confirmed
-                // again every listener retries.
-                if !std::mem::replace(&mut self.resync_pending, true) {
-                    tracing::warn!(node = %self.label,
-                        "a cluster subscription connection dropped; restoring");
-                    ctx.run_later(FIRST_RETRY, |act, ctx| act.resubscribe(true, ctx));
-                }
+            // The redis crate reconnects that node and re-subscribes its channels; an
+            // unlock published meanwhile is lost, so once the channels are confirmed again
+            // every listener retries.
+            PushKind::Disconnection if !std::mem::replace(&mut self.resync_pending, true) => {
+                tracing::warn!(node = %self.label,
+                    "a cluster subscription connection dropped; restoring");
+                ctx.run_later(FIRST_RETRY, |act, ctx| act.resubscribe(true, ctx));
             }
             PushKind::SUnsubscribe | PushKind::Unsubscribe => {
                 // Not asked for while still routed: the channel's slot moved to another

@@ -8,6 +8,7 @@
 //! test for the checks that read a client's state.
 #![allow(dead_code)]
 pub mod proxy;
+pub mod topology;
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
