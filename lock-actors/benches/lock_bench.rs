@@ -36,6 +36,8 @@
 //!   calls over 3 intervals after a first renewal (which also loads the script), and RSS
 //!   growth per held lock at steady state (after the renewals, still held).
 //! - connections_per_node: the herd client's connections in CLIENT LIST while the herd runs.
+//! - cluster (issue 8): the uncontended loop on a Redis Cluster of 3 primaries of our own
+//!   against the same loop on the single node, rounds interleaved.
 //!
 //! Counting Redis commands: `INFO commandstats` also counts the commands a Lua script runs
 //! inside the server (`hexists`, `pexpire`, ...). The command counts reported here are the
@@ -183,6 +185,15 @@ struct BenchJson {
     redlock: RedlockJson,
     watchdog: WatchdogJson,
     connections_per_node: Option<usize>,
+    cluster: ClusterJson,
+}
+
+#[derive(Serialize)]
+struct ClusterJson {
+    primaries: usize,
+    pairs_per_s: Option<f64>,
+    single_node_pairs_per_s: Option<f64>,
+    ratio: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -308,6 +319,11 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
     } else {
         None
     };
+    let cluster = if knobs.wants("cluster") {
+        Some(cluster(url, knobs.round, &mut rows).await)
+    } else {
+        None
+    };
     eprintln!(
         "lock_bench: done in {:.0} s",
         started.elapsed().as_secs_f64()
@@ -355,6 +371,12 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
             rss_bytes_per_lock: watchdog.map(|w| w.rss_per_lock.round()),
         },
         connections_per_node: herd.map(|h| h.connections),
+        cluster: ClusterJson {
+            primaries: CLUSTER_PRIMARIES,
+            pairs_per_s: cluster.map(|c| c.pairs.round()),
+            single_node_pairs_per_s: cluster.map(|c| c.single.round()),
+            ratio: cluster.map(|c| round3(c.pairs / c.single)),
+        },
     };
     let json = serde_json::to_string(&json).expect("the report serializes");
     Report { rows, json }
@@ -1402,6 +1424,58 @@ fn script_inner_commands() -> HashSet<String> {
     // The unlock publishes through `publish_command`, which is `publish` here.
     names.extend(["hexists", "pexpire", "publish"].map(String::from));
     names
+}
+
+// ---------------------------------------------------------------------------------------
+// cluster: the uncontended loop on 3 primaries of our own against the single node.
+
+// The tests' support code starts and stops the cluster (redis-server + redis-cli).
+#[path = "../../tests/support/mod.rs"]
+#[allow(dead_code, unused_imports)]
+mod support;
+
+const CLUSTER_PRIMARIES: usize = 3;
+
+#[derive(Clone, Copy)]
+struct ClusterRun {
+    pairs: f64,
+    single: f64,
+}
+
+async fn cluster(url: &str, round: Duration, rows: &mut Vec<Row>) -> ClusterRun {
+    eprintln!("[cluster] starting a cluster of {CLUSTER_PRIMARIES} primaries");
+    let nodes = tokio::task::block_in_place(|| {
+        support::topology::RedisCluster::start(CLUSTER_PRIMARIES, 0)
+    });
+    let single = connect(ClientConfig::new(url)).await;
+    let clustered = connect(ClientConfig::cluster(nodes.primary_urls())).await;
+    let (mut on_cluster, mut on_single) = (Vec::new(), Vec::new());
+    for r in 0..ROUNDS {
+        let (c, s) = if r % 2 == 0 {
+            let c = library_round(&clustered, round).await;
+            (c, library_round(&single, round).await)
+        } else {
+            let s = library_round(&single, round).await;
+            (library_round(&clustered, round).await, s)
+        };
+        eprintln!(
+            "[cluster] round {}: {CLUSTER_PRIMARIES} primaries {c:.0} pairs/s, one node {s:.0} pairs/s ({:.2})",
+            r + 1,
+            c / s
+        );
+        on_cluster.push(c);
+        on_single.push(s);
+    }
+    single.shutdown();
+    clustered.shutdown();
+    let run = ClusterRun {
+        pairs: median(&mut on_cluster),
+        single: median(&mut on_single),
+    };
+    rows.push(Row::new("cluster", "pairs/s, 3 primaries", Some(run.pairs)));
+    rows.push(Row::new("cluster", "pairs/s, one node", Some(run.single)));
+    rows.push(Row::new("cluster", "ratio", Some(run.pairs / run.single)));
+    run
 }
 
 // ---------------------------------------------------------------------------------------
