@@ -322,20 +322,34 @@ fn port_is_free(port: u16) -> bool {
 /// Starts `redis-server` on `port` and waits until it answers PING.
 /// On failure the process is killed and the error (with the log) returned.
 fn spawn_and_wait(port: u16, dir: &Path) -> Result<Child, String> {
-    let log = File::create(log_path(dir)).map_err(|e| format!("create log file: {e}"))?;
+    let mut args: Vec<String> = ["--port", &port.to_string(), "--bind", "127.0.0.1"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    for (flag, value) in [
+        ("--save", ""),
+        ("--appendonly", "no"),
+        ("--daemonize", "no"),
+        ("--loglevel", "warning"),
+    ] {
+        args.extend([flag.to_string(), value.to_string()]);
+    }
+    args.extend(["--dir".to_string(), dir.to_string_lossy().into_owned()]);
+    spawn_with_args(port, dir, &args)
+}
+
+/// Starts `redis-server <args>` (output to `dir/redis.log`) and waits until the process
+/// answers on `port`. On failure the process is killed and the error (with the log)
+/// returned.
+pub(crate) fn spawn_with_args(port: u16, dir: &Path, args: &[String]) -> Result<Child, String> {
+    let log_path = log_path(dir);
+    let log = File::create(&log_path).map_err(|e| format!("create log file: {e}"))?;
     let log_err = log
         .try_clone()
         .map_err(|e| format!("clone log file: {e}"))?;
     let mut child = Command::new("redis-server")
-        .arg("--port")
-        .arg(port.to_string())
-        .args(["--bind", "127.0.0.1"])
-        .args(["--save", ""])
-        .args(["--appendonly", "no"])
-        .args(["--daemonize", "no"])
-        .args(["--loglevel", "warning"])
-        .arg("--dir")
-        .arg(dir)
+        .args(args)
+        .current_dir(dir)
         .stdin(Stdio::null())
         .stdout(log)
         .stderr(log_err)
@@ -343,19 +357,17 @@ fn spawn_and_wait(port: u16, dir: &Path) -> Result<Child, String> {
         .map_err(|e| {
             format!("spawn redis-server (is it installed? scripts/test installs it): {e}")
         })?;
-
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     loop {
         if let Ok(Some(status)) = child.try_wait() {
             return Err(format!(
                 "redis-server on port {port} exited with {status}; log:\n{}",
-                fs::read_to_string(log_path(dir)).unwrap_or_default()
+                fs::read_to_string(&log_path).unwrap_or_default()
             ));
         }
         match server_pid(port) {
             Some(pid) if pid == child.id() => return Ok(child),
             Some(other) => {
-                // Another test's server won this port between our probe and our bind.
                 let _ = child.kill();
                 let _ = child.wait();
                 return Err(format!(
@@ -368,8 +380,8 @@ fn spawn_and_wait(port: u16, dir: &Path) -> Result<Child, String> {
             let _ = child.kill();
             let _ = child.wait();
             return Err(format!(
-                "redis-server on port {port} did not answer PING within {STARTUP_TIMEOUT:?}; log:\n{}",
-                fs::read_to_string(log_path(dir)).unwrap_or_default()
+                "redis-server on port {port} did not answer within {STARTUP_TIMEOUT:?}; log:\n{}",
+                fs::read_to_string(&log_path).unwrap_or_default()
             ));
         }
         thread::sleep(Duration::from_millis(10));

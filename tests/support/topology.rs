@@ -28,7 +28,7 @@ use std::process::{Child, Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::{free_port, fresh_temp_dir, parse_command_calls, port_is_free, server_pid, signal};
+use super::{free_port, fresh_temp_dir, parse_command_calls, port_is_free, signal};
 
 /// Default `cluster-node-timeout` of [`RedisCluster::start`].
 pub const DEFAULT_NODE_TIMEOUT: Duration = Duration::from_millis(1000);
@@ -91,7 +91,7 @@ impl Process {
         let mut last_error = String::new();
         for _ in 0..START_ATTEMPTS {
             let port = pick_port();
-            match spawn_and_wait(port, &dir, &args(port, &dir)) {
+            match super::spawn_with_args(port, &dir, &args(port, &dir)) {
                 Ok(child) => {
                     return Process {
                         role,
@@ -183,56 +183,6 @@ impl Process {
 impl Drop for Process {
     fn drop(&mut self) {
         self.kill();
-    }
-}
-
-/// Starts `redis-server <args>` (output to `dir/redis.log`) and waits until the process
-/// answers on `port`. On failure the process is killed and the error (with the log)
-/// returned.
-fn spawn_and_wait(port: u16, dir: &Path, args: &[String]) -> Result<Child, String> {
-    let log_path = dir.join("redis.log");
-    let log = File::create(&log_path).map_err(|e| format!("create log file: {e}"))?;
-    let log_err = log
-        .try_clone()
-        .map_err(|e| format!("clone log file: {e}"))?;
-    let mut child = Command::new("redis-server")
-        .args(args)
-        .current_dir(dir)
-        .stdin(Stdio::null())
-        .stdout(log)
-        .stderr(log_err)
-        .spawn()
-        .map_err(|e| {
-            format!("spawn redis-server (is it installed? scripts/test installs it): {e}")
-        })?;
-    let deadline = Instant::now() + STARTUP_TIMEOUT;
-    loop {
-        if let Ok(Some(status)) = child.try_wait() {
-            return Err(format!(
-                "redis-server on port {port} exited with {status}; log:\n{}",
-                fs::read_to_string(&log_path).unwrap_or_default()
-            ));
-        }
-        match server_pid(port) {
-            Some(pid) if pid == child.id() => return Ok(child),
-            Some(other) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "port {port} is served by another redis-server (pid {other})"
-                ));
-            }
-            None => {}
-        }
-        if Instant::now() >= deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            return Err(format!(
-                "redis-server on port {port} did not answer within {STARTUP_TIMEOUT:?}; log:\n{}",
-                fs::read_to_string(&log_path).unwrap_or_default()
-            ));
-        }
-        thread::sleep(Duration::from_millis(10));
     }
 }
 
