@@ -24,6 +24,17 @@ async fn client(
         .expect("connect to the cluster")
 }
 
+/// Until a waiter of lock `name` has subscribed to its unlock channel on the lock's shard.
+async fn until_parked(cluster: &RedisCluster, name: &str) {
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    eventually(
+        "the waiter subscribed on the lock's shard",
+        Duration::from_secs(10),
+        || std::future::ready(cluster.sharded_subscribers(&channel) >= 1),
+    )
+    .await;
+}
+
 /// A hash field's value on whichever node serves `key`.
 fn hget(cluster: &RedisCluster, key: &str, field: &str) -> Option<u32> {
     let mut conn = cluster
@@ -152,13 +163,7 @@ async fn two_clients_contending_on_one_name_never_overlap_and_wake_by_sharded_pu
             at
         }
     });
-    let channel = "redisson_lock__channel:{stock:sku-2}";
-    eventually(
-        "the waiter subscribed on the lock's shard",
-        Duration::from_secs(10),
-        || async { cluster.sharded_subscribers(channel) >= 1 },
-    )
-    .await;
+    until_parked(&cluster, "stock:sku-2").await;
     let released = Instant::now();
     held.unlock().await.unwrap();
     let woke = waiter.await.unwrap();
@@ -185,7 +190,30 @@ async fn sharded_subscription_off_uses_classic_pubsub_on_a_cluster() {
         let other = other.clone(); // the client stays alive for the guard's unlock below
         async move { other.lock("classic").unwrap().acquire().await }
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Classic subscriptions are counted on the node that took them: add up every node.
+    eventually(
+        "the waiter subscribed (classic)",
+        Duration::from_secs(10),
+        || {
+            let subscribed: i64 = cluster
+                .primary_ports()
+                .into_iter()
+                .map(|port| {
+                    let mut conn = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
+                        .and_then(|c| c.get_connection())
+                        .expect("node connection");
+                    let (_, n): (String, i64) = redis::cmd("PUBSUB")
+                        .arg("NUMSUB")
+                        .arg("redisson_lock__channel:{classic}")
+                        .query(&mut conn)
+                        .expect("PUBSUB NUMSUB");
+                    n
+                })
+                .sum();
+            std::future::ready(subscribed >= 1)
+        },
+    )
+    .await;
     held.unlock().await.unwrap();
     let guard = tokio::time::timeout(Duration::from_secs(5), waiter)
         .await
@@ -250,7 +278,7 @@ async fn a_held_lock_survives_its_slot_migrating_and_its_waiter_gets_it_after() 
             .await?;
         guard.unlock().await.map(|_| ())
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until_parked(&cluster, name).await;
     let from = cluster.primary_for_key(name);
     let to = *cluster
         .primary_ports()
@@ -298,7 +326,7 @@ async fn after_a_primary_fails_over_waiters_recover_and_a_replica_synced_lock_is
             .await?;
         guard.unlock().await.map(|_| ())
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    until_parked(&cluster, name).await;
     let primary = cluster.primary_for_key(name);
     cluster.kill_node(primary);
     let promoted = cluster

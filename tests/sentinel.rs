@@ -59,7 +59,27 @@ async fn a_waiter_acquires_on_the_new_primary_after_a_failover() {
             .await?;
         guard.unlock().await.map(|_| ())
     });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The waiter is parked once it listens on the lock's unlock channel.
+    let primary = setup.primary_port();
+    eventually(
+        "the waiter subscribed",
+        Duration::from_secs(10),
+        || async move {
+            let mut conn = redis::Client::open(format!("redis://127.0.0.1:{primary}/"))
+                .unwrap()
+                .get_multiplexed_async_connection()
+                .await
+                .unwrap();
+            let (_, n): (String, i64) = redis::cmd("PUBSUB")
+                .arg("NUMSUB")
+                .arg("redisson_lock__channel:{job:nightly}")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            n >= 1
+        },
+    )
+    .await;
 
     let old = setup.kill_primary();
     let new = setup

@@ -193,8 +193,8 @@ pub(crate) struct SentinelPrimary {
     current: Mutex<(u64, ConnectionManager)>,
     config: ClientConfig,
     label: String,
-    /// When the sentinels were last asked: at most one rediscovery per interval.
-    last_asked: Mutex<Instant>,
+    /// When the sentinels were last asked again: at most once per interval.
+    last_asked: Mutex<Option<Instant>>,
 }
 
 /// How often a failing sentinel-followed connection may ask the sentinels again.
@@ -210,7 +210,7 @@ impl SentinelPrimary {
             current: Mutex::new((0, conn)),
             config: config.clone(),
             label: label.to_string(),
-            last_asked: Mutex::new(Instant::now()),
+            last_asked: Mutex::new(None),
         })
     }
 
@@ -248,10 +248,10 @@ impl SentinelPrimary {
         }
         {
             let mut last = self.last_asked.lock().unwrap_or_else(|p| p.into_inner());
-            if last.elapsed() < REDISCOVER_EVERY {
+            if last.is_some_and(|at| at.elapsed() < REDISCOVER_EVERY) {
                 return;
             }
-            *last = Instant::now();
+            *last = Some(Instant::now());
         }
         let found = async {
             let client = sentinels.async_get_client().await?;
