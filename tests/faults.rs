@@ -462,3 +462,48 @@ async fn a_grant_that_lands_after_its_caller_left_leaves_the_owners_next_hold_in
         assert_eq!(client.watched_holds(), 0);
     }
 }
+
+/// Redis forgets our scripts (a restart of a persistent server, `SCRIPT FLUSH`): every
+/// call that meets NOSCRIPT loads its script and runs once, on the direct path (acquire,
+/// unlock) and in the watchdog's renewals alike.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flushed_script_cache_is_loaded_again_by_the_next_call() {
+    let server = RedisServer::start();
+    let watchdog = Duration::from_secs(1);
+    let client = client_at(&server.url(), |c| c.watchdog_timeout(watchdog)).await;
+    let mut conn = server.conn().await;
+    let flush = |mut conn: redis::aio::MultiplexedConnection| async move {
+        let () = redis::cmd("SCRIPT")
+            .arg("FLUSH")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+    };
+    for (kind, lock) in [
+        ("reentrant", client.lock("flushed:reentrant").unwrap()),
+        ("fast", client.fast_lock("flushed:fast").unwrap()),
+    ] {
+        flush(conn.clone()).await;
+        let owner = LockOwner::new();
+        let guard = lock
+            .acquire_with(AcquireOptions::new().owner(owner))
+            .await
+            .unwrap_or_else(|e| panic!("{kind}: acquire after SCRIPT FLUSH: {e}"));
+        assert_eq!(lock.hold_count(owner).await.unwrap(), 1, "{kind}");
+        // Renewals meet an empty cache too; the lock outlives three of its leases.
+        flush(conn.clone()).await;
+        tokio::time::sleep(watchdog * 3).await;
+        let exists: bool = conn.exists(lock.name()).await.unwrap();
+        assert!(
+            exists,
+            "{kind}: the watchdog kept the lock after SCRIPT FLUSH"
+        );
+        flush(conn.clone()).await;
+        assert_eq!(guard.unlock().await.unwrap(), Released::Unlocked, "{kind}");
+        let exists: bool = conn.exists(lock.name()).await.unwrap();
+        assert!(
+            !exists,
+            "{kind}: the unlock after SCRIPT FLUSH deleted the key"
+        );
+    }
+}

@@ -5,6 +5,7 @@
 use crate::config::{ClientConfig, Deployment, ShardedSubscriptionMode};
 use crate::error::LockError;
 use crate::keys::LockName;
+use crate::script::ScriptCall;
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
@@ -12,7 +13,9 @@ use redis::cluster_routing::{
     MultipleNodeRoutingInfo, Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr,
 };
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
-use redis::{Cmd, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, Value};
+use redis::{
+    Cmd, ErrorKind, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, ServerErrorKind, Value,
+};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -130,6 +133,32 @@ impl Connection {
             }
             other => wait.query_async(other).await,
         }
+    }
+
+    /// Sends one script call, loading the script first if the server's cache lost it
+    /// (`NOSCRIPT`). On one server the request is sent straight on the connection manager,
+    /// without the boxed future of `ConnectionLike` (the hot path of every uncontended
+    /// acquire and unlock); clusters and Sentinel go through `ConnectionLike`, which routes
+    /// by the first key and follows failovers.
+    pub(crate) async fn eval(&mut self, call: &ScriptCall) -> RedisResult<Value> {
+        let evalsha = call.evalsha();
+        let reply = self.send(&evalsha).await;
+        match reply {
+            Err(err) if err.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
+                self.load_script(call.script()).await?;
+                self.send(&evalsha).await
+            }
+            other => other,
+        }
+    }
+
+    async fn send(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        let reply = match self {
+            Connection::Single(conn) => conn.send_packed_command(cmd).await,
+            other => other.req_packed_command(cmd).await,
+        };
+        // A script's error (NOSCRIPT, WRONGTYPE) comes back as a value: make it an error.
+        reply?.extract_error()
     }
 
     /// Loads `script` into the script cache of every server commands may reach.

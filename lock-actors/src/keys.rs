@@ -190,7 +190,18 @@ impl LockName {
 
     /// `prefix:` then the name as a hash tag (Redisson's `prefixName`).
     fn prefixed(&self, prefix: &str) -> String {
-        format!("{prefix}:{}", self.hash_tagged())
+        // One allocation: this runs on every unlock (the channel).
+        let mut key = String::with_capacity(prefix.len() + self.0.len() + 3);
+        key.push_str(prefix);
+        key.push(':');
+        if self.0.contains('{') {
+            key.push_str(&self.0);
+        } else {
+            key.push('{');
+            key.push_str(&self.0);
+            key.push('}');
+        }
+        key
     }
 }
 

@@ -66,6 +66,7 @@ pub mod macro_support;
 mod node;
 mod runtime;
 mod rwlock;
+mod script;
 mod semaphore;
 #[cfg(feature = "web")]
 pub mod web;

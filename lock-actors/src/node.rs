@@ -8,11 +8,12 @@ use crate::keys::LockName;
 use crate::lock::watchdog::{WatchRegistry, Watchdog};
 use crate::lock::{Direct, LockActor, LockKind, LockOwner};
 use crate::runtime::ActorRuntime;
+use crate::script::ScriptCall;
 use actix::prelude::*;
 use actix::{WeakAddr, WeakRecipient};
 use redis::aio::PubSubSink;
 use redis::cluster_async::ClusterConnection;
-use redis::{FromRedisValue, PushInfo, PushKind, ScriptInvocation};
+use redis::{FromRedisValue, PushInfo, PushKind};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -39,10 +40,14 @@ impl Commands {
     /// on the hot path that timer cost more than the actor hops.
     pub(crate) async fn eval<T: FromRedisValue>(
         mut self,
-        invocation: ScriptInvocation<'static>,
+        call: ScriptCall,
         name: LockName,
     ) -> Result<T, LockError> {
-        let reply = invocation.invoke_async(&mut self.conn).await;
+        let reply = self
+            .conn
+            .eval(&call)
+            .await
+            .and_then(|value| Ok(redis::from_redis_value(value)?));
         reply.map_err(|err| self.error(&err, &name))
     }
 
@@ -192,7 +197,13 @@ impl Node {
 
     /// The hash field that stands for `owner` in Redis: `<client-uuid>:<owner-id>`.
     pub(crate) fn owner_field(&self, owner: LockOwner) -> String {
-        format!("{}:{}", self.client_id, owner.id())
+        use std::fmt::Write;
+        // Sized up front (a u64 has at most 20 digits): this runs on every acquire and
+        // unlock, and `format!` would grow the string twice.
+        let mut field = String::with_capacity(self.client_id.len() + 21);
+        field.push_str(&self.client_id);
+        let _ = write!(field, ":{}", owner.id()); // writing to a String cannot fail
+        field
     }
 
     /// The live lock actor for the `kind` lock `name`, started if there is none.

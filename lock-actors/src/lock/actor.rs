@@ -13,6 +13,7 @@ use crate::config::positive_millis;
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::node::{Commands, Node, Subscription, Unsubscribe, Wake};
+use crate::script::ScriptCall;
 use actix::prelude::*;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -147,7 +148,7 @@ pub(crate) type Tried = (Option<i64>, Option<u64>);
 /// [`LockError::NotReplicated`], and the hold is still in Redis for the caller to give back.
 pub(crate) async fn run_acquire(
     commands: Commands,
-    invocation: redis::ScriptInvocation<'static>,
+    invocation: ScriptCall,
     name: LockName,
 ) -> Result<Tried, LockError> {
     let reply = commands
@@ -1181,7 +1182,7 @@ impl Handler<Renew> for LockActor {
                 Ok(ms) => ms,
                 Err(error) => return Deferred::ready(Err(error)),
             };
-        let mut invocation = self.kind.renew_script().prepare_invoke();
+        let mut invocation = ScriptCall::new(self.kind.renew_script());
         invocation.arg(lease_ms);
         self.kind
             .add_renewal(&mut invocation, &self.name, &self.field(msg.owner));

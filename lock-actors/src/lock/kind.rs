@@ -3,7 +3,8 @@
 
 use crate::connection::PubSub;
 use crate::keys::{LockName, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
-use redis::{Script, ScriptInvocation};
+use crate::script::ScriptCall;
+use redis::Script;
 use std::sync::LazyLock;
 
 /// The kind of a lock: what it stores in Redis and who may share it.
@@ -255,23 +256,23 @@ impl LockKind {
         lease_ms: u64,
         fenced: bool,
         fair_patience_ms: u64,
-    ) -> ScriptInvocation<'static> {
+    ) -> ScriptCall {
         let mut call = match (self, fenced) {
             (LockKind::Reentrant, true) => {
-                let mut call = FENCED_ACQUIRE.key(name.as_str());
+                let mut call = ScriptCall::with_key(&FENCED_ACQUIRE, name.as_str());
                 call.key(name.fencing_token_key());
                 call
             }
-            (LockKind::Reentrant, false) => REENTRANT_ACQUIRE.key(name.as_str()),
-            (LockKind::Fast, _) => FAST_ACQUIRE.key(name.as_str()),
+            (LockKind::Reentrant, false) => ScriptCall::with_key(&REENTRANT_ACQUIRE, name.as_str()),
+            (LockKind::Fast, _) => ScriptCall::with_key(&FAST_ACQUIRE, name.as_str()),
             (LockKind::Read, _) => {
-                let mut call = READ_ACQUIRE.key(name.as_str());
+                let mut call = ScriptCall::with_key(&READ_ACQUIRE, name.as_str());
                 call.key(name.read_timeout_prefix(field));
                 call
             }
-            (LockKind::Write, _) => WRITE_ACQUIRE.key(name.as_str()),
+            (LockKind::Write, _) => ScriptCall::with_key(&WRITE_ACQUIRE, name.as_str()),
             (LockKind::Fair, _) => {
-                let mut call = FAIR_ACQUIRE.key(name.as_str());
+                let mut call = ScriptCall::with_key(&FAIR_ACQUIRE, name.as_str());
                 call.key(name.fair_queue_key()).key(name.fair_timeout_key());
                 call
             }
@@ -296,11 +297,11 @@ impl LockKind {
         name: &LockName,
         field: &str,
         pubsub: PubSub,
-    ) -> Option<ScriptInvocation<'static>> {
+    ) -> Option<ScriptCall> {
         if self != LockKind::Fair {
             return None;
         }
-        let mut call = FAIR_WITHDRAW.get(pubsub).key(name.as_str());
+        let mut call = ScriptCall::with_key(FAIR_WITHDRAW.get(pubsub), name.as_str());
         call.key(self.channel(name))
             .key(name.fair_queue_key())
             .key(name.fair_timeout_key())
@@ -316,7 +317,7 @@ impl LockKind {
         field: &str,
         lease_ms: u64,
         pubsub: PubSub,
-    ) -> ScriptInvocation<'static> {
+    ) -> ScriptCall {
         self.release_call(false, name, field, lease_ms, pubsub)
     }
 
@@ -329,7 +330,7 @@ impl LockKind {
         lease_ms: u64,
         counted: usize,
         pubsub: PubSub,
-    ) -> ScriptInvocation<'static> {
+    ) -> ScriptCall {
         let mut call = self.release_call(true, name, field, lease_ms, pubsub);
         call.arg(counted);
         call
@@ -342,7 +343,7 @@ impl LockKind {
         field: &str,
         lease_ms: u64,
         pubsub: PubSub,
-    ) -> ScriptInvocation<'static> {
+    ) -> ScriptCall {
         let script: &PublishingScript = match (self, reconcile) {
             (LockKind::Reentrant, false) => &REENTRANT_UNLOCK,
             (LockKind::Reentrant, true) => &REENTRANT_RECONCILE,
@@ -355,7 +356,7 @@ impl LockKind {
             (LockKind::Fair, false) => &FAIR_UNLOCK,
             (LockKind::Fair, true) => &FAIR_RECONCILE,
         };
-        let mut call = script.get(pubsub).key(name.as_str());
+        let mut call = ScriptCall::with_key(script.get(pubsub), name.as_str());
         call.key(self.channel(name));
         match self {
             LockKind::Read => {
@@ -389,12 +390,7 @@ impl LockKind {
 
     /// Adds one entry's keys and field to a batch made from [`renew_script`](Self::renew_script)
     /// (whose first argument is the lease).
-    pub(crate) fn add_renewal(
-        self,
-        call: &mut ScriptInvocation<'static>,
-        name: &LockName,
-        field: &str,
-    ) {
+    pub(crate) fn add_renewal(self, call: &mut ScriptCall, name: &LockName, field: &str) {
         call.key(name.as_str());
         if self == LockKind::Read {
             call.key(name.hash_tagged());
@@ -404,9 +400,9 @@ impl LockKind {
 
     /// The force-unlock script call; replies 1 when a lock was deleted. A fair lock's next
     /// waiter is woken on its own channel.
-    pub(crate) fn force_unlock(self, name: &LockName, pubsub: PubSub) -> ScriptInvocation<'static> {
+    pub(crate) fn force_unlock(self, name: &LockName, pubsub: PubSub) -> ScriptCall {
         if self == LockKind::Fair {
-            let mut call = FAIR_FORCE_UNLOCK.get(pubsub).key(name.as_str());
+            let mut call = ScriptCall::with_key(FAIR_FORCE_UNLOCK.get(pubsub), name.as_str());
             call.key(self.channel(name))
                 .key(name.fair_queue_key())
                 .key(name.fair_timeout_key())
@@ -417,7 +413,7 @@ impl LockKind {
             LockKind::Read | LockKind::Write => READ_UNLOCK_MESSAGE,
             _ => UNLOCK_MESSAGE,
         };
-        let mut call = FORCE_UNLOCK.get(pubsub).key(name.as_str());
+        let mut call = ScriptCall::with_key(FORCE_UNLOCK.get(pubsub), name.as_str());
         call.key(self.channel(name))
             .arg(message)
             .arg(self.key_type());

@@ -8,6 +8,7 @@ use super::kind::LockKind;
 use super::{LockActor, LockOwner};
 use crate::keys::LockName;
 use crate::node::Commands;
+use crate::script::ScriptCall;
 use actix::prelude::*;
 use actix::WeakAddr;
 use redis::cluster_routing::Slot;
@@ -106,7 +107,7 @@ impl WatchRegistry {
 /// it counts only once enough replicas confirmed it (else the batch failed).
 pub(crate) async fn renew_confirmed(
     commands: Commands,
-    invocation: redis::ScriptInvocation<'static>,
+    invocation: ScriptCall,
     first: LockName,
 ) -> Result<Vec<i64>, crate::error::LockError> {
     let renewed = commands
@@ -199,7 +200,7 @@ impl Watchdog {
             return;
         };
         let lease_ms = self.lease.as_millis().max(1) as u64;
-        let mut invocation = kind.renew_script().prepare_invoke();
+        let mut invocation = ScriptCall::new(kind.renew_script());
         invocation.arg(lease_ms);
         let mut sent_ids = Vec::with_capacity(ids.len());
         let mut first = None;

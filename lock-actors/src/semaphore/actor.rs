@@ -14,6 +14,7 @@ use crate::error::LockError;
 use crate::keys::LockName;
 use crate::lock::{Deferred, ReplySlot};
 use crate::node::{Node, Subscription, Unsubscribe, Wake};
+use crate::script::ScriptCall;
 use actix::prelude::*;
 use leases::Grant;
 use std::collections::{HashMap, VecDeque};
@@ -325,9 +326,10 @@ impl SemaphoreActor {
         let (id, permits, lease) = (head.id, head.permits, head.lease);
         let (invocation, ids) = match self.kind {
             Kind::Plain => {
-                let mut invocation = ACQUIRE
-                    .get(self.node.commands.pubsub)
-                    .key(self.keys.count.as_str());
+                let mut invocation = ScriptCall::with_key(
+                    ACQUIRE.get(self.node.commands.pubsub),
+                    self.keys.count.as_str(),
+                );
                 invocation.arg(permits);
                 (invocation, Vec::new())
             }
@@ -610,9 +612,8 @@ impl SemaphoreActor {
     }
 
     fn add_request(&self, delta: i64) -> BoxedCount {
-        let mut invocation = ADD
-            .get(self.node.commands.pubsub)
-            .key(self.keys.count.as_str());
+        let mut invocation =
+            ScriptCall::with_key(ADD.get(self.node.commands.pubsub), self.keys.count.as_str());
         invocation.key(self.keys.channel.as_str()).arg(delta);
         Box::pin(
             self.node
@@ -626,7 +627,7 @@ impl SemaphoreActor {
     /// local head.
     fn count_request(
         &mut self,
-        invocation: redis::ScriptInvocation<'static>,
+        invocation: ScriptCall,
         ctx: &mut Context<Self>,
     ) -> ResponseActFuture<Self, Result<i64, LockError>> {
         let request = self
@@ -786,9 +787,10 @@ impl Handler<TrySetPermits> for SemaphoreActor {
         if let Err(error) = self.check_permits(msg.permits) {
             return refuse(error);
         }
-        let mut invocation = TRY_SET
-            .get(self.node.commands.pubsub)
-            .key(self.keys.count.as_str());
+        let mut invocation = ScriptCall::with_key(
+            TRY_SET.get(self.node.commands.pubsub),
+            self.keys.count.as_str(),
+        );
         invocation.key(self.keys.channel.as_str()).arg(msg.permits);
         Box::pin(
             self.count_request(invocation, ctx)
@@ -819,9 +821,8 @@ impl Handler<AddPermits> for SemaphoreActor {
                 msg.delta
             )));
         }
-        let mut invocation = ADD
-            .get(self.node.commands.pubsub)
-            .key(self.keys.count.as_str());
+        let mut invocation =
+            ScriptCall::with_key(ADD.get(self.node.commands.pubsub), self.keys.count.as_str());
         invocation.key(self.keys.channel.as_str()).arg(msg.delta);
         self.count_request(invocation, ctx)
     }

@@ -46,6 +46,7 @@ use crate::error::LockError;
 use crate::keys::LockName;
 use crate::lock::PublishingScript;
 use crate::node::Node;
+use crate::script::ScriptCall;
 use actix::dev::ToEnvelope;
 use actix::{Addr, Handler, MailboxError, Message, WeakAddr};
 use redis::Script;
@@ -115,8 +116,8 @@ impl SemaphoreKeys {
     }
 
     /// KEYS of the scripts that take the count, the channel and (if any) the zset.
-    pub(crate) fn invocation(&self, script: &'static Script) -> redis::ScriptInvocation<'static> {
-        let mut invocation = script.key(self.count.as_str());
+    pub(crate) fn invocation(&self, script: &'static Script) -> ScriptCall {
+        let mut invocation = ScriptCall::with_key(script, self.count.as_str());
         invocation.key(self.channel.as_str());
         if let Some(timeouts) = &self.timeouts {
             invocation.key(timeouts.as_str());

@@ -3,6 +3,7 @@
 
 use super::{disarm, refuse, Kind, SemaphoreActor};
 use crate::error::LockError;
+use crate::script::ScriptCall;
 use crate::semaphore::guard::{PermitId, PermitStatus, ReleaseGrant};
 use crate::semaphore::{ReleasePermit, EXPIRABLE_RELEASE, RENEW};
 use actix::prelude::*;
@@ -57,7 +58,8 @@ impl SemaphoreActor {
         let lease = self.watchdog_lease();
         for batch in watched.chunks(RENEW_BATCH) {
             let batch = batch.to_vec();
-            let mut invocation = RENEW.get(self.node.commands.pubsub).key(timeouts.as_str());
+            let mut invocation =
+                ScriptCall::with_key(RENEW.get(self.node.commands.pubsub), timeouts.as_str());
             invocation.arg(lease.as_millis() as u64);
             for (_, id) in &batch {
                 invocation.arg(id.raw.as_slice());
