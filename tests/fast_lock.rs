@@ -561,3 +561,41 @@ async fn a_queued_second_acquire_by_the_holding_owner_is_already_held_at_once() 
     first.unlock().await.unwrap();
     assert_eq!(server.keys().await, Vec::<String>::new());
 }
+
+/// A free fast lock is taken with one plain `SET NX PX`, as rslock does, and no Lua; a busy
+/// one still gets its answer (the holder's PTTL) from the acquire script.
+#[tokio::test]
+async fn a_free_fast_lock_is_taken_with_one_set_and_no_script() {
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    let lock = holder.fast_lock("fast:plain").unwrap();
+    server.reset_stats().await;
+    let guard = lock.acquire().await.unwrap();
+    assert_eq!(
+        server.command_calls("set").await,
+        1,
+        "one SET took the lock"
+    );
+    assert_eq!(server.command_calls("evalsha").await, 0, "no script ran");
+    // Another client: this one's actor knows the lock is held without asking Redis.
+    let other = client(&server).await;
+    let busy = other
+        .fast_lock("fast:plain")
+        .unwrap()
+        .try_acquire()
+        .await
+        .unwrap();
+    assert!(
+        busy.is_none(),
+        "another owner does not get a held fast lock"
+    );
+    assert_eq!(
+        server.command_calls("pttl").await,
+        1,
+        "the busy try read the holder's lease in the acquire script"
+    );
+    guard.unlock().await.unwrap();
+    let mut conn = server.conn().await;
+    let exists: bool = conn.exists("fast:plain").await.unwrap();
+    assert!(!exists, "the unlock deleted the key");
+}

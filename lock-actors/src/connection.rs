@@ -152,7 +152,9 @@ impl Connection {
         }
     }
 
-    async fn send(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+    /// Sends one command (on one server without `ConnectionLike`'s boxed future) and turns
+    /// an error reply into an error.
+    pub(crate) async fn send(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         let reply = match self {
             Connection::Single(conn) => conn.send_packed_command(cmd).await,
             other => other.req_packed_command(cmd).await,

@@ -51,6 +51,16 @@ impl Commands {
         reply.map_err(|err| self.error(&err, &name))
     }
 
+    /// Runs one plain command about lock `name` and returns its reply.
+    pub(crate) async fn command(
+        mut self,
+        cmd: redis::Cmd,
+        name: LockName,
+    ) -> Result<redis::Value, LockError> {
+        let reply = self.conn.send(&cmd).await;
+        reply.map_err(|err| self.error(&err, &name))
+    }
+
     /// Runs a plain command (or pipeline) about lock `name`.
     pub(crate) async fn query<T: FromRedisValue>(
         mut self,

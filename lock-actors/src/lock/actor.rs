@@ -142,29 +142,41 @@ struct Waiter {
 /// `(Some(pttl), None)` held by another for `pttl` ms more.
 pub(crate) type Tried = (Option<i64>, Option<u64>);
 
-/// Reads an acquire script's reply; `None` for a reply no script of ours gives.
 /// Runs an acquire script and reads its reply. With replica-synced acquisition on, a
 /// grant counts only once enough replicas confirmed it: otherwise the reply is
 /// [`LockError::NotReplicated`], and the hold is still in Redis for the caller to give back.
+///
+/// `plain_first` (see [`LockKind::plain_acquire`]) is a command that takes a free lock
+/// without Lua; the script runs only when it did not (busy, or a key of another type).
 pub(crate) async fn run_acquire(
     commands: Commands,
     invocation: ScriptCall,
+    plain_first: Option<redis::Cmd>,
     name: LockName,
 ) -> Result<Tried, LockError> {
-    let reply = commands
-        .clone()
-        .eval::<redis::Value>(invocation, name.clone())
-        .await?;
-    let tried = tried(reply).ok_or_else(|| LockError::Unavailable {
-        node: commands.label().to_string(),
-        reason: "unexpected reply to the acquire script".into(),
-    })?;
+    let taken = match plain_first {
+        Some(cmd) => commands.clone().command(cmd, name.clone()).await?,
+        None => redis::Value::Nil,
+    };
+    let tried = if taken == redis::Value::Okay {
+        (None, None)
+    } else {
+        let reply = commands
+            .clone()
+            .eval::<redis::Value>(invocation, name.clone())
+            .await?;
+        tried(reply).ok_or_else(|| LockError::Unavailable {
+            node: commands.label().to_string(),
+            reason: "unexpected reply to the acquire script".into(),
+        })?
+    };
     if tried.0.is_none() {
         commands.confirm_replicated(name).await?;
     }
     Ok(tried)
 }
 
+/// Reads an acquire script's reply; `None` for a reply no script of ours gives.
 fn tried(reply: redis::Value) -> Option<Tried> {
     match reply {
         redis::Value::Nil => Some((None, None)),
@@ -549,7 +561,12 @@ impl LockActor {
         self.attempt_in_flight = true;
         self.wake_pending = false;
         let sent = Instant::now();
-        let request = run_acquire(self.node.commands.clone(), invocation, self.name.clone());
+        let request = run_acquire(
+            self.node.commands.clone(),
+            invocation,
+            None,
+            self.name.clone(),
+        );
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
             act.attempt_in_flight = false;
             act.attempted(id, owner, lease, sent, result, ctx);

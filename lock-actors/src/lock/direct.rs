@@ -86,10 +86,11 @@ pub(crate) enum Tried {
     Acquired(LockGuard),
     /// Not tried: someone else is acting. Ask the actor.
     AskActor,
-    /// Held by another owner (a first try is done): ask the actor to wait for it.
-    Busy,
-    /// Redis did not answer: the actor settles whether it ran; ask it, carrying the error.
-    Failed(LockError),
+    /// Held by another owner (a first try is done): ask the actor (given back) to wait for it.
+    Busy(Addr<LockActor>),
+    /// Redis did not answer: the actor (given back) settles whether it ran; ask it, carrying
+    /// the error.
+    Failed(LockError, Addr<LockActor>),
     /// A definite error (wrong key type, say): report it.
     Error(LockError),
 }
@@ -169,9 +170,12 @@ impl Direct {
     /// Tries to take the lock for `owner` without the actor: with the watchdog (`fixed`
     /// `None`; the hold stays on the fast path), or for a fixed lease (handed to the actor
     /// at once, which ends it when the lease runs out).
+    ///
+    /// Takes the actor's address by value: a granted guard keeps it (an address clone
+    /// costs two allocations, on the hottest path there is).
     pub(crate) async fn try_acquire(
         self: &Arc<Self>,
-        actor: &Addr<LockActor>,
+        actor: Addr<LockActor>,
         owner: LockOwner,
         fenced: bool,
         fixed: Option<Duration>,
@@ -186,14 +190,19 @@ impl Direct {
         }
         let lease = fixed.unwrap_or_else(|| self.watchdog_lease());
         let field = self.kind.field(self.node.owner_field(owner));
-        let call = self
+        let lease_ms = lease.as_millis() as u64;
+        let call = self.kind.acquire(&self.name, &field, lease_ms, fenced, 0);
+        // A first try that finds the lock free takes it without Lua where the kind can.
+        let plain = self
             .kind
-            .acquire(&self.name, &field, lease.as_millis() as u64, fenced, 0);
-        let mut pending = Pending::new(self, actor, owner);
+            .plain_acquire(&self.name, &field, lease_ms, fenced);
+        let mut pending = Pending::new(self, &actor, owner);
         pending.lease = lease;
         let sent = Instant::now();
-        let reply = run_acquire(self.node.commands.clone(), call, self.name.clone()).await;
+        let commands = self.node.commands.clone();
+        let reply = run_acquire(commands, call, plain, self.name.clone()).await;
         pending.settled();
+        drop(pending);
         match reply {
             Ok((None, token)) => {
                 let watch_id = fixed.is_none().then(|| {
@@ -233,25 +242,18 @@ impl Direct {
                     actor.do_send(Adopt(taken));
                 }
                 tracing::debug!(lock = %self.name, owner = owner.id(), "acquired directly");
-                let guard = LockGuard::new(
-                    actor.clone(),
-                    self.name.clone(),
-                    owner,
-                    hold,
-                    fixed,
-                    receiver,
-                );
+                let guard = LockGuard::new(actor, self.name.clone(), owner, hold, fixed, receiver);
                 Tried::Acquired(guard.with_token(token).with_direct(self.clone()))
             }
             Ok((Some(_), _)) => {
                 // Held by another owner: the actor queues the caller from here on.
                 self.shift(Mode::Trying, Mode::Actor);
-                Tried::Busy
+                Tried::Busy(actor)
             }
             Err(error @ LockError::Unavailable { .. }) => {
                 self.shift(Mode::Trying, Mode::Actor);
                 actor.do_send(Doubt { owner, lease });
-                Tried::Failed(error)
+                Tried::Failed(error, actor)
             }
             Err(error @ LockError::NotReplicated { .. }) => {
                 // Taken in Redis but not on enough replicas: the actor's reconcile finds

@@ -323,10 +323,10 @@ impl Lock {
             // The uncontended fast path: straight to Redis when the actor is idle.
             let node = self.client.node()?;
             let (actor, direct) = node.lock_actor_direct(self.kind, &self.name, Some(owner));
-            match direct.try_acquire(&actor, owner, self.fenced, lease).await {
+            match direct.try_acquire(actor, owner, self.fenced, lease).await {
                 Tried::Acquired(guard) => return Ok(guard),
                 Tried::Error(error) => return Err(error),
-                Tried::Busy => {
+                Tried::Busy(actor) => {
                     let request = AfterDirect {
                         owner,
                         lease,
@@ -336,7 +336,7 @@ impl Lock {
                     };
                     return actor.send(request).await.map_err(|_| LockError::Shutdown)?;
                 }
-                Tried::Failed(error) => {
+                Tried::Failed(error, actor) => {
                     let request = AfterDirect {
                         owner,
                         lease,

@@ -290,6 +290,32 @@ impl LockKind {
         call
     }
 
+    /// A plain command that takes the lock when it is free, without running Lua: for the
+    /// fast lock, `SET name field NX PX lease` (the first line of its acquire script). It
+    /// replies `OK` when it took the lock; anything else (busy, or a key of another type)
+    /// leaves the answer to the acquire script. `None` for the other kinds.
+    ///
+    /// Uncontended fast-lock acquires are the only users: the first try on the direct path.
+    pub(crate) fn plain_acquire(
+        self,
+        name: &LockName,
+        field: &str,
+        lease_ms: u64,
+        fenced: bool,
+    ) -> Option<redis::Cmd> {
+        if self != LockKind::Fast || fenced {
+            return None;
+        }
+        let mut cmd = redis::Cmd::with_capacity(6, name.as_str().len() + field.len() + 32);
+        cmd.arg("SET")
+            .arg(name.as_str())
+            .arg(field)
+            .arg("NX")
+            .arg("PX")
+            .arg(lease_ms);
+        Some(cmd)
+    }
+
     /// The fair lock's call that takes `field` out of its queue (a waiter that gave up);
     /// `None` for kinds without a queue in Redis.
     pub(crate) fn withdraw(
