@@ -561,11 +561,15 @@ async fn connections_per_node_stay_constant_with_many_locks_and_waiters() {
         server.command_calls("pttl").await >= 100
     })
     .await;
-    assert_eq!(
-        connections(&server).await,
-        idle,
-        "connections grew with locks and waiters"
-    );
+    // `command_calls` above opens and drops a connection of its own each time; under load
+    // the server may still list a dropped one for a moment. The clients' own count must
+    // settle back to `idle`, and a connection per lock or waiter never would.
+    eventually(
+        "connections stay at two per client with locks and waiters",
+        Duration::from_secs(5),
+        || async { connections(&server).await == idle },
+    )
+    .await;
     drop(held);
     for task in tasks {
         timeout(Duration::from_secs(30), task)
