@@ -292,14 +292,19 @@ fn sentinel_fails_over_after_kill_primary() {
     assert_eq!(role(primary), "master");
     assert_eq!(role(replica), "slave");
 
-    let mut sentinel_client = SentinelClient::build(
-        setup.sentinel_urls(),
-        setup.master_name().to_string(),
-        None,
-        SentinelServerType::Master,
-    )
-    .unwrap();
-    let mut conn = sentinel_client.get_connection().unwrap();
+    // A fresh Sentinel client each time: it asks the sentinels which node is the primary.
+    fn primary_conn(setup: &SentinelSetup) -> redis::Connection {
+        SentinelClient::build(
+            setup.sentinel_urls(),
+            setup.master_name().to_string(),
+            None,
+            SentinelServerType::Master,
+        )
+        .unwrap()
+        .get_connection()
+        .unwrap()
+    }
+    let mut conn = primary_conn(&setup);
     let () = conn.set("sentinel:key", "v").unwrap();
     let acked: i64 = redis::cmd("WAIT")
         .arg(1)
@@ -324,14 +329,7 @@ fn sentinel_fails_over_after_kill_primary() {
     assert_eq!(role(new), "master");
     let value: String = node(new).get("sentinel:key").unwrap();
     assert_eq!(value, "v");
-    let mut sentinel_client = SentinelClient::build(
-        setup.sentinel_urls(),
-        setup.master_name().to_string(),
-        None,
-        SentinelServerType::Master,
-    )
-    .unwrap();
-    let mut conn = sentinel_client.get_connection().unwrap();
+    let mut conn = primary_conn(&setup);
     let () = conn.set("sentinel:after", "w").unwrap();
     let value: String = node(new).get("sentinel:after").unwrap();
     assert_eq!(value, "w", "the sentinel client writes to the new primary");

@@ -126,10 +126,19 @@ impl LockName {
     /// assert_eq!(LockName::new("{t}doc", 64).unwrap().hash_tagged(), "{t}doc");
     /// ```
     pub fn hash_tagged(&self) -> String {
+        let mut tagged = String::with_capacity(self.0.len() + 2);
+        self.push_hash_tagged(&mut tagged);
+        tagged
+    }
+
+    /// Appends the name as a hash tag (see [`hash_tagged`](Self::hash_tagged)) to `out`.
+    fn push_hash_tagged(&self, out: &mut String) {
         if self.0.contains('{') {
-            self.0.to_string()
+            out.push_str(&self.0);
         } else {
-            format!("{{{}}}", self.0)
+            out.push('{');
+            out.push_str(&self.0);
+            out.push('}');
         }
     }
 
@@ -194,13 +203,7 @@ impl LockName {
         let mut key = String::with_capacity(prefix.len() + self.0.len() + 3);
         key.push_str(prefix);
         key.push(':');
-        if self.0.contains('{') {
-            key.push_str(&self.0);
-        } else {
-            key.push('{');
-            key.push_str(&self.0);
-            key.push('}');
-        }
+        self.push_hash_tagged(&mut key);
         key
     }
 }

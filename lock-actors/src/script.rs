@@ -57,11 +57,11 @@ impl ScriptCall {
         let keys = self.keys.args_iter();
         let args = self.args.args_iter();
         let count = 3 + keys.len() + args.len();
-        let mut cmd =
-            Cmd::with_capacity(count, 64 + self.bytes(&self.keys) + self.bytes(&self.args));
+        let mut cmd = Cmd::with_capacity(count, 64 + data_len(&self.keys) + data_len(&self.args));
         cmd.arg("EVALSHA")
             .arg(self.script.get_hash())
             .arg(keys.len());
+        // `key` and `arg` write only simple values (`Cmd::arg` never makes a cursor).
         for value in keys.chain(args) {
             if let Arg::Simple(bytes) = value {
                 cmd.arg(bytes);
@@ -69,15 +69,16 @@ impl ScriptCall {
         }
         cmd
     }
+}
 
-    fn bytes(&self, part: &Cmd) -> usize {
-        part.args_iter()
-            .map(|value| match value {
-                Arg::Simple(bytes) => bytes.len(),
-                _ => 0,
-            })
-            .sum()
-    }
+/// How many bytes the values of `part` hold.
+fn data_len(part: &Cmd) -> usize {
+    part.args_iter()
+        .map(|value| match value {
+            Arg::Simple(bytes) => bytes.len(),
+            _ => 0,
+        })
+        .sum()
 }
 
 #[cfg(test)]

@@ -154,11 +154,11 @@ pub(crate) async fn run_acquire(
     plain_first: Option<redis::Cmd>,
     name: LockName,
 ) -> Result<Tried, LockError> {
-    let taken = match plain_first {
-        Some(cmd) => commands.clone().command(cmd, name.clone()).await?,
-        None => redis::Value::Nil,
+    let taken_plainly = match plain_first {
+        Some(cmd) => commands.clone().command(cmd, name.clone()).await? == redis::Value::Okay,
+        None => false,
     };
-    let tried = if taken == redis::Value::Okay {
+    let tried = if taken_plainly {
         (None, None)
     } else {
         let reply = commands
