@@ -8,7 +8,7 @@ use actix_distributed_lock::{
 };
 use rand::Rng;
 use redis::AsyncCommands;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::proxy::TcpProxy;
@@ -505,5 +505,78 @@ async fn a_flushed_script_cache_is_loaded_again_by_the_next_call() {
             !exists,
             "{kind}: the unlock after SCRIPT FLUSH deleted the key"
         );
+    }
+}
+
+/// Panics on the clients' own actor threads, counted by a process-wide panic hook (the
+/// default hook still prints them).
+fn actor_thread_panics() -> &'static AtomicUsize {
+    static PANICS: AtomicUsize = AtomicUsize::new(0);
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let default = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if std::thread::current().name() == Some("distributed-lock-actors") {
+                PANICS.fetch_add(1, Ordering::SeqCst);
+            }
+            default(info);
+        }));
+    });
+    &PANICS
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutting_down_amid_busy_traffic_panics_no_actor_thread_and_leaves_no_connection() {
+    // When a client stops, its actor thread drops the live actors, and actix polls their
+    // futures one last time. A request first polled then used to start redis's response
+    // timer outside any runtime: "no reactor running", a panic on the actor thread.
+    let panics = actor_thread_panics();
+    let server = RedisServer::start();
+    for round in 0..100 {
+        let client = client_at(&server.url(), |c| c).await;
+        let stopping = Arc::new(AtomicBool::new(false));
+        let mut tasks = Vec::new();
+        for task in 0..16 {
+            // Four names, four tasks each: waiters queue in the lock actors, and every
+            // unlock starts the next waiter's request on the actor thread.
+            let lock = client.lock(&format!("busy:{}", task % 4)).unwrap();
+            let stopping = stopping.clone();
+            tasks.push(tokio::spawn(async move {
+                loop {
+                    match lock.acquire_timeout(Duration::from_secs(10)).await {
+                        Ok(guard) => {
+                            if guard.unlock().await.is_err() {
+                                return;
+                            }
+                        }
+                        Err(LockError::Shutdown) => return,
+                        // A request cut off by the shutdown may fail otherwise; the next
+                        // call says Shutdown.
+                        Err(_) if stopping.load(Ordering::SeqCst) => {}
+                        Err(other) => panic!("acquire failed before the shutdown: {other}"),
+                    }
+                }
+            }));
+        }
+        // Stop at a different point of the traffic each round.
+        tokio::time::sleep(Duration::from_micros(500 + 300 * (round % 20))).await;
+        stopping.store(true, Ordering::SeqCst);
+        client.shutdown();
+        for task in tasks {
+            timeout(Duration::from_secs(10), task)
+                .await
+                .expect("every caller returns after the shutdown")
+                .unwrap();
+        }
+        // Once the client is gone, so is every connection it opened, even one a request
+        // cut off by the shutdown had begun to reopen.
+        drop(client);
+        eventually(
+            "the dropped client's connections are closed",
+            Duration::from_secs(10),
+            || async { server.connections().await == 0 },
+        )
+        .await;
+        assert_eq!(panics.load(Ordering::SeqCst), 0, "round {round}");
     }
 }

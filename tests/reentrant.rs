@@ -503,26 +503,6 @@ async fn acquire_with_redis_stopped_is_unavailable_quickly() {
     assert!(started.elapsed() < Duration::from_secs(3));
 }
 
-/// Connected clients as Redis counts them, leaving out this probe's own connections (a
-/// probe connection dropped a moment ago may still be listed: each is named `probe`).
-async fn connections(server: &RedisServer) -> i64 {
-    let mut conn = server.conn().await;
-    let () = redis::cmd("CLIENT")
-        .arg("SETNAME")
-        .arg("probe")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let list: String = redis::cmd("CLIENT")
-        .arg("LIST")
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    list.lines()
-        .filter(|line| !line.contains(" name=probe "))
-        .count() as i64
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connections_per_node_stay_constant_with_many_locks_and_waiters() {
     let server = RedisServer::start();
@@ -532,10 +512,10 @@ async fn connections_per_node_stay_constant_with_many_locks_and_waiters() {
     eventually(
         "two clients, each one command and one subscription connection",
         Duration::from_secs(10),
-        || async { connections(&server).await == 4 },
+        || async { server.connections().await == 4 },
     )
     .await;
-    let idle = connections(&server).await;
+    let idle = server.connections().await;
     assert_eq!(idle, 4, "no more connections appear once both are up");
     let mut held = Vec::new();
     for i in 0..50 {
@@ -567,7 +547,7 @@ async fn connections_per_node_stay_constant_with_many_locks_and_waiters() {
     eventually(
         "connections stay at two per client with locks and waiters",
         Duration::from_secs(5),
-        || async { connections(&server).await == idle },
+        || async { server.connections().await == idle },
     )
     .await;
     drop(held);
@@ -577,7 +557,7 @@ async fn connections_per_node_stay_constant_with_many_locks_and_waiters() {
             .unwrap()
             .unwrap();
     }
-    assert_eq!(connections(&server).await, idle);
+    assert_eq!(server.connections().await, idle);
     assert_eq!(server.keys().await, Vec::<String>::new());
 }
 
@@ -667,7 +647,7 @@ async fn lost_fires_when_the_lock_vanishes_and_never_after_a_normal_release() {
 }
 
 #[actix_rt::test]
-async fn works_inside_an_actix_system_on_its_own_arbiter() {
+async fn works_inside_an_actix_system_on_its_own_thread() {
     let server = RedisServer::start();
     let client = client(&server).await;
     let lock = client.lock("in-actix").unwrap();

@@ -16,8 +16,8 @@ use std::sync::Arc;
 ///
 /// Build one per process (it is cheap to clone; clones share everything) and hand clones to
 /// tasks, actors or actix-web's `app_data`. It works inside `#[actix_web::main]` / actix
-/// systems, where its actors run on an arbiter of their own, and from plain
-/// `#[tokio::main]`, where it starts a private actix system thread.
+/// systems and from plain `#[tokio::main]` alike: its actors run on a private actix system
+/// thread of its own.
 ///
 /// Each client has its own uuid, which prefixes every owner it writes to Redis, and keeps
 /// two connections to the node (commands, subscriptions) however many locks it handles.
@@ -58,6 +58,7 @@ struct ClientInner {
 impl Drop for ClientInner {
     fn drop(&mut self) {
         self.runtime.stop();
+        self.node.forget_actors();
     }
 }
 
@@ -343,6 +344,7 @@ impl LockClient {
         if !self.inner.shut_down.swap(true, Ordering::SeqCst) {
             tracing::debug!(client = %self.inner.id, "lock client shutting down");
             self.inner.runtime.stop();
+            self.inner.node.forget_actors();
         }
     }
 

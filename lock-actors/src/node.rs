@@ -276,6 +276,14 @@ impl Node {
         true
     }
 
+    /// Empties the lock actor registry when the client stops. Each entry's fast-path state
+    /// holds the node, so entries left behind by actors dropped with the thread (they never
+    /// retire) would keep the node, and with it its connections, alive for good.
+    pub(crate) fn forget_actors(&self) {
+        let entries = std::mem::take(&mut *self.registry.lock().unwrap_or_else(|p| p.into_inner()));
+        drop(entries); // outside the lock: dropping an entry may drop the last node handle
+    }
+
     /// Drops a registry entry whose actor turned out to be stopped.
     pub(crate) fn evict_actor(
         &self,

@@ -1,5 +1,5 @@
-//! The thread the client's actors live on: an arbiter of the caller's actix system, or a
-//! private actix system when the caller runs plain tokio.
+//! The thread the client's actors live on: a private actix system of the client's own,
+//! whether or not the caller runs inside actix.
 
 use crate::error::LockError;
 use actix_rt::{Arbiter, ArbiterHandle, System};
@@ -7,33 +7,32 @@ use std::future::Future;
 use tokio::sync::oneshot;
 
 /// Where a client's actors and connections run, and how to stop them.
+///
+/// Always a private system on a thread of its own, also inside the caller's actix system
+/// (an arbiter of the caller's system would do, but its runtime is dropped by actix where
+/// we cannot make the teardown safe; see `start`). Actor addresses work across systems.
 pub(crate) struct ActorRuntime {
     arbiter: ArbiterHandle,
-    stop: StopHow,
-}
-
-enum StopHow {
-    /// We started an arbiter inside the caller's actix system.
-    Arbiter,
-    /// We started a whole actix system on a thread of our own.
-    OwnSystem(System),
+    system: System,
 }
 
 impl ActorRuntime {
-    /// Starts a dedicated arbiter thread (inside actix) or a private system thread (outside).
+    /// Starts the client's actor thread and its actix system.
     pub(crate) fn start() -> Result<Self, LockError> {
-        if System::try_current().is_some() {
-            let arbiter = Arbiter::new();
-            return Ok(ActorRuntime {
-                arbiter: arbiter.handle(),
-                stop: StopHow::Arbiter,
-            });
-        }
         let (tx, rx) = std::sync::mpsc::channel();
         std::thread::Builder::new()
             .name("distributed-lock-actors".into())
             .spawn(move || {
                 let runner = System::new();
+                // When the system stops, the runtime drops its actors, and actix polls each
+                // live actor's futures one last time while dropping it. A future first
+                // polled then starts a timer (redis's response timeout, our own timeouts),
+                // which panics ("no reactor running") unless a runtime context is entered:
+                // the runtime is dropped outside its own `block_on`. Entering the runtime's
+                // handle around `run` keeps that last poll legal; the runtime itself is
+                // still alive then (actix drops its task set before the tokio runtime).
+                let handle = runner.runtime().tokio_runtime().handle().clone();
+                let _context = handle.enter();
                 // The receiver waits right below; if it is gone there is nobody to serve.
                 if tx.send((System::current(), Arbiter::current())).is_ok() {
                     // Returns when `System::stop` is called by `ActorRuntime::stop`.
@@ -46,10 +45,7 @@ impl ActorRuntime {
         let (system, arbiter) = rx
             .recv()
             .map_err(|_| LockError::invalid_config("the actor thread died while starting"))?;
-        Ok(ActorRuntime {
-            arbiter,
-            stop: StopHow::OwnSystem(system),
-        })
+        Ok(ActorRuntime { arbiter, system })
     }
 
     pub(crate) fn arbiter(&self) -> &ArbiterHandle {
@@ -74,11 +70,6 @@ impl ActorRuntime {
 
     /// Stops every actor of the client: renewals end, connections close.
     pub(crate) fn stop(&self) {
-        match &self.stop {
-            StopHow::Arbiter => {
-                self.arbiter.stop();
-            }
-            StopHow::OwnSystem(system) => system.stop(),
-        }
+        self.system.stop();
     }
 }

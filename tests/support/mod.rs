@@ -188,6 +188,26 @@ impl RedisServer {
         parse_command_calls(&info, cmd)
     }
 
+    /// Connected clients as Redis counts them, leaving out the probes' own connections (a
+    /// probe connection dropped a moment ago may still be listed: each is named `probe`).
+    pub async fn connections(&self) -> i64 {
+        let mut conn = self.conn().await;
+        let () = redis::cmd("CLIENT")
+            .arg("SETNAME")
+            .arg("probe")
+            .query_async(&mut conn)
+            .await
+            .expect("CLIENT SETNAME");
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query_async(&mut conn)
+            .await
+            .expect("CLIENT LIST");
+        list.lines()
+            .filter(|line| !line.contains(" name=probe "))
+            .count() as i64
+    }
+
     /// All keys currently in the server (`KEYS *`), sorted.
     pub async fn keys(&self) -> Vec<String> {
         let mut conn = self.conn().await;
