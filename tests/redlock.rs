@@ -40,6 +40,17 @@ impl Nodes {
     }
 }
 
+/// Waits until `guard` is held on `n` nodes: the acquire returns at a quorum, and the
+/// nodes that answer after it join the hold within the node timeout.
+async fn held_on(guard: &RedLockGuard, n: usize) {
+    eventually(
+        &format!("the hold is on {n} nodes"),
+        Duration::from_secs(5),
+        || async { guard.nodes_held() == n },
+    )
+    .await;
+}
+
 async fn connect(
     servers: &[RedisServer],
     tune: &impl Fn(ClientConfig) -> ClientConfig,
@@ -63,7 +74,7 @@ async fn three_nodes_up_acquire_reenter_release_and_leave_no_key() {
         .acquire_with(AcquireOptions::new().owner(me).wait(Duration::from_secs(2)))
         .await
         .unwrap();
-    assert_eq!(outer.nodes_held(), 3);
+    held_on(&outer, 3).await;
     let lease = lock.watchdog_lease();
     assert!(outer.validity() > Duration::ZERO);
     assert!(outer.validity() <= lease - RedLock::clock_drift(lease));
@@ -74,6 +85,7 @@ async fn three_nodes_up_acquire_reenter_release_and_leave_no_key() {
     assert!(theirs.try_acquire().await.unwrap().is_none());
 
     let inner = outer.reenter(Duration::ZERO).await.unwrap();
+    held_on(&inner, 3).await;
     for client in &nodes.clients {
         assert_eq!(
             client
@@ -158,10 +170,11 @@ async fn two_of_three_stopped_acquire_fails_in_time_and_leaves_no_partial_key() 
     assert!(nodes.servers[0].command_calls("evalsha").await >= 4);
 }
 
-/// Test 4: 1 of 3 nodes SIGSTOPped: acquire takes about the per-node timeout, not seconds;
-/// the frozen node's late grant is given back once it wakes.
+/// Test 4: 1 of 3 nodes SIGSTOPped: the acquire returns as soon as the other two granted,
+/// well within the per-node timeout; the frozen node's grant, which comes after that
+/// timeout, is given back once it wakes.
 #[tokio::test]
-async fn one_paused_node_costs_about_the_node_timeout() {
+async fn one_paused_node_does_not_hold_up_the_acquire() {
     let mut nodes = Nodes::start(3).await;
     let lock = RedLock::new(&nodes.clients, "rl:paused").unwrap();
     // Warm every connection and script cache first, so only the pause is measured.
@@ -174,11 +187,7 @@ async fn one_paused_node_costs_about_the_node_timeout() {
     let guard = lock.acquire_timeout(Duration::from_secs(5)).await.unwrap();
     let elapsed = started.elapsed();
     assert_eq!(guard.nodes_held(), 2);
-    assert!(elapsed >= node_timeout, "{elapsed:?}");
-    assert!(
-        elapsed < node_timeout + Duration::from_millis(800),
-        "{elapsed:?}"
-    );
+    assert!(elapsed < node_timeout, "{elapsed:?}");
     guard.unlock().await.unwrap();
     assert_eq!(nodes.keys(0).await, NONE);
     assert_eq!(nodes.keys(1).await, NONE);
@@ -190,6 +199,39 @@ async fn one_paused_node_costs_about_the_node_timeout() {
         || async { nodes.keys(2).await.is_empty() },
     )
     .await;
+}
+
+/// A node that answers after the quorum, but within the node timeout, joins the hold: it
+/// is renewed with the others and released by the unlock, which leaves no key anywhere.
+#[tokio::test]
+async fn a_node_answering_after_the_quorum_joins_the_hold_and_is_released_with_it() {
+    let lease = Duration::from_secs(3);
+    let mut nodes = Nodes::start_with(3, |config| config.watchdog_timeout(lease)).await;
+    let lock = RedLock::new(&nodes.clients, "rl:late")
+        .unwrap()
+        .node_timeout(Duration::from_secs(2));
+    lock.acquire().await.unwrap().unlock().await.unwrap(); // warm up
+
+    nodes.servers[2].pause();
+    let guard = lock.acquire_timeout(Duration::from_secs(5)).await.unwrap();
+    assert_eq!(guard.nodes_held(), 2, "returned at the quorum");
+    nodes.servers[2].resume();
+    held_on(&guard, 3).await;
+    let on_node_2 = nodes.clients[2].lock("rl:late").unwrap();
+    assert!(on_node_2.is_locked().await.unwrap());
+    // The watchdog renews the joined node too: two renewal intervals (1 s each) later its
+    // hold is still there with a fresh lease.
+    tokio::time::sleep(lease * 2 / 3 + Duration::from_millis(200)).await;
+    let ttl = on_node_2
+        .remaining_ttl()
+        .await
+        .unwrap()
+        .expect("still held");
+    assert!(ttl > lease / 2, "renewed: {ttl:?}");
+    guard.unlock().await.unwrap();
+    for node in 0..3 {
+        assert_eq!(nodes.keys(node).await, NONE, "node {node}");
+    }
 }
 
 /// Test 5: 2 of 3 nodes already hold the lock for another owner: our attempt fails and
@@ -385,7 +427,7 @@ async fn watchdog_keeps_the_lock_through_one_dead_node_and_loses_it_with_two() {
     let interval = lease / 3;
     let lock = RedLock::new(&nodes.clients, "rl:watchdog").unwrap();
     let guard = lock.acquire_timeout(Duration::from_secs(2)).await.unwrap();
-    assert_eq!(guard.nodes_held(), 3);
+    held_on(&guard, 3).await;
     let lost = guard.lost();
     tokio::pin!(lost);
 

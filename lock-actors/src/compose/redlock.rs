@@ -5,9 +5,12 @@ use super::{release_all, Member};
 use crate::client::LockClient;
 use crate::error::LockError;
 use crate::lock::{AcquireOptions, Lock, LockGuard, LockOwner};
-use futures_util::future::join_all;
+use futures_util::future::poll_fn;
 use rand::Rng;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 
@@ -36,10 +39,13 @@ const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
 ///   waiting), each bounded by the per-node timeout ([`default_node_timeout`]: lease / 100,
 ///   clamped to 20..=200 ms; override with [`node_timeout`](RedLock::node_timeout)), so a
 ///   dead or frozen node costs milliseconds, not a TCP timeout.
-/// - The attempt succeeds when at least a **quorum** (N / 2 + 1) of nodes granted it and the
-///   **validity** is positive: `validity = lease − elapsed − drift`, with
+/// - The attempt succeeds as soon as a **quorum** (N / 2 + 1) of nodes granted it with
+///   positive **validity**: `validity = lease − elapsed − drift`, with
 ///   `drift = lease · 0.01 + 2 ms` ([`clock_drift`]), `elapsed` measured on the monotonic
-///   clock from before the first request to after the last reply.
+///   clock from before the first request to the reply that completed the quorum. The
+///   slowest nodes do not set the pace: a node that grants later, within its node timeout,
+///   joins the hold (renewed and released with the rest, see
+///   [`nodes_held`](RedLockGuard::nodes_held)); a later grant is released at once.
 /// - Otherwise every node that granted it is released at once, and the next attempt starts
 ///   after a random delay (uniform in ½..1½ × [`retry_delay`](RedLock::retry_delay),
 ///   100 ms by default, so competing clients fall out of step), until the wait is over.
@@ -426,7 +432,12 @@ impl RedLock {
         loop {
             let attempt = self.attempt(owner, lease, node_timeout, &mut in_flight);
             let failure = match attempt.await {
-                Ok((members, acquired_at, validity)) => {
+                Ok(Granted {
+                    members,
+                    started: acquired_at,
+                    validity,
+                    joining,
+                }) => {
                     let keeping = match fixed_lease {
                         Some(_) => Keeping::Fixed,
                         None => Keeping::Renewed {
@@ -441,6 +452,8 @@ impl RedLock {
                         lease,
                         node_timeout,
                         members,
+                        joining,
+                        joining_until: acquired_at + node_timeout,
                         valid_until: acquired_at + validity,
                         keeping,
                     })
@@ -462,8 +475,10 @@ impl RedLock {
         Duration::from_micros(micros)
     }
 
-    /// One attempt on every node at once. On success: the granted members (index, guard),
-    /// when the attempt started, and its validity.
+    /// One attempt on every node at once. It succeeds as soon as a quorum has granted the
+    /// lock with validity left: the slowest nodes do not set the pace. Their requests, still
+    /// unanswered then, go to the guard, which adds a grant that comes within the node
+    /// timeout to the hold (renewed and released with it) and releases a later one.
     ///
     /// A node's request is never abandoned while Redis may still run it: it runs on the
     /// node's actor thread, and one that outlives the node timeout stays in `in_flight`.
@@ -476,66 +491,95 @@ impl RedLock {
         lease: Duration,
         node_timeout: Duration,
         in_flight: &mut InFlight,
-    ) -> Result<(Vec<(usize, LockGuard)>, Instant, Duration), Failure> {
+    ) -> Result<Granted, Failure> {
         let options = AcquireOptions::new()
             .owner(owner)
             .wait(Duration::ZERO)
             .lease(lease);
         in_flight.settle(&self.members, node_timeout).await;
         let started = Instant::now();
-        let requests = self.members.iter().enumerate().map(|(index, member)| {
-            let request = in_flight.send(index, member, options);
-            async move {
-                match request {
-                    Request::Sent(mut reply) => {
-                        match tokio::time::timeout(node_timeout, &mut reply).await {
-                            Ok(Ok(answer)) => (Some(answer), None),
-                            Ok(Err(_)) => (Some(Err(LockError::Shutdown)), None),
-                            Err(_) => (None, Some(reply)),
-                        }
-                    }
-                    Request::Refused(error) => (Some(Err(error)), None),
-                    Request::StillInFlight => (None, None),
-                }
+        let quorum = self.quorum();
+        let drift = Self::clock_drift(lease);
+        let mut waiting: Vec<Option<oneshot::Receiver<Answer>>> = Vec::new();
+        let mut answers: Vec<Option<Result<Answer, ()>>> = Vec::new();
+        for (index, member) in self.members.iter().enumerate() {
+            let (slot, answer) = match in_flight.send(index, member, options) {
+                Request::Sent(reply) => (Some(reply), None),
+                Request::Refused(error) => (None, Some(Ok(Err(error)))),
+                // Silent for this attempt, as if it had timed out.
+                Request::StillInFlight => (None, Some(Err(()))),
+            };
+            waiting.push(slot);
+            answers.push(answer);
+        }
+        let mut granted = 0;
+        let expired = tokio::time::sleep_until((started + node_timeout).into());
+        tokio::pin!(expired);
+        let quorum_at = poll_fn(|cx| {
+            for (index, slot) in waiting.iter_mut().enumerate() {
+                let Some(reply) = slot else { continue };
+                let Poll::Ready(answer) = Pin::new(reply).poll(cx) else {
+                    continue;
+                };
+                *slot = None;
+                let answer = answer.unwrap_or(Err(LockError::Shutdown));
+                granted += usize::from(answer.is_ok());
+                answers[index] = Some(Ok(answer));
             }
-        });
-        let replies: Vec<_> = join_all(requests).await;
-        let replies = replies
-            .into_iter()
-            .enumerate()
-            .map(|(index, (answer, pending))| {
-                if let Some(pending) = pending {
-                    in_flight.keep(index, pending);
-                }
-                answer.ok_or(())
-            });
-        let elapsed = started.elapsed();
-        let mut granted = Vec::new();
+            let now = Instant::now();
+            // Done at a quorum that leaves validity, or when nobody is left to answer.
+            if granted >= quorum && now < started + lease - drift {
+                return Poll::Ready(Some(now));
+            }
+            if waiting.iter().all(Option::is_none) || expired.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(None);
+            }
+            Poll::Pending
+        })
+        .await;
+        let elapsed = quorum_at.unwrap_or_else(Instant::now) - started;
+        let mut members = Vec::new();
+        let mut joining = Vec::new();
         let mut failure = Failure::default();
-        for (index, reply) in replies.into_iter().enumerate() {
-            match reply {
-                Ok(Ok(guard)) => granted.push((index, guard)),
-                Ok(Err(LockError::Timeout { .. } | LockError::AlreadyHeld { .. })) => {
+        for (index, (answer, reply)) in answers.into_iter().zip(waiting).enumerate() {
+            match (answer, reply) {
+                (Some(Ok(Ok(guard))), _) => members.push((index, guard)),
+                (Some(Ok(Err(LockError::Timeout { .. } | LockError::AlreadyHeld { .. }))), _) => {
                     failure.busy += 1
                 }
-                Ok(Err(error)) => failure.silent.push((index, Some(error))),
-                Err(_) => failure.silent.push((index, None)),
+                (Some(Ok(Err(error))), _) => failure.silent.push((index, Some(error))),
+                // Still in flight from an earlier attempt: silent. (No answer and no reply
+                // to wait for cannot happen: a slot is emptied only when answered.)
+                (Some(Err(())), _) | (None, None) => failure.silent.push((index, None)),
+                (None, Some(reply)) => {
+                    if quorum_at.is_some() {
+                        joining.push((index, reply));
+                    } else {
+                        in_flight.keep(index, reply);
+                        failure.silent.push((index, None));
+                    }
+                }
             }
         }
         let validity = lease
-            .checked_sub(elapsed + Self::clock_drift(lease))
+            .checked_sub(elapsed + drift)
             .filter(|validity| !validity.is_zero());
         match validity {
-            Some(validity) if granted.len() >= self.quorum() => {
-                tracing::debug!(lock = %self.name, nodes = granted.len(), ?elapsed, ?validity,
-                    "RedLock acquired");
-                Ok((granted, started, validity))
+            Some(validity) if members.len() >= quorum => {
+                tracing::debug!(lock = %self.name, nodes = members.len(),
+                    joining = joining.len(), ?elapsed, ?validity, "RedLock acquired");
+                Ok(Granted {
+                    members,
+                    started,
+                    validity,
+                    joining,
+                })
             }
             _ => {
-                failure.granted = granted.len();
-                tracing::debug!(lock = %self.name, granted = granted.len(), busy = failure.busy,
+                failure.granted = members.len();
+                tracing::debug!(lock = %self.name, granted = members.len(), busy = failure.busy,
                     silent = failure.silent.len(), ?elapsed, "RedLock attempt failed; releasing");
-                let held = granted
+                let held = members
                     .into_iter()
                     .map(|(index, guard)| (self.members[index].node.clone(), guard))
                     .collect();
@@ -551,7 +595,18 @@ impl RedLock {
 }
 
 /// A node's answer to one acquire request.
-type Answer = Result<LockGuard, LockError>;
+pub(crate) type Answer = Result<LockGuard, LockError>;
+
+/// A successful attempt.
+struct Granted {
+    /// (member index, its hold), for every node that granted the lock in time.
+    members: Vec<(usize, LockGuard)>,
+    /// When the attempt started: its validity counts from here.
+    started: Instant,
+    validity: Duration,
+    /// Requests not answered yet when the quorum was reached, by member index.
+    joining: Vec<(usize, oneshot::Receiver<Answer>)>,
+}
 
 /// How sending a request to one node went.
 enum Request {

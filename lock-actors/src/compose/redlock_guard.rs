@@ -1,7 +1,7 @@
 //! `RedLockGuard`: one RedLock hold, its validity, and the keeper task that renews it on
 //! every node and reports it lost once a quorum can no longer be held.
 
-use super::redlock::RedLock;
+use super::redlock::{Answer, RedLock};
 use super::release_all;
 use crate::error::LockError;
 use crate::lock::{AcquireOptions, LockGuard, LockOwner};
@@ -10,7 +10,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
 
@@ -41,6 +41,10 @@ pub(crate) struct Grant {
     pub(crate) node_timeout: Duration,
     /// (member index, its hold), for every node that granted the lock.
     pub(crate) members: Vec<(usize, LockGuard)>,
+    /// Requests still unanswered when the quorum was reached, by member index.
+    pub(crate) joining: Vec<(usize, oneshot::Receiver<Answer>)>,
+    /// Until when a joining node's grant still counts; a later one is released.
+    pub(crate) joining_until: Instant,
     pub(crate) valid_until: Instant,
     pub(crate) keeping: Keeping,
 }
@@ -94,10 +98,16 @@ pub struct RedLockGuard {
     fixed_lease: Option<Duration>,
     node_timeout: Duration,
     members: Vec<(usize, LockGuard)>,
+    /// Holds the keeper added after the acquire returned (nodes that answered after the
+    /// quorum, within the node timeout).
+    joined: Joined,
     standing: Arc<watch::Sender<Standing>>,
     /// Dropping it stops the keeper.
     stop: Option<oneshot::Sender<()>>,
 }
+
+/// Member holds added by the keeper, shared with the guard that releases them.
+type Joined = Arc<Mutex<Vec<(usize, LockGuard)>>>;
 
 impl RedLockGuard {
     /// Starts the keeper for a granted attempt and returns the guard; releases everything
@@ -110,6 +120,8 @@ impl RedLockGuard {
             lease,
             node_timeout,
             members,
+            joining,
+            joining_until,
             valid_until,
             keeping,
         } = grant;
@@ -118,6 +130,7 @@ impl RedLockGuard {
             valid_until,
         }));
         let (stop, stopped) = oneshot::channel();
+        let joined = Joined::default();
         let keeper = Keeper {
             lock: lock.clone(),
             owner,
@@ -125,7 +138,19 @@ impl RedLockGuard {
             keeping,
             alive: members.iter().map(|(index, _)| *index).collect(),
             standing: standing.clone(),
+            joined: joined.clone(),
         };
+        let joining = joining
+            .into_iter()
+            .map(|(index, reply)| {
+                tokio::time::timeout_at(joining_until.into(), reply)
+                    .map(move |answer| match answer {
+                        Ok(Ok(Ok(guard))) => (index, Some(guard)),
+                        _ => (index, None),
+                    })
+                    .boxed()
+            })
+            .collect();
         let losts = members
             .iter()
             .map(|(index, guard)| {
@@ -137,13 +162,15 @@ impl RedLockGuard {
         let node = members
             .iter()
             .find_map(|(index, _)| lock.member(*index).lock.client().node().ok().cloned());
-        let spawned = node.is_some_and(|node| node.arbiter.spawn(keeper.run(losts, stopped)));
+        let spawned =
+            node.is_some_and(|node| node.arbiter.spawn(keeper.run(losts, joining, stopped)));
         let guard = RedLockGuard {
             lock,
             owner,
             fixed_lease,
             node_timeout,
             members,
+            joined,
             standing,
             stop: Some(stop),
         };
@@ -178,7 +205,10 @@ impl RedLockGuard {
         self.owner
     }
 
-    /// On how many nodes the lock was granted (at least the quorum).
+    /// On how many nodes the lock is held for this guard: at least the quorum. The acquire
+    /// returns as soon as a quorum granted it; a node that answers later, within the node
+    /// timeout, joins the hold (it is renewed and released with the others), so the count
+    /// can grow for that long after the acquire.
     ///
     /// ```no_run
     /// # async fn demo(lock: actix_distributed_lock::RedLock) -> Result<(), actix_distributed_lock::LockError> {
@@ -187,7 +217,7 @@ impl RedLockGuard {
     /// # Ok(()) }
     /// ```
     pub fn nodes_held(&self) -> usize {
-        self.members.len()
+        self.members.len() + lock_joined(&self.joined).len()
     }
 
     /// The validity left: how much longer no other owner can hold the lock. Zero once the
@@ -286,8 +316,11 @@ impl RedLockGuard {
     /// ```
     pub async fn unlock(mut self) -> Result<(), LockError> {
         self.mark_released();
+        // After `mark_released`, the keeper adds no more holds (see `Keeper::join`).
+        let joined = std::mem::take(&mut *lock_joined(&self.joined));
         let members = std::mem::take(&mut self.members)
             .into_iter()
+            .chain(joined)
             .map(|(index, guard)| (self.lock.member(index).node.clone(), guard))
             .collect();
         let bound = self.node_timeout.max(UNLOCK_REPORT_WAIT);
@@ -345,13 +378,21 @@ impl std::fmt::Debug for RedLockGuard {
         f.debug_struct("RedLockGuard")
             .field("name", &self.lock.name())
             .field("owner", &self.owner)
-            .field("nodes_held", &self.members.len())
+            .field("nodes_held", &self.nodes_held())
             .field("validity", &self.validity())
             .finish()
     }
 }
 
 type LostMember = Pin<Box<dyn Future<Output = usize> + Send>>;
+/// A node's late answer to the acquire: its index, and its hold if it granted in time.
+type JoiningMember = Pin<Box<dyn Future<Output = (usize, Option<LockGuard>)> + Send>>;
+
+fn lock_joined(joined: &Joined) -> std::sync::MutexGuard<'_, Vec<(usize, LockGuard)>> {
+    joined
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
 
 /// Renews a RedLock hold on every node and decides when it is lost.
 struct Keeper {
@@ -362,13 +403,21 @@ struct Keeper {
     /// Members (by index) not known to be lost.
     alive: Vec<usize>,
     standing: Arc<watch::Sender<Standing>>,
+    joined: Joined,
 }
 
 impl Keeper {
-    async fn run(mut self, losts: Vec<LostMember>, mut stopped: oneshot::Receiver<()>) {
-        // Whatever ends this task (the client's actor thread stopping included) ends the hold.
+    async fn run(
+        mut self,
+        losts: Vec<LostMember>,
+        joining: FuturesUnordered<JoiningMember>,
+        mut stopped: oneshot::Receiver<()>,
+    ) {
+        // Whatever ends this task (the client's actor thread stopping included) ends the hold;
+        // dropping `joining` then makes a grant still to come release itself.
         let _lost_on_exit = LostOnExit(self.standing.clone());
         let mut losts: FuturesUnordered<LostMember> = losts.into_iter().collect();
+        let mut joining = joining;
         let quorum = self.lock.quorum();
         let mut next = match self.keeping {
             Keeping::Fixed => self.standing.borrow().valid_until,
@@ -382,6 +431,11 @@ impl Keeper {
                     self.alive.retain(|alive| *alive != index);
                     if self.alive.len() < quorum {
                         return self.lose("members were found gone on too many nodes");
+                    }
+                }
+                Some((index, Some(guard))) = joining.next() => {
+                    if let Some(lost) = self.join(index, guard) {
+                        losts.push(lost);
                     }
                 }
                 () = tokio::time::sleep_until(next.into()) => match self.keeping {
@@ -405,6 +459,21 @@ impl Keeper {
                 },
             }
         }
+    }
+
+    /// Adds a node that granted after the quorum to the hold, unless the hold has ended
+    /// (then dropping its guard releases it). Returns the watch for the node's loss.
+    fn join(&mut self, index: usize, guard: LockGuard) -> Option<LostMember> {
+        let mut joined = lock_joined(&self.joined);
+        // Checked under the lock the unlock takes after marking the hold released: a
+        // hold is either added before the unlock collects them, or released here.
+        if self.standing.borrow().status != Status::Held {
+            return None;
+        }
+        let lost = guard.lost().map(move |()| index).boxed();
+        joined.push((index, guard));
+        self.alive.push(index);
+        Some(lost)
     }
 
     /// Renews every live member at once; returns how many nodes confirmed.
