@@ -49,6 +49,7 @@
 //! tests and does nothing: a benchmark is not a test.
 
 use futures_util::future::join;
+use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
 use lock_actors::{ClientConfig, LockClient, LockGuard, RedLock};
 use redis::aio::MultiplexedConnection;
@@ -92,6 +93,8 @@ const INTERVALS: u32 = 3;
 const LEASE_MS: u64 = 30_000;
 /// Nodes of the RedLock scenario (not measured until the kind exists).
 const REDLOCK_NODES: usize = 5;
+/// Its quorum.
+const REDLOCK_QUORUM: usize = REDLOCK_NODES / 2 + 1;
 /// CLIENT SETNAME of this program's inspection connection.
 const INSPECTOR_NAME: &str = "lock-bench-inspector";
 
@@ -1491,6 +1494,57 @@ struct Redlock {
     paused_p50_us: f64,
 }
 
+/// The floor of a fan-out on this machine: the acquire script sent with plain redis to all
+/// nodes at once (one multiplexed connection each, on the caller's runtime), against one
+/// node. No client can do a parallel acquire for less.
+struct PlainFanOut {
+    conns: Vec<MultiplexedConnection>,
+    locks: Vec<PlainLock>,
+}
+
+impl PlainFanOut {
+    async fn connect(nodes: &[RedisProcess]) -> Self {
+        let mut conns = Vec::new();
+        for node in nodes {
+            conns.push(plain_connection(&node.url()).await);
+        }
+        let locks = nodes
+            .iter()
+            .map(|_| PlainLock::new("bench:redlock:plain"))
+            .collect();
+        PlainFanOut { conns, locks }
+    }
+
+    /// One acquire on the first `nodes` nodes at once, then their unlocks; returns the
+    /// acquire's time in µs until `enough` nodes had answered (the rest are awaited before
+    /// the unlocks, untimed).
+    async fn acquire_timed(&mut self, nodes: usize, enough: usize) -> f64 {
+        let t0 = Instant::now();
+        let mut answers: FuturesUnordered<_> = self
+            .conns
+            .iter_mut()
+            .zip(&self.locks)
+            .take(nodes)
+            .map(|(conn, lock)| lock.acquire_timed(conn))
+            .collect();
+        for _ in 0..enough {
+            answers.next().await;
+        }
+        let us = micros(t0.elapsed());
+        while answers.next().await.is_some() {}
+        drop(answers);
+        let unlocks: FuturesUnordered<_> = self
+            .conns
+            .iter_mut()
+            .zip(&self.locks)
+            .take(nodes)
+            .map(|(conn, lock)| lock.unlock(conn))
+            .collect();
+        unlocks.collect::<Vec<()>>().await;
+        us
+    }
+}
+
 async fn redlock(rows: &mut Vec<Row>) -> Redlock {
     eprintln!("[redlock] starting {REDLOCK_NODES} redis-servers");
     let nodes: Vec<RedisProcess> = (0..REDLOCK_NODES).map(|_| RedisProcess::start()).collect();
@@ -1500,8 +1554,11 @@ async fn redlock(rows: &mut Vec<Row>) -> Redlock {
     }
     let red = RedLock::new(&clients, "bench:redlock").expect("a RedLock over five nodes");
     let single = clients[0].lock("bench:redlock:single").expect("valid name");
+    let mut plain = PlainFanOut::connect(&nodes).await;
     // Warm-up: actors started, scripts cached, connections hot.
     for _ in 0..50 {
+        plain.acquire_timed(REDLOCK_NODES, REDLOCK_NODES).await;
+        plain.acquire_timed(1, 1).await;
         red.acquire()
             .await
             .expect("redlock acquire")
@@ -1518,9 +1575,14 @@ async fn redlock(rows: &mut Vec<Row>) -> Redlock {
     }
     eprintln!("[redlock] {ROUNDS} rounds of {REDLOCK_SAMPLES} RedLock and single-node acquires");
     let (mut red_p50s, mut single_p50s) = (Vec::new(), Vec::new());
+    let (mut fan_p50s, mut quorum_p50s, mut one_p50s) = (Vec::new(), Vec::new(), Vec::new());
     for r in 0..ROUNDS {
         let (mut red_us, mut single_us) = (Vec::new(), Vec::new());
+        let (mut fan_us, mut quorum_us, mut one_us) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..REDLOCK_SAMPLES {
+            fan_us.push(plain.acquire_timed(REDLOCK_NODES, REDLOCK_NODES).await);
+            quorum_us.push(plain.acquire_timed(REDLOCK_NODES, REDLOCK_QUORUM).await);
+            one_us.push(plain.acquire_timed(1, 1).await);
             let t0 = Instant::now();
             let guard = red.acquire().await.expect("redlock acquire");
             red_us.push(micros(t0.elapsed()));
@@ -1534,13 +1596,23 @@ async fn redlock(rows: &mut Vec<Row>) -> Redlock {
             percentile(&mut red_us, 50.0),
             percentile(&mut single_us, 50.0),
         );
+        let (f, q, o) = (
+            percentile(&mut fan_us, 50.0),
+            percentile(&mut quorum_us, 50.0),
+            percentile(&mut one_us, 50.0),
+        );
         eprintln!(
-            "[redlock] round {}: RedLock p50 {a:.1} us, single node p50 {b:.1} us ({:.2})",
+            "[redlock] round {}: RedLock p50 {a:.1} us, single node p50 {b:.1} us ({:.2}); \
+             plain redis to {REDLOCK_NODES} nodes at once: all answered {f:.1} us, \
+             {REDLOCK_QUORUM} answered {q:.1} us; one node {o:.1} us",
             r + 1,
-            a / b
+            a / b,
         );
         red_p50s.push(a);
         single_p50s.push(b);
+        fan_p50s.push(f);
+        quorum_p50s.push(q);
+        one_p50s.push(o);
     }
     let node_timeout = red.node_timeout_for(red.watchdog_lease());
     eprintln!("[redlock] one node SIGSTOPped: {REDLOCK_PAUSED_SAMPLES} acquires (node timeout {node_timeout:?})");
@@ -1576,6 +1648,44 @@ async fn redlock(rows: &mut Vec<Row>) -> Redlock {
         Some(result.single_p50_us),
     ));
     rows.push(Row::new("redlock", "ratio", Some(ratio)).target("<= 1.5", Some(ratio <= 1.5)));
+    // The machine's floor, measured in the same rounds (not in the JSON, whose keys are
+    // fixed): the acquire script sent with plain redis to all five nodes at once, timed to
+    // the last answer and to the quorum's (the third), against one node.
+    let (fan, quorum, one) = (
+        median(&mut fan_p50s),
+        median(&mut quorum_p50s),
+        median(&mut one_p50s),
+    );
+    rows.push(Row::new(
+        "redlock",
+        "plain redis p50 us, one node",
+        Some(one),
+    ));
+    rows.push(Row::new(
+        "redlock",
+        "plain redis p50 us, 5 nodes, all answered",
+        Some(fan),
+    ));
+    rows.push(Row::new(
+        "redlock",
+        "plain redis p50 us, 5 nodes, 3 answered",
+        Some(quorum),
+    ));
+    rows.push(Row::new(
+        "redlock",
+        "plain redis ratio, all answered / one node",
+        Some(fan / one),
+    ));
+    rows.push(Row::new(
+        "redlock",
+        "plain redis ratio, 3 answered / one node",
+        Some(quorum / one),
+    ));
+    rows.push(Row::new(
+        "redlock",
+        "RedLock p50 / plain 3-answered p50",
+        Some(result.p50_us / quorum),
+    ));
     rows.push(
         Row::new(
             "redlock",
