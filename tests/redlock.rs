@@ -42,6 +42,16 @@ impl Nodes {
 
 /// Waits until `guard` is held on `n` nodes: the acquire returns at a quorum, and the
 /// nodes that answer after it join the hold within the node timeout.
+/// Waits until no node's answer to the acquire is still awaited: `nodes_held` is final.
+async fn settled(guard: &RedLockGuard) {
+    eventually(
+        "every node has answered the acquire or timed out",
+        Duration::from_secs(5),
+        || async { guard.nodes_pending() == 0 },
+    )
+    .await;
+}
+
 async fn held_on(guard: &RedLockGuard, n: usize) {
     eventually(
         &format!("the hold is on {n} nodes"),
@@ -49,6 +59,16 @@ async fn held_on(guard: &RedLockGuard, n: usize) {
         || async { guard.nodes_held() == n },
     )
     .await;
+}
+
+/// Takes and releases the lock once with every node answering, so connections and script
+/// caches are warm and no node still has a request of this warm-up queued (the acquire
+/// returns at the quorum; a node paused before it answered would serve the warm-up's grant
+/// first, to another owner, when it wakes).
+async fn warm_up(lock: &RedLock) {
+    let guard = lock.acquire().await.unwrap();
+    held_on(&guard, lock.nodes()).await;
+    guard.unlock().await.unwrap();
 }
 
 async fn connect(
@@ -178,7 +198,7 @@ async fn one_paused_node_does_not_hold_up_the_acquire() {
     let mut nodes = Nodes::start(3).await;
     let lock = RedLock::new(&nodes.clients, "rl:paused").unwrap();
     // Warm every connection and script cache first, so only the pause is measured.
-    lock.acquire().await.unwrap().unlock().await.unwrap();
+    warm_up(&lock).await;
     let node_timeout = lock.node_timeout_for(lock.watchdog_lease());
     assert_eq!(node_timeout, Duration::from_millis(200)); // 30 s lease / 100, clamped
 
@@ -188,6 +208,9 @@ async fn one_paused_node_does_not_hold_up_the_acquire() {
     let elapsed = started.elapsed();
     assert_eq!(guard.nodes_held(), 2);
     assert!(elapsed < node_timeout, "{elapsed:?}");
+    // The frozen node's answer is awaited for the node timeout, then no longer.
+    settled(&guard).await;
+    assert_eq!(guard.nodes_held(), 2);
     guard.unlock().await.unwrap();
     assert_eq!(nodes.keys(0).await, NONE);
     assert_eq!(nodes.keys(1).await, NONE);
@@ -210,13 +233,15 @@ async fn a_node_answering_after_the_quorum_joins_the_hold_and_is_released_with_i
     let lock = RedLock::new(&nodes.clients, "rl:late")
         .unwrap()
         .node_timeout(Duration::from_secs(2));
-    lock.acquire().await.unwrap().unlock().await.unwrap(); // warm up
+    warm_up(&lock).await;
 
     nodes.servers[2].pause();
     let guard = lock.acquire_timeout(Duration::from_secs(5)).await.unwrap();
     assert_eq!(guard.nodes_held(), 2, "returned at the quorum");
+    assert_eq!(guard.nodes_pending(), 1, "node 2's answer is awaited");
     nodes.servers[2].resume();
     held_on(&guard, 3).await;
+    assert_eq!(guard.nodes_pending(), 0);
     let on_node_2 = nodes.clients[2].lock("rl:late").unwrap();
     assert!(on_node_2.is_locked().await.unwrap());
     // The watchdog renews the joined node too: two renewal intervals (1 s each) later its
@@ -301,7 +326,9 @@ impl RestartRig {
         }
     }
 
-    /// A takes `name` with a fixed `lease` on nodes 0 and 1 only.
+    /// A takes `name` with a fixed `lease` on nodes 0 and 1 only. The blocker keeps node 2
+    /// until node 2 has answered A (busy): the acquire returns at the quorum, and a request
+    /// that reached node 2 after the blocker's release would still join A's hold.
     async fn a_holds_on_a_bare_quorum(&self, name: &str, lease: Duration) -> RedLockGuard {
         let blocked = self.blocker.lock(name).unwrap().acquire().await.unwrap();
         let a = RedLock::new(&self.nodes.clients, name).unwrap();
@@ -309,6 +336,7 @@ impl RestartRig {
             .lease(lease)
             .wait(Duration::from_secs(2));
         let guard = a.acquire_with(options).await.unwrap();
+        settled(&guard).await;
         assert_eq!(guard.nodes_held(), 2);
         blocked.unlock().await.unwrap();
         guard

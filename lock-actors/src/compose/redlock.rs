@@ -45,7 +45,8 @@ const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
 ///   clock from before the first request to the reply that completed the quorum. The
 ///   slowest nodes do not set the pace: a node that grants later, within its node timeout,
 ///   joins the hold (renewed and released with the rest, see
-///   [`nodes_held`](RedLockGuard::nodes_held)); a later grant is released at once.
+///   [`nodes_held`](RedLockGuard::nodes_held) and
+///   [`nodes_pending`](RedLockGuard::nodes_pending)); a later grant is released at once.
 /// - Otherwise every node that granted it is released at once, and the next attempt starts
 ///   after a random delay (uniform in ½..1½ × [`retry_delay`](RedLock::retry_delay),
 ///   100 ms by default, so competing clients fall out of step), until the wait is over.

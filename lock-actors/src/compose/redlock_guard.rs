@@ -10,6 +10,7 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
@@ -101,6 +102,8 @@ pub struct RedLockGuard {
     /// Holds the keeper added after the acquire returned (nodes that answered after the
     /// quorum, within the node timeout).
     joined: Joined,
+    /// How many of those late answers are still awaited; the keeper counts them down.
+    pending: Arc<AtomicUsize>,
     standing: Arc<watch::Sender<Standing>>,
     /// Dropping it stops the keeper.
     stop: Option<oneshot::Sender<()>>,
@@ -131,6 +134,7 @@ impl RedLockGuard {
         }));
         let (stop, stopped) = oneshot::channel();
         let joined = Joined::default();
+        let pending = Arc::new(AtomicUsize::new(joining.len()));
         let keeper = Keeper {
             lock: lock.clone(),
             owner,
@@ -139,6 +143,7 @@ impl RedLockGuard {
             alive: members.iter().map(|(index, _)| *index).collect(),
             standing: standing.clone(),
             joined: joined.clone(),
+            pending: pending.clone(),
         };
         let joining = joining
             .into_iter()
@@ -171,6 +176,7 @@ impl RedLockGuard {
             node_timeout,
             members,
             joined,
+            pending,
             standing,
             stop: Some(stop),
         };
@@ -218,6 +224,21 @@ impl RedLockGuard {
     /// ```
     pub fn nodes_held(&self) -> usize {
         self.members.len() + lock_joined(&self.joined).len()
+    }
+
+    /// On how many nodes the acquire's answer is still awaited: the nodes that had not
+    /// answered when the quorum was reached, for at most the node timeout. Once it is 0,
+    /// [`nodes_held`](RedLockGuard::nodes_held) no longer grows. Always 0 once the hold has
+    /// ended.
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: actix_distributed_lock::RedLock) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = lock.acquire().await?;
+    /// assert!(guard.nodes_held() + guard.nodes_pending() <= lock.nodes());
+    /// # Ok(()) }
+    /// ```
+    pub fn nodes_pending(&self) -> usize {
+        self.pending.load(Ordering::Acquire)
     }
 
     /// The validity left: how much longer no other owner can hold the lock. Zero once the
@@ -379,6 +400,7 @@ impl std::fmt::Debug for RedLockGuard {
             .field("name", &self.lock.name())
             .field("owner", &self.owner)
             .field("nodes_held", &self.nodes_held())
+            .field("nodes_pending", &self.nodes_pending())
             .field("validity", &self.validity())
             .finish()
     }
@@ -404,6 +426,16 @@ struct Keeper {
     alive: Vec<usize>,
     standing: Arc<watch::Sender<Standing>>,
     joined: Joined,
+    /// Late answers still awaited (see [`RedLockGuard::nodes_pending`]).
+    pending: Arc<AtomicUsize>,
+}
+
+impl Drop for Keeper {
+    fn drop(&mut self) {
+        // However the keeper ends, the late answers it was waiting for are dropped with it
+        // (a grant among them releases itself): none is awaited any more.
+        self.pending.store(0, Ordering::Release);
+    }
 }
 
 impl Keeper {
@@ -433,10 +465,12 @@ impl Keeper {
                         return self.lose("members were found gone on too many nodes");
                     }
                 }
-                Some((index, Some(guard))) = joining.next() => {
-                    if let Some(lost) = self.join(index, guard) {
+                Some((index, answer)) = joining.next() => {
+                    if let Some(lost) = answer.and_then(|guard| self.join(index, guard)) {
                         losts.push(lost);
                     }
+                    // After the join, so that a count of 0 means `nodes_held` is final.
+                    self.pending.fetch_sub(1, Ordering::Release);
                 }
                 () = tokio::time::sleep_until(next.into()) => match self.keeping {
                     Keeping::Fixed => return self.lose("its validity ran out"),
