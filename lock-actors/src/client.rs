@@ -58,7 +58,7 @@ struct ClientInner {
 impl Drop for ClientInner {
     fn drop(&mut self) {
         self.runtime.stop();
-        self.node.forget_actors();
+        self.node.stop();
     }
 }
 
@@ -344,7 +344,7 @@ impl LockClient {
         if !self.inner.shut_down.swap(true, Ordering::SeqCst) {
             tracing::debug!(client = %self.inner.id, "lock client shutting down");
             self.inner.runtime.stop();
-            self.inner.node.forget_actors();
+            self.inner.node.stop();
         }
     }
 

@@ -15,7 +15,7 @@ use redis::aio::PubSubSink;
 use redis::cluster_async::ClusterConnection;
 use redis::{FromRedisValue, PushInfo, PushKind};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -143,6 +143,8 @@ pub(crate) struct Node {
     pub(crate) arbiter: actix_rt::ArbiterHandle,
     registry: Mutex<HashMap<ActorKey, RegisteredActor>>,
     next_actor: AtomicU64,
+    /// Set when the client stops: fast paths, which bypass the actors, refuse from then on.
+    stopped: AtomicBool,
     _watchdog_actor: Addr<Watchdog>,
     /// The semaphore actors of this node (see `crate::semaphore`).
     pub(crate) semaphores: crate::semaphore::Registry,
@@ -200,6 +202,7 @@ impl Node {
             arbiter,
             registry: Mutex::new(HashMap::new()),
             next_actor: AtomicU64::new(1),
+            stopped: AtomicBool::new(false),
             _watchdog_actor: watchdog_actor,
             semaphores: Default::default(),
         }))
@@ -276,12 +279,20 @@ impl Node {
         true
     }
 
-    /// Empties the lock actor registry when the client stops. Each entry's fast-path state
-    /// holds the node, so entries left behind by actors dropped with the thread (they never
-    /// retire) would keep the node, and with it its connections, alive for good.
-    pub(crate) fn forget_actors(&self) {
+    /// Marks the node stopped when the client stops, so the fast paths refuse as the actors
+    /// do (the connection may outlive the actor thread by a moment), and empties the lock
+    /// actor registry. Each entry's fast-path state holds the node, so entries left behind
+    /// by actors dropped with the thread (they never retire) would keep the node, and with
+    /// it its connections, alive for good.
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
         let entries = std::mem::take(&mut *self.registry.lock().unwrap_or_else(|p| p.into_inner()));
         drop(entries); // outside the lock: dropping an entry may drop the last node handle
+    }
+
+    /// True once the client has stopped (see [`Node::stop`]).
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
     }
 
     /// Drops a registry entry whose actor turned out to be stopped.

@@ -917,6 +917,11 @@ impl LockActor {
         hold: Option<u64>,
         ctx: &mut Context<Self>,
     ) -> Deferred<Result<Released, LockError>> {
+        // The client stopped, and this thread with it, a moment from now: as every later
+        // call, a release then does nothing (the hold expires at its lease).
+        if self.node.is_stopped() {
+            return Deferred::ready(Err(LockError::Shutdown));
+        }
         let not_owner = || {
             Deferred::ready(Err(LockError::NotOwner {
                 name: self.name.to_string(),
@@ -1100,6 +1105,9 @@ impl LockActor {
         ctx: &mut Context<Self>,
     ) -> Deferred<Result<LockGuard, LockError>> {
         self.take_charge(ctx);
+        if self.node.is_stopped() {
+            return Deferred::ready(Err(LockError::Shutdown));
+        }
         if fenced && self.kind != LockKind::Reentrant {
             return Deferred::ready(Err(LockError::invalid_config(format!(
                 "lock `{}` is a {} lock; fencing tokens come with reentrant locks only",
@@ -1194,6 +1202,9 @@ impl Handler<Renew> for LockActor {
 
     fn handle(&mut self, msg: Renew, ctx: &mut Context<Self>) -> Self::Result {
         self.take_charge(ctx);
+        if self.node.is_stopped() {
+            return Deferred::ready(Err(LockError::Shutdown));
+        }
         let lease_ms =
             match positive_millis(&format!("the lease of lock `{}`", self.name), msg.lease) {
                 Ok(ms) => ms,

@@ -275,6 +275,11 @@ impl Direct {
         actor: &Addr<LockActor>,
         taken: DirectHold,
     ) -> Result<Released, LockError> {
+        if self.node.is_stopped() {
+            // As the actor would say: after shutdown nothing is released (the hold expires
+            // at its lease), whether or not the connection is still open for a moment.
+            return Err(LockError::Shutdown);
+        }
         let owner = taken.owner;
         let lease = self.watchdog_lease();
         // Renewal stops before the unlock is even sent.
