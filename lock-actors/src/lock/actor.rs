@@ -986,8 +986,10 @@ impl LockActor {
                 // 1: freed. 0 with no hold left: freed for this owner (a read lock others
                 // still hold, or a newer hold of ours that Redis counted first).
                 Ok(Some(_)) => {
+                    // Redis freed the lock while we still count holds (it had fewer
+                    // than we did): those holds are gone, and their holder must stop.
                     if remaining > 0 {
-                        act.lose(owner, RELEASED, ctx);
+                        act.lose(owner, "an unlock freed it while holds remained", ctx);
                     }
                     tracing::debug!(lock = %act.name, owner = owner.id(), "released");
                     act.wake_head(ctx);

@@ -1,7 +1,10 @@
-//! Keeps watchdog-leased locks alive: every renew interval, batched scripts (one after the
-//! other, 512 holds each) renew every registered hold; a hold found gone is reported lost
-//! to its lock actor. On a Redis Cluster a batch holds locks of one hash slot only (a
-//! script's keys must share a slot), so batches are grouped by kind and slot.
+//! Keeps watchdog-leased locks alive: every renew interval, batched scripts (512 holds
+//! each, all batches of a round side by side) renew every registered hold; a batch that
+//! fails retries on its own with backoff, leaving the others alone. A timer on the nearest
+//! `valid_until` reports a hold lost to its lock actor the moment no confirmed renewal
+//! covers it any more, so the holder hears it no later than Redis lets the key go. On a
+//! Redis Cluster a batch holds locks of one hash slot only (a script's keys must share a
+//! slot), so batches are grouped by kind and slot.
 
 use super::actor::HoldLost;
 use super::kind::LockKind;
@@ -12,13 +15,12 @@ use crate::script::ScriptCall;
 use actix::prelude::*;
 use actix::WeakAddr;
 use redis::cluster_routing::Slot;
-use std::collections::HashMap;
-use std::collections::VecDeque;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// The first retry after a failed renewal round.
+/// The first retry after a failed renewal batch.
 const RETRY_FIRST: Duration = Duration::from_millis(25);
 
 /// Holds renewed per script call; keeps one call from blocking Redis for long.
@@ -27,11 +29,21 @@ const BATCH: usize = 512;
 /// The holds the watchdog keeps alive. Lock actors add and remove entries directly, so a
 /// release stops renewal at once, not after a message round trip.
 pub(crate) struct WatchRegistry {
-    entries: Mutex<HashMap<u64, WatchEntry>>,
+    entries: Mutex<Entries>,
     next_id: AtomicU64,
     /// The client's uuid: owner fields are written out when a batch is built, not kept
     /// per entry (this list can hold many thousands of holds).
     client_id: Arc<str>,
+    /// The watchdog actor, told when a new hold ends before its deadline timer.
+    watchdog: OnceLock<Recipient<Rearm>>,
+}
+
+#[derive(Default)]
+struct Entries {
+    holds: HashMap<u64, WatchEntry>,
+    /// When the watchdog's deadline timer fires (`None`: not armed). An entry that ends
+    /// earlier must re-arm it.
+    armed: Option<Instant>,
 }
 
 struct WatchEntry {
@@ -40,6 +52,8 @@ struct WatchEntry {
     owner: LockOwner,
     actor: WeakAddr<LockActor>,
     /// Past this instant the lease may have run out in Redis: no renewal was confirmed.
+    /// It is the send time of the last confirmed renewal (or of the acquire) plus the
+    /// lease, so it never lies after the key's expiry in Redis.
     valid_until: Instant,
 }
 
@@ -49,11 +63,12 @@ impl WatchRegistry {
             entries: Mutex::default(),
             next_id: AtomicU64::new(0),
             client_id,
+            watchdog: OnceLock::new(),
         }
     }
 
     /// Starts renewing `owner`'s hold of `name`; `valid_until` is when its current lease
-    /// surely ends.
+    /// surely ends (the hold is reported lost then unless a renewal confirms it first).
     pub(crate) fn register(
         &self,
         kind: LockKind,
@@ -70,27 +85,40 @@ impl WatchRegistry {
             actor,
             valid_until,
         };
-        self.lock().insert(id, entry);
+        let rearm = {
+            let mut entries = self.lock();
+            entries.holds.insert(id, entry);
+            let earlier = entries.armed.is_none_or(|armed| valid_until < armed);
+            if earlier {
+                entries.armed = Some(valid_until);
+            }
+            earlier
+        };
+        if rearm {
+            if let Some(watchdog) = self.watchdog.get() {
+                watchdog.do_send(Rearm);
+            }
+        }
         id
     }
 
     /// Stops renewing; no renewal is sent for this entry after this returns.
     pub(crate) fn unregister(&self, id: u64) {
-        self.lock().remove(&id);
+        self.lock().holds.remove(&id);
     }
 
     /// How many holds are being kept alive.
     pub(crate) fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().holds.len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, WatchEntry>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// Removes entry `id` and tells its actor the hold is lost.
     fn report_lost(&self, id: u64, why: &str) {
-        let Some(entry) = self.lock().remove(&id) else {
+        let Some(entry) = self.lock().holds.remove(&id) else {
             return;
         };
         tracing::warn!(lock = %entry.name, owner = entry.owner.id(), why, "lock lost");
@@ -101,6 +129,13 @@ impl WatchRegistry {
             });
         }
     }
+}
+
+/// A hold registered with an earlier end than the deadline timer's: arm it again.
+pub(crate) struct Rearm;
+
+impl Message for Rearm {
+    type Result = ();
 }
 
 /// Runs a renewal batch (every key in `first`'s slot); with replica-synced acquisition on,
@@ -126,14 +161,11 @@ pub(crate) struct Watchdog {
     commands: Commands,
     lease: Duration,
     interval: Duration,
-    /// The rest of this round: holds to renew, by kind (and slot on a cluster), one batch
-    /// each.
-    round: VecDeque<(LockKind, Vec<u64>)>,
-    /// A batch is on the way; the next tick does not start another round meanwhile.
-    in_flight: bool,
-    /// After a failed round, the next one comes this soon (doubling up to the interval):
-    /// a connection that dropped while idle fails once, then works.
-    retry_in: Option<Duration>,
+    /// Holds in a batch that is on the way or waiting to retry: a new round leaves them
+    /// to that batch.
+    renewing: HashSet<u64>,
+    /// The deadline timer: reports holds whose `valid_until` has come.
+    deadline: Option<SpawnHandle>,
 }
 
 impl Watchdog {
@@ -148,57 +180,53 @@ impl Watchdog {
             commands,
             lease,
             interval,
-            round: VecDeque::new(),
-            in_flight: false,
-            retry_in: None,
+            renewing: HashSet::new(),
+            deadline: None,
         }
     }
 
-    /// Reports holds whose lease may have run out unconfirmed, and starts a round over the
-    /// others (unless the last round is still going).
+    /// Starts a round: every hold not already in a batch, grouped by kind (and slot on a
+    /// cluster) into batches that all go out at once.
     fn tick(&mut self, ctx: &mut Context<Self>) {
-        let now = Instant::now();
-        let mut expired = Vec::new();
-        let start = !self.in_flight && self.round.is_empty();
+        let mut batches = Vec::new();
         {
             let entries = self.registry.lock();
             let by_slot = self.commands.is_cluster();
             let mut open: HashMap<(LockKind, Option<Slot>), Vec<u64>> = HashMap::new();
-            for (id, entry) in entries.iter() {
-                if entry.valid_until <= now {
-                    expired.push(*id);
-                } else if start {
-                    let slot = by_slot.then(|| Slot::for_key(entry.name.as_str()));
-                    let ids = open.entry((entry.kind, slot)).or_default();
-                    ids.push(*id);
-                    if ids.len() == BATCH {
-                        let full = std::mem::take(ids);
-                        self.round.push_back((entry.kind, full));
-                    }
+            for (id, entry) in entries.holds.iter() {
+                if self.renewing.contains(id) {
+                    continue;
+                }
+                let slot = by_slot.then(|| Slot::for_key(entry.name.as_str()));
+                let ids = open.entry((entry.kind, slot)).or_default();
+                ids.push(*id);
+                if ids.len() == BATCH {
+                    batches.push((entry.kind, std::mem::take(ids)));
                 }
             }
-            self.round.extend(
+            batches.extend(
                 open.into_iter()
                     .filter(|(_, ids)| !ids.is_empty())
                     .map(|((kind, _), ids)| (kind, ids)),
             );
         }
-        for id in expired {
-            self.registry
-                .report_lost(id, "no renewal confirmed within the lease");
+        for (kind, ids) in batches {
+            self.renewing.extend(ids.iter().copied());
+            self.send_batch(kind, ids, RETRY_FIRST, ctx);
         }
-        self.next_batch(ctx);
     }
 
-    /// Sends the round's next batch. Batches go one after the other: only one batch's
-    /// command is ever built, which keeps the memory of a large watch list flat.
-    fn next_batch(&mut self, ctx: &mut Context<Self>) {
-        if self.in_flight {
-            return;
-        }
-        let Some((kind, ids)) = self.round.pop_front() else {
-            return;
-        };
+    /// Renews the holds `ids` still registered in one script call; on failure, tries the
+    /// same batch again after `retry_in` (doubling up to the interval) while any of them is
+    /// still registered. Holds whose lease runs out meanwhile are reported by the deadline
+    /// timer, not here.
+    fn send_batch(
+        &mut self,
+        kind: LockKind,
+        ids: Vec<u64>,
+        retry_in: Duration,
+        ctx: &mut Context<Self>,
+    ) {
         let lease_ms = self.lease.as_millis().max(1) as u64;
         let mut invocation = ScriptCall::new(kind.renew_script());
         invocation.arg(lease_ms);
@@ -208,8 +236,9 @@ impl Watchdog {
             let entries = self.registry.lock();
             let client_id = &self.registry.client_id;
             for id in ids {
-                // Released since the round started: nothing to renew.
-                let Some(entry) = entries.get(&id) else {
+                // Released (or lost) since the batch was made: nothing to renew.
+                let Some(entry) = entries.holds.get(&id) else {
+                    self.renewing.remove(&id);
                     continue;
                 };
                 let field = kind.field(format!("{client_id}:{}", entry.owner.id()));
@@ -219,31 +248,30 @@ impl Watchdog {
             }
         }
         let Some(first) = first else {
-            return self.next_batch(ctx);
+            return;
         };
         let sent = Instant::now();
-        self.in_flight = true;
         let renewing = renew_confirmed(self.commands.clone(), invocation, first);
-        ctx.spawn(renewing.into_actor(self).map(move |result, act, ctx| {
-            act.in_flight = false;
-            match result {
-                Ok(renewed) => {
-                    act.retry_in = None;
-                    act.apply(&sent_ids, &renewed, sent);
-                    act.next_batch(ctx);
-                }
-                Err(err) => {
-                    act.round.clear();
-                    let retry_in = act
-                        .retry_in
-                        .map_or(RETRY_FIRST, |last| (last * 2).min(act.interval));
-                    act.retry_in = Some(retry_in);
-                    tracing::warn!(node = act.commands.label(), holds = sent_ids.len(),
-                        error = %err, ?retry_in, "lock renewal failed; retrying");
-                    ctx.run_later(retry_in, |act, ctx| act.tick(ctx));
-                }
-            }
-        }));
+        ctx.spawn(
+            renewing
+                .into_actor(self)
+                .map(move |result, act, ctx| match result {
+                    Ok(renewed) => {
+                        for id in &sent_ids {
+                            act.renewing.remove(id);
+                        }
+                        act.apply(&sent_ids, &renewed, sent);
+                    }
+                    Err(err) => {
+                        tracing::warn!(node = act.commands.label(), holds = sent_ids.len(),
+                    error = %err, ?retry_in, "lock renewal failed; retrying this batch");
+                        let next = (retry_in * 2).min(act.interval);
+                        ctx.run_later(retry_in, move |act, ctx| {
+                            act.send_batch(kind, sent_ids, next, ctx);
+                        });
+                    }
+                }),
+        );
     }
 
     fn apply(&mut self, ids: &[u64], renewed: &[i64], sent: Instant) {
@@ -252,8 +280,8 @@ impl Watchdog {
             let mut entries = self.registry.lock();
             for (id, ok) in ids.iter().zip(renewed) {
                 if *ok == 1 {
-                    if let Some(entry) = entries.get_mut(id) {
-                        entry.valid_until = sent + self.lease;
+                    if let Some(entry) = entries.holds.get_mut(id) {
+                        entry.valid_until = entry.valid_until.max(sent + self.lease);
                     }
                 } else {
                     gone.push(*id);
@@ -265,12 +293,62 @@ impl Watchdog {
                 .report_lost(id, "renewal found the lock gone from Redis");
         }
     }
+
+    /// Reports every hold whose lease may have run out unconfirmed, then arms the timer for
+    /// the next such instant.
+    fn expire(&mut self, ctx: &mut Context<Self>) {
+        self.deadline = None;
+        let now = Instant::now();
+        let expired: Vec<u64> = {
+            let mut entries = self.registry.lock();
+            // Whatever is armed below; until then a new hold must not rely on this timer.
+            entries.armed = None;
+            entries
+                .holds
+                .iter()
+                .filter(|(_, entry)| entry.valid_until <= now)
+                .map(|(id, _)| *id)
+                .collect()
+        };
+        for id in expired {
+            self.registry
+                .report_lost(id, "no renewal confirmed within the lease");
+        }
+        self.arm(ctx);
+    }
+
+    /// Arms the deadline timer at the earliest `valid_until` of the registered holds.
+    fn arm(&mut self, ctx: &mut Context<Self>) {
+        let next = {
+            let mut entries = self.registry.lock();
+            let next = entries.holds.values().map(|entry| entry.valid_until).min();
+            entries.armed = next;
+            next
+        };
+        if let Some(old) = self.deadline.take() {
+            ctx.cancel_future(old);
+        }
+        if let Some(next) = next {
+            let wait = next.saturating_duration_since(Instant::now());
+            self.deadline = Some(ctx.run_later(wait, |act, ctx| act.expire(ctx)));
+        }
+    }
+}
+
+impl Handler<Rearm> for Watchdog {
+    type Result = ();
+
+    fn handle(&mut self, _: Rearm, ctx: &mut Context<Self>) {
+        self.arm(ctx);
+    }
 }
 
 impl Actor for Watchdog {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        let _ = self.registry.watchdog.set(ctx.address().recipient());
         ctx.run_interval(self.interval, |act, ctx| act.tick(ctx));
+        self.arm(ctx);
     }
 }

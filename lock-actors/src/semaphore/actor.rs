@@ -552,12 +552,8 @@ impl SemaphoreActor {
                 self.next_grant += 1;
                 let lease = waiter.lease;
                 let valid_until = sent + lease.unwrap_or(self.watchdog_lease());
-                let expiry = lease.map(|_| {
-                    let ends_in = valid_until.saturating_duration_since(Instant::now());
-                    ctx.run_later(ends_in, move |act, ctx| {
-                        act.lose(grant, "its fixed lease ran out", ctx);
-                    })
-                });
+                // A fixed lease ends then; a renewed one then unless a renewal moves it.
+                let expiry = Some(leases::expire_at(grant, valid_until, ctx));
                 let (status, watching) = watch::channel(PermitStatus::Held);
                 let shown: Vec<String> = ids.iter().map(|id| id.hex.clone()).collect();
                 self.grants.insert(

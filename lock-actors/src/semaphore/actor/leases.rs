@@ -26,6 +26,24 @@ pub(super) struct Grant {
     pub(super) expiry: Option<SpawnHandle>,
 }
 
+/// Arms the timer that reports grant `grant` lost at `valid_until`: the end of its fixed
+/// lease, or of the last confirmed renewal's lease (a renewal re-arms it). So the holder
+/// hears of the loss no later than Redis takes the permits back.
+pub(super) fn expire_at(
+    grant: u64,
+    valid_until: Instant,
+    ctx: &mut Context<SemaphoreActor>,
+) -> SpawnHandle {
+    let ends_in = valid_until.saturating_duration_since(Instant::now());
+    ctx.run_later(ends_in, move |act, ctx| {
+        let why = match act.grants.get(&grant).map(|g| g.lease) {
+            Some(Some(_)) => "its fixed lease ran out",
+            _ => "no renewal was confirmed within the lease",
+        };
+        act.lose(grant, why, ctx);
+    })
+}
+
 impl SemaphoreActor {
     /// One renewal round: every lease-less permit handed out here, in batched script calls.
     pub(super) fn renew(&mut self, ctx: &mut Context<Self>) {
@@ -97,6 +115,7 @@ impl SemaphoreActor {
         ctx: &mut Context<Self>,
     ) {
         let mut gone: Vec<u64> = Vec::new();
+        let mut extended: Vec<u64> = Vec::new();
         for ((grant, id), ok) in batch
             .iter()
             .zip(renewed.iter().chain(std::iter::repeat(&0)))
@@ -108,7 +127,26 @@ impl SemaphoreActor {
                     gone.push(*grant);
                 }
             } else if let Some(g) = self.grants.get_mut(grant) {
-                g.valid_until = g.valid_until.max(valid_until);
+                if valid_until > g.valid_until {
+                    g.valid_until = valid_until;
+                    if !extended.contains(grant) {
+                        extended.push(*grant);
+                    }
+                }
+            }
+        }
+        for grant in extended {
+            if gone.contains(&grant) {
+                continue;
+            }
+            if let Some(g) = self.grants.get_mut(&grant) {
+                let old = g.expiry.take();
+                let until = g.valid_until;
+                disarm(old, ctx);
+                let timer = expire_at(grant, until, ctx);
+                if let Some(g) = self.grants.get_mut(&grant) {
+                    g.expiry = Some(timer);
+                }
             }
         }
         for grant in gone {

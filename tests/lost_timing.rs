@@ -1,0 +1,158 @@
+//! `lost()` is never later than Redis letting the lock go: a holder cut off from Redis is
+//! told by the time its key expires there (plus scheduling slack), not at the watchdog's
+//! next tick; the same for lease-less permits. And a hold that Redis frees while local
+//! holds remain is lost, not released.
+
+mod support;
+
+use actix_distributed_lock::{ClientConfig, LockClient, LockGuard};
+use redis::AsyncCommands;
+use std::time::{Duration, Instant};
+use support::proxy::TcpProxy;
+use support::RedisServer;
+use tokio::time::timeout;
+
+/// How late `lost()` may be after the key is gone in Redis: scheduling slack only.
+const SLACK: Duration = Duration::from_millis(50);
+
+/// The watchdog lease of these tests.
+const LEASE: Duration = Duration::from_millis(1500);
+/// Their renew interval: not a divisor of the lease, so the lease of the last renewal
+/// before a stall ends between two rounds (300 ms before the third one).
+const INTERVAL: Duration = Duration::from_millis(600);
+
+/// A client reaching `server` through a proxy the test can stall. A renewal stuck in the
+/// stall gets no answer for longer than the lease, so no failure path runs early.
+async fn stallable_client(server: &RedisServer) -> (TcpProxy, LockClient) {
+    let proxy = TcpProxy::start(server.port()).await;
+    let config = ClientConfig::new(proxy.url())
+        .watchdog_timeout(LEASE)
+        .renew_every(INTERVAL)
+        .response_timeout(LEASE * 2)
+        .connect_timeout(Duration::from_millis(700));
+    let client = LockClient::connect(config).await.expect("connect");
+    (proxy, client)
+}
+
+/// Records when `lost()` resolves, on a task of its own.
+fn lost_at(guard: &LockGuard) -> tokio::task::JoinHandle<Instant> {
+    let lost = guard.lost();
+    tokio::spawn(async move {
+        lost.await;
+        Instant::now()
+    })
+}
+
+/// Polls `keys` on `server` directly (not through the proxy) and returns, for each, the
+/// first instant it was seen gone. Reading a key expires it in Redis on the spot, so the
+/// poll sees the expiry within one poll period.
+async fn expiries(server: &RedisServer, keys: &[String], limit: Duration) -> Vec<Instant> {
+    let mut conn = server.conn().await;
+    let mut gone: Vec<Option<Instant>> = vec![None; keys.len()];
+    let until = Instant::now() + limit;
+    while gone.iter().any(Option::is_none) {
+        assert!(Instant::now() < until, "keys still there after {limit:?}");
+        for (key, seen) in keys.iter().zip(gone.iter_mut()) {
+            if seen.is_none() && !conn.exists::<_, bool>(key).await.unwrap() {
+                *seen = Some(Instant::now());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    gone.into_iter().flatten().collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_holder_cut_off_from_redis_is_told_by_the_time_its_key_expires() {
+    let server = RedisServer::start();
+    let (proxy, client) = stallable_client(&server).await;
+    let mut guards = Vec::new();
+    let mut keys = Vec::new();
+    for i in 0..3 {
+        let name = format!("lost:timely:{i}");
+        guards.push(client.lock(&name).unwrap().acquire().await.unwrap());
+        keys.push(name);
+    }
+    // Every hold renewed at least once: its lease now ends 300 ms before a round.
+    tokio::time::sleep(INTERVAL + INTERVAL / 4).await; // the timing is the scenario
+    let losts: Vec<_> = guards.iter().map(lost_at).collect();
+    proxy.blackhole(true);
+    let gone = expiries(&server, &keys, LEASE * 3).await;
+    for ((key, lost), gone) in keys.iter().zip(losts).zip(gone) {
+        let lost = timeout(LEASE * 2, lost)
+            .await
+            .unwrap_or_else(|_| panic!("{key}: lost() never fired"))
+            .unwrap();
+        let late = lost.saturating_duration_since(gone);
+        assert!(
+            late <= SLACK,
+            "{key}: lost() fired {late:?} after the key expired in Redis"
+        );
+    }
+    for guard in &guards {
+        assert!(guard.is_lost());
+    }
+    assert_eq!(client.watched_holds(), 0);
+}
+
+/// A permit id as Redis stores it: the raw bytes behind the hex the guard shows.
+fn raw_id(hex: &str) -> Vec<u8> {
+    (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&hex[i..i + 2], 16).unwrap())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_less_permit_cut_off_from_redis_is_lost_by_its_expiry_score() {
+    let server = RedisServer::start();
+    let (proxy, client) = stallable_client(&server).await;
+    let semaphore = client.expirable_semaphore("permits:timely").unwrap();
+    semaphore.try_set_permits(3).await.unwrap();
+    let mut permits = Vec::new();
+    for _ in 0..3 {
+        permits.push(semaphore.acquire().await.unwrap());
+    }
+    // Every permit renewed at least once: its lease now ends 300 ms before a round.
+    tokio::time::sleep(INTERVAL + INTERVAL / 4).await; // the timing is the scenario
+    proxy.blackhole(true);
+    let mut conn = server.conn().await;
+    let set = "{permits:timely}:timeout";
+    for permit in &permits {
+        let lost = permit.lost();
+        timeout(LEASE * 2, lost)
+            .await
+            .expect("lost() fires while Redis is out of reach");
+        // Redis's own clock when we were told, against the permit's expiry score.
+        let (secs, micros): (u64, u64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+        let told_ms = secs * 1000 + micros / 1000;
+        let expiry: u64 = conn.zscore(set, raw_id(permit.permit_id())).await.unwrap();
+        let late = told_ms.saturating_sub(expiry);
+        assert!(
+            late <= SLACK.as_millis() as u64,
+            "permit {} reported lost {late} ms after its expiry score",
+            permit.permit_id()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redis_freeing_a_lock_while_local_holds_remain_is_a_loss() {
+    let server = RedisServer::start();
+    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let lock = client.lock("lost:outer").unwrap();
+    let outer = lock.acquire().await.unwrap();
+    let inner = outer.reenter(Duration::from_secs(1)).await.unwrap();
+    // Redis counts one hold where we count two (another process's HINCRBY -1, a restore
+    // from an older snapshot): the inner unlock frees the key in Redis.
+    let field = format!("{}:{}", client.id(), outer.owner().id());
+    let mut conn = server.conn().await;
+    let _: () = conn.hset("lost:outer", &field, 1).await.unwrap();
+    inner.unlock().await.unwrap();
+    assert!(!lock.is_locked().await.unwrap(), "Redis freed the lock");
+    timeout(Duration::from_secs(2), outer.lost())
+        .await
+        .expect("the outer hold hears it is lost");
+    assert!(outer.is_lost());
+    assert_eq!(client.watched_holds(), 0);
+}
