@@ -5,7 +5,7 @@
 
 mod support;
 
-use actix_distributed_lock::{ClientConfig, LockClient, LockGuard};
+use actix_distributed_lock::{ClientConfig, LockClient, LockGuard, RedLock};
 use redis::AsyncCommands;
 use std::time::{Duration, Instant};
 use support::proxy::TcpProxy;
@@ -155,4 +155,55 @@ async fn redis_freeing_a_lock_while_local_holds_remain_is_a_loss() {
         .expect("the outer hold hears it is lost");
     assert!(outer.is_lost());
     assert_eq!(client.watched_holds(), 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redlock_is_lost_by_the_time_a_majority_of_its_keys_expire() {
+    let servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let mut proxies = Vec::new();
+    let mut clients = Vec::new();
+    for server in &servers {
+        let (proxy, client) = stallable_client(server).await;
+        proxies.push(proxy);
+        clients.push(client);
+    }
+    // A node timeout longer than the rest of the validity when a round starts: a round
+    // that waits it out must not hold back the loss.
+    let lock = RedLock::new(&clients, "lost:redlock")
+        .unwrap()
+        .node_timeout(LEASE * 4 / 5);
+    let guard = lock.acquire().await.unwrap();
+    let start = Instant::now();
+    while guard.nodes_pending() > 0 || guard.nodes_held() < 3 {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "held on all nodes"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // A renewal round has just passed on every node.
+    tokio::time::sleep(INTERVAL + INTERVAL / 4).await; // the timing is the scenario
+    let lost = guard.lost();
+    let lost = tokio::spawn(async move {
+        lost.await;
+        Instant::now()
+    });
+    proxies[1].blackhole(true);
+    proxies[2].blackhole(true);
+    let key = vec!["lost:redlock".to_string()];
+    let gone_1 = expiries(&servers[1], &key, LEASE * 3);
+    let gone_2 = expiries(&servers[2], &key, LEASE * 3);
+    let (gone_1, gone_2) = tokio::join!(gone_1, gone_2);
+    // From here on only one node of three holds the key: no majority.
+    let majority_gone = gone_1[0].max(gone_2[0]);
+    let lost = timeout(LEASE * 2, lost)
+        .await
+        .expect("lost() fires")
+        .unwrap();
+    let late = lost.saturating_duration_since(majority_gone);
+    assert!(
+        late <= SLACK,
+        "RedLock lost() fired {late:?} after a majority of its keys expired"
+    );
+    assert!(guard.is_lost());
 }

@@ -476,7 +476,14 @@ impl Keeper {
                     Keeping::Fixed => return self.lose("its validity ran out"),
                     Keeping::Renewed { interval, timeout } => {
                         let round = Instant::now();
-                        let renewed = self.renew_all(timeout).await;
+                        // The validity ends on time even while a round waits for a node.
+                        let valid_until = self.standing.borrow().valid_until;
+                        let renewing = self.renew_all(timeout);
+                        let Ok(renewed) =
+                            tokio::time::timeout_at(valid_until.into(), renewing).await
+                        else {
+                            return self.lose("its validity ran out during a renewal round");
+                        };
                         if renewed < quorum {
                             return self.lose("a renewal round reached fewer than a quorum of nodes");
                         }
