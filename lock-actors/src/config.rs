@@ -501,6 +501,14 @@ impl ClientConfig {
     }
 }
 
+/// How much sooner than `lease` a holder stops counting on it: 1 % of the lease + 2 ms,
+/// the RedLock allowance for clocks running at different rates (and for the moment the
+/// holder needs to hear of it). A hold is reported lost this long before the end of its
+/// last confirmed lease, so never after Redis lets it go.
+pub(crate) fn clock_drift(lease: Duration) -> Duration {
+    lease / 100 + Duration::from_millis(2)
+}
+
 /// Redis counts leases in whole milliseconds: anything shorter than 1 ms is zero to it.
 pub(crate) fn positive_millis(what: &str, d: Duration) -> Result<u64, LockError> {
     let ms = d.as_millis();

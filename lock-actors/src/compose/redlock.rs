@@ -255,7 +255,7 @@ impl RedLock {
     /// assert_eq!(RedLock::clock_drift(Duration::from_secs(10)), Duration::from_millis(102));
     /// ```
     pub fn clock_drift(lease: Duration) -> Duration {
-        lease / 100 + Duration::from_millis(2)
+        crate::config::clock_drift(lease)
     }
 
     /// The per-node timeout for `lease` when none is set: `lease / 100`, clamped to

@@ -9,7 +9,7 @@ use super::{
     Acquire, AcquireFenced, ForceRelease, GetState, LockGuard, LockOwner, LockState, Release,
     Released, Renew,
 };
-use crate::config::positive_millis;
+use crate::config::{clock_drift, positive_millis};
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::node::{Commands, Node, Subscription, Unsubscribe, Wake};
@@ -853,7 +853,9 @@ impl LockActor {
                     .last()
                     .and_then(|h| h.lease)
                     .unwrap_or(watchdog_lease);
-                let ends_in = (since + lease).saturating_duration_since(Instant::now());
+                let ends_in = (since + lease)
+                    .saturating_duration_since(Instant::now())
+                    .saturating_sub(clock_drift(lease));
                 holder.expiry = Some(ctx.run_later(ends_in, move |act, ctx| {
                     act.lose(owner, "its fixed lease ran out", ctx);
                 }));

@@ -2,13 +2,15 @@
 //! each, all batches of a round side by side) renew every registered hold; a batch that
 //! fails retries on its own with backoff, leaving the others alone. A timer on the nearest
 //! `valid_until` reports a hold lost to its lock actor the moment no confirmed renewal
-//! covers it any more, so the holder hears it no later than Redis lets the key go. On a
+//! covers it any more (less the clock drift allowance), so the holder hears it no later
+//! than Redis lets the key go. On a
 //! Redis Cluster a batch holds locks of one hash slot only (a script's keys must share a
 //! slot), so batches are grouped by kind and slot.
 
 use super::actor::HoldLost;
 use super::kind::LockKind;
 use super::{LockActor, LockOwner};
+use crate::config::clock_drift;
 use crate::keys::LockName;
 use crate::node::Commands;
 use crate::script::ScriptCall;
@@ -294,11 +296,12 @@ impl Watchdog {
         }
     }
 
-    /// Reports every hold whose lease may have run out unconfirmed, then arms the timer for
-    /// the next such instant.
+    /// Reports every hold whose lease may have run out unconfirmed (counting the clock
+    /// drift allowance, so the holder hears of it before Redis lets the key go), then arms
+    /// the timer for the next such instant.
     fn expire(&mut self, ctx: &mut Context<Self>) {
         self.deadline = None;
-        let now = Instant::now();
+        let now = Instant::now() + clock_drift(self.lease);
         let expired: Vec<u64> = {
             let mut entries = self.registry.lock();
             // Whatever is armed below; until then a new hold must not rely on this timer.
@@ -329,7 +332,9 @@ impl Watchdog {
             ctx.cancel_future(old);
         }
         if let Some(next) = next {
-            let wait = next.saturating_duration_since(Instant::now());
+            let wait = next
+                .saturating_duration_since(Instant::now())
+                .saturating_sub(clock_drift(self.lease));
             self.deadline = Some(ctx.run_later(wait, |act, ctx| act.expire(ctx)));
         }
     }

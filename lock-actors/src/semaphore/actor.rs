@@ -553,7 +553,8 @@ impl SemaphoreActor {
                 let lease = waiter.lease;
                 let valid_until = sent + lease.unwrap_or(self.watchdog_lease());
                 // A fixed lease ends then; a renewed one then unless a renewal moves it.
-                let expiry = Some(leases::expire_at(grant, valid_until, ctx));
+                let held_for = lease.unwrap_or(self.watchdog_lease());
+                let expiry = Some(leases::expire_at(grant, valid_until, held_for, ctx));
                 let (status, watching) = watch::channel(PermitStatus::Held);
                 let shown: Vec<String> = ids.iter().map(|id| id.hex.clone()).collect();
                 self.grants.insert(

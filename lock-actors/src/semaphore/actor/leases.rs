@@ -2,6 +2,7 @@
 //! renewal every lease/3, their loss, and their release by id.
 
 use super::{disarm, refuse, Kind, SemaphoreActor};
+use crate::config::clock_drift;
 use crate::error::LockError;
 use crate::script::ScriptCall;
 use crate::semaphore::guard::{PermitId, PermitStatus, ReleaseGrant};
@@ -27,14 +28,18 @@ pub(super) struct Grant {
 }
 
 /// Arms the timer that reports grant `grant` lost at `valid_until`: the end of its fixed
-/// lease, or of the last confirmed renewal's lease (a renewal re-arms it). So the holder
-/// hears of the loss no later than Redis takes the permits back.
+/// lease, or of the last confirmed renewal's lease `lease` (a renewal re-arms it), less
+/// the clock drift allowance. So the holder hears of the loss before Redis takes the
+/// permits back.
 pub(super) fn expire_at(
     grant: u64,
     valid_until: Instant,
+    lease: Duration,
     ctx: &mut Context<SemaphoreActor>,
 ) -> SpawnHandle {
-    let ends_in = valid_until.saturating_duration_since(Instant::now());
+    let ends_in = valid_until
+        .saturating_duration_since(Instant::now())
+        .saturating_sub(clock_drift(lease));
     ctx.run_later(ends_in, move |act, ctx| {
         let why = match act.grants.get(&grant).map(|g| g.lease) {
             Some(Some(_)) => "its fixed lease ran out",
@@ -139,11 +144,12 @@ impl SemaphoreActor {
             if gone.contains(&grant) {
                 continue;
             }
+            let lease = self.watchdog_lease();
             if let Some(g) = self.grants.get_mut(&grant) {
                 let old = g.expiry.take();
                 let until = g.valid_until;
                 disarm(old, ctx);
-                let timer = expire_at(grant, until, ctx);
+                let timer = expire_at(grant, until, lease, ctx);
                 if let Some(g) = self.grants.get_mut(&grant) {
                     g.expiry = Some(timer);
                 }
