@@ -188,6 +188,68 @@ async fn blackhole_scenario(server: &RedisServer) {
     assert_eq!(proxy.connections(), 2);
 }
 
+async fn hold_replies_scenario(server: &RedisServer) {
+    let proxy = TcpProxy::start(server.port()).await;
+    let mut conn = connect(&proxy).await;
+    assert_pong(&mut conn, "before hold_replies").await;
+    let mut direct = server.conn().await;
+
+    // The request reaches the server and runs; its reply is held back.
+    proxy.hold_replies(true);
+    let mut held = conn.clone();
+    let incr = redis::cmd("INCR").arg("held:counter").clone();
+    let pending = incr.query_async::<i64>(&mut held);
+    tokio::pin!(pending);
+    assert!(
+        timeout(SILENCE, &mut pending).await.is_err(),
+        "a reply must be held back while hold_replies is on"
+    );
+    let ran: Option<i64> = redis::cmd("GET")
+        .arg("held:counter")
+        .query_async(&mut direct)
+        .await
+        .expect("GET");
+    assert_eq!(ran, Some(1), "the request ran on the server");
+
+    // Lifted: the held reply arrives.
+    proxy.hold_replies(false);
+    let reply = timeout(STEP, &mut pending)
+        .await
+        .expect("the held reply arrives after hold_replies(false)")
+        .expect("INCR succeeds");
+    assert_eq!(reply, 1);
+
+    // Held, then cut: the request ran, its reply is lost.
+    proxy.hold_replies(true);
+    let mut again = conn.clone();
+    let again_incr = incr.clone();
+    let lost = tokio::spawn(async move { again_incr.query_async::<i64>(&mut again).await });
+    eventually("the second INCR ran", SETTLE, || {
+        let mut direct = direct.clone();
+        async move {
+            let now: Option<i64> = redis::cmd("GET")
+                .arg("held:counter")
+                .query_async(&mut direct)
+                .await
+                .expect("GET");
+            now == Some(2)
+        }
+    })
+    .await;
+    proxy.cut();
+    proxy.hold_replies(false);
+    timeout(STEP, lost)
+        .await
+        .expect("a cut connection fails its pending request")
+        .expect("the request's task")
+        .expect_err("the reply was lost");
+    let _: () = redis::cmd("DEL")
+        .arg("held:counter")
+        .query_async(&mut direct)
+        .await
+        .expect("DEL");
+}
+
 async fn refuse_scenario(server: &RedisServer) {
     let proxy = TcpProxy::start(server.port()).await;
     let mut live = connect(&proxy).await;
@@ -326,6 +388,11 @@ async fn blackhole_holds_bytes_back_until_lifted() {
 }
 
 #[tokio::test]
+async fn hold_replies_lets_requests_run_and_holds_their_replies_back() {
+    hold_replies_scenario(&RedisServer::start()).await;
+}
+
+#[tokio::test]
 async fn refuse_closes_live_and_new_connections() {
     refuse_scenario(&RedisServer::start()).await;
 }
@@ -347,6 +414,7 @@ async fn all_scenarios() {
     ping_scenario(&server).await;
     cut_scenario(&server).await;
     blackhole_scenario(&server).await;
+    hold_replies_scenario(&server).await;
     refuse_scenario(&server).await;
     counters_scenario(&server).await;
 }

@@ -50,8 +50,10 @@ impl Connection {
                     Ok(Connection::Single(manager(client, config).await?))
                 }
                 Deployment::Cluster { nodes } => {
+                    // Never resent by the crate: see `cluster_resend`.
                     let client = ClusterSeeds::new(nodes, config, label)?
                         .builder()
+                        .retries(0)
                         .build()
                         .map_err(|e| config_error(label, &e))?;
                     let conn = client.get_async_connection().await?;
@@ -174,7 +176,7 @@ impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Connection::Single(conn) => conn.req_packed_command(cmd),
-            Connection::Cluster(conn) => conn.req_packed_command(cmd),
+            Connection::Cluster(conn) => Box::pin(crate::cluster_resend::send(conn, cmd)),
             Connection::Sentinel(primary) => {
                 let primary = primary.clone();
                 Box::pin(async move {
@@ -194,7 +196,9 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Connection::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Connection::Cluster(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Connection::Cluster(conn) => Box::pin(crate::cluster_resend::send_pipeline(
+                conn, pipeline, offset, count,
+            )),
             Connection::Sentinel(primary) => {
                 let primary = primary.clone();
                 Box::pin(async move {
@@ -427,7 +431,9 @@ impl ClusterSeeds {
         })
     }
 
-    /// A builder for a cluster client over these seeds.
+    /// A builder for a cluster client over these seeds. It lets the redis crate resend a
+    /// request whose reply was lost (fine for subscribing); the command connection turns
+    /// that off (see `cluster_resend`).
     pub(crate) fn builder(&self) -> ClusterClientBuilder {
         ClusterClientBuilder::new(self.nodes.clone())
             .connection_timeout(self.connect_timeout)

@@ -55,6 +55,7 @@
 //! ```
 
 mod client;
+mod cluster_resend;
 mod compose;
 mod config;
 mod connection;

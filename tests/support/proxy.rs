@@ -7,6 +7,9 @@
 //!   connections are accepted again right away);
 //! * [`blackhole`](TcpProxy::blackhole) stalls every connection without closing it, and
 //!   lets the held-back bytes through when it is turned off;
+//! * [`hold_replies`](TcpProxy::hold_replies) stalls only the server-to-client direction:
+//!   requests still reach the server, their replies wait (a reply lost in flight, once
+//!   followed by a [`cut`](TcpProxy::cut));
 //! * [`refuse`](TcpProxy::refuse) closes live connections and closes new ones as soon as
 //!   they are accepted (a dead host).
 //!
@@ -37,6 +40,8 @@ struct Mode {
     /// value it was accepted under.
     cut_gen: u64,
     blackhole: bool,
+    /// Stall only the server-to-client direction.
+    hold_replies: bool,
     refuse: bool,
 }
 
@@ -126,6 +131,14 @@ impl TcpProxy {
     /// flows until it is off. While on, the proxy does not notice a peer closing either.
     pub fn blackhole(&self, on: bool) {
         self.mode.send_modify(|m| m.blackhole = on);
+    }
+
+    /// While on, bytes from the server to its clients are held back (as
+    /// [`blackhole`](Self::blackhole) holds them) while bytes from clients still reach the
+    /// server: every request runs, no reply arrives. Followed by [`cut`](Self::cut), the
+    /// held replies are discarded: a reply lost after its request ran.
+    pub fn hold_replies(&self, on: bool) {
+        self.mode.send_modify(|m| m.hold_replies = on);
     }
 
     /// While on, new connections are accepted and closed at once, and live ones are cut.
@@ -287,7 +300,7 @@ async fn serve(
     let connect = TcpStream::connect(addr);
     tokio::pin!(connect);
     let mut upstream = loop {
-        if state(&mut mode, cut_gen).is_err() {
+        if state(&mut mode, (cut_gen, Direction::Up)).is_err() {
             return;
         }
         tokio::select! {
@@ -314,14 +327,14 @@ async fn serve(
             client_read,
             upstream_write,
             mode.clone(),
-            cut_gen,
+            (cut_gen, Direction::Up),
             &stats.bytes_up,
         );
         let down = pump(
             upstream_read,
             client_write,
             mode.clone(),
-            cut_gen,
+            (cut_gen, Direction::Down),
             &stats.bytes_down,
         );
         tokio::pin!(up, down);
@@ -345,21 +358,35 @@ async fn serve(
     drop(live);
 }
 
-/// The current mode for a connection accepted under `cut_gen`: `Err` if it must close,
-/// `Ok(true)` if bytes may flow, `Ok(false)` while blackholed. Marks the value as seen.
-fn state(mode: &mut watch::Receiver<Mode>, cut_gen: u64) -> Result<bool, Closed> {
+/// Which way a pump copies.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    /// Client to server.
+    Up,
+    /// Server to client.
+    Down,
+}
+
+/// A connection accepted under a cut generation, and one of its directions.
+type Lane = (u64, Direction);
+
+/// The current mode for one direction of a connection accepted under a cut generation:
+/// `Err` if it must close, `Ok(true)` if bytes may flow, `Ok(false)` while held back.
+/// Marks the value as seen.
+fn state(mode: &mut watch::Receiver<Mode>, (cut_gen, direction): Lane) -> Result<bool, Closed> {
     let now = *mode.borrow_and_update();
     if now.refuse || now.cut_gen != cut_gen {
         Err(Closed)
     } else {
-        Ok(!now.blackhole)
+        let held = now.hold_replies && direction == Direction::Down;
+        Ok(!(now.blackhole || held))
     }
 }
 
 /// Waits until bytes may flow; `Err` if the connection must close meanwhile.
-async fn wait_flowing(mode: &mut watch::Receiver<Mode>, cut_gen: u64) -> Result<(), Closed> {
+async fn wait_flowing(mode: &mut watch::Receiver<Mode>, lane: Lane) -> Result<(), Closed> {
     loop {
-        if state(mode, cut_gen)? {
+        if state(mode, lane)? {
             return Ok(());
         }
         mode.changed().await.map_err(|_| Closed)?;
@@ -375,12 +402,12 @@ async fn pump(
     mut from: ReadHalf<'_>,
     mut to: WriteHalf<'_>,
     mut mode: watch::Receiver<Mode>,
-    cut_gen: u64,
+    lane: Lane,
     counter: &AtomicU64,
 ) -> Result<(), Closed> {
     let mut buf = vec![0u8; BUF_SIZE];
     loop {
-        wait_flowing(&mut mode, cut_gen).await?;
+        wait_flowing(&mut mode, lane).await?;
         let n = tokio::select! {
             biased;
             changed = mode.changed() => {
@@ -396,7 +423,7 @@ async fn pump(
         let mut written = 0;
         let mut counted = false;
         while written < n {
-            wait_flowing(&mut mode, cut_gen).await?;
+            wait_flowing(&mut mode, lane).await?;
             if !counted {
                 // Counted before the write starts, so a peer never sees a byte that the
                 // counters do not include yet.
