@@ -95,9 +95,44 @@ pub use lock_actors::*;
 /// - Several templates (`#[distributed_lock("order:<id>", "stock:<sku>")]`) take a
 ///   [`MultiLock`]: all of them or none, in a canonical order, one wait for the set; a 409
 ///   names the member that was busy.
-/// - Nested annotated calls in the same task re-enter: the first opens a task-scoped
-///   [`LockOwner`] (see [`LockOwner::current`]) that inner calls reuse.
 /// - The function's attributes, doc comments, visibility, generics and parameters are kept.
+///
+/// # Who holds the lock: nested calls, side-by-side calls, spawned tasks
+///
+/// Each annotated call locks as one [`LockOwner`] (inside the body,
+/// [`LockOwner::current`] returns it). Which one:
+///
+/// - **Nested calls re-enter.** A call made inside the body of an annotated call that holds
+///   the same lock (same client, same name) locks as that call's owner: its hold count goes
+///   up, nothing waits.
+/// - **Side-by-side calls never share a hold.** Calls running at once in one task
+///   (`join!(pay(o), pay(o))`, `select!`, a `FuturesUnordered`) are two holders, and a
+///   distributed lock exists to keep two holders out. Inside a body that holds the lock,
+///   they re-enter one at a time: the second waits (within its own `wait`) until the first
+///   has finished and released. For a lock no enclosing call holds, each call is a fresh
+///   owner, so they exclude each other through Redis as two processes would.
+/// - **An owner you set is used.** Calls run inside `owner.scope(…)` ([`LockOwner::scope`])
+///   lock as `owner` (side-by-side calls for one lock again take turns).
+/// - **A spawned task is another owner.** `tokio::spawn` starts a task without its parent's
+///   calls, so a spawned task that takes a lock its parent holds waits for the parent to
+///   release it; if the parent awaits the task meanwhile, the task's `wait` runs out
+///   ([`LockError::Timeout`]). To let a spawned task work under the parent's hold, give it
+///   the owner: `tokio::spawn(LockOwner::current().unwrap().scope(work))`. It then re-enters
+///   the parent's hold, and it is up to you that the task ends before the parent releases.
+///
+/// ```no_run
+/// use actix_distributed_lock::{distributed_lock, LockClient, LockError};
+///
+/// #[distributed_lock("order:<id>", client = client)]
+/// async fn pay(client: &LockClient, id: u64) -> Result<(), LockError> { Ok(()) }
+///
+/// #[distributed_lock("order:<id>", client = client)]
+/// async fn settle(client: &LockClient, id: u64) -> Result<(), LockError> {
+///     pay(client, id).await?; // nested: re-enters `order:<id>`
+///     let (a, b) = tokio::join!(pay(client, id), pay(client, id)); // one at a time
+///     a.and(b)
+/// }
+/// ```
 ///
 /// # Compile errors
 ///

@@ -339,3 +339,131 @@ async fn semaphore_kinds_take_one_permit_for_the_body() {
     );
     assert_eq!(leased.available_permits().await.unwrap(), 3);
 }
+
+/// How many `pay` bodies run at once (`inside`), the most ever seen (`peak`).
+#[derive(Clone, Default)]
+struct Overlap {
+    inside: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+}
+
+/// Pays under `pay:<id>`; returns the hold count its owner has while inside.
+#[distributed_lock("pay:<id>", client = client, wait = "5s")]
+async fn pay(client: &LockClient, id: u64, overlap: Overlap) -> Result<u32, LockError> {
+    let now = overlap.inside.fetch_add(1, Ordering::SeqCst) + 1;
+    overlap.peak.fetch_max(now, Ordering::SeqCst);
+    let owner = LockOwner::current().expect("the body's owner");
+    let holds = client.lock(&format!("pay:{id}"))?.hold_count(owner).await?;
+    tokio::time::sleep(Duration::from_millis(50)).await; // the protected work
+    overlap.inside.fetch_sub(1, Ordering::SeqCst);
+    Ok(holds)
+}
+
+/// Two payments side by side, under another lock.
+#[distributed_lock("checkout:<id>", client = client, wait = "5s")]
+async fn checkout(client: &LockClient, id: u64, overlap: Overlap) -> Result<[u32; 2], LockError> {
+    let (a, b) = tokio::join!(
+        pay(client, id, overlap.clone()),
+        pay(client, id, overlap.clone())
+    );
+    Ok([a?, b?])
+}
+
+/// Two payments side by side, under the same lock.
+#[distributed_lock("pay:<id>", client = client, wait = "5s")]
+async fn pay_both(client: &LockClient, id: u64, overlap: Overlap) -> Result<[u32; 2], LockError> {
+    let (a, b) = tokio::join!(
+        pay(client, id, overlap.clone()),
+        pay(client, id, overlap.clone())
+    );
+    Ok([a?, b?])
+}
+
+#[tokio::test]
+async fn sibling_calls_inside_one_body_take_turns_instead_of_sharing_the_lock() {
+    let server = RedisServer::start();
+    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let limit = Duration::from_secs(10);
+
+    // Under another lock: each branch is its own owner, so they exclude each other.
+    let overlap = Overlap::default();
+    let holds = tokio::time::timeout(limit, checkout(&client, 1, overlap.clone()))
+        .await
+        .expect("the branches took turns, no deadlock")
+        .unwrap();
+    assert_eq!(
+        overlap.peak.load(Ordering::SeqCst),
+        1,
+        "two branches held pay:1 at once"
+    );
+    assert_eq!(holds, [1, 1]);
+
+    // Under the same lock: each branch re-enters the body's hold, one branch at a time.
+    let overlap = Overlap::default();
+    let holds = tokio::time::timeout(limit, pay_both(&client, 2, overlap.clone()))
+        .await
+        .expect("the branches re-entered in turn, no deadlock")
+        .unwrap();
+    assert_eq!(
+        overlap.peak.load(Ordering::SeqCst),
+        1,
+        "two branches re-entered pay:2 at once"
+    );
+    assert_eq!(holds, [2, 2]);
+
+    // Under an owner the caller set: the branches take turns as that owner.
+    let overlap = Overlap::default();
+    let me = LockOwner::new();
+    let (a, b) = tokio::time::timeout(
+        limit,
+        me.scope(async {
+            tokio::join!(
+                pay(&client, 3, overlap.clone()),
+                pay(&client, 3, overlap.clone())
+            )
+        }),
+    )
+    .await
+    .expect("the branches took turns as the caller's owner");
+    assert_eq!(
+        overlap.peak.load(Ordering::SeqCst),
+        1,
+        "two branches held pay:3 at once"
+    );
+    assert_eq!([a.unwrap(), b.unwrap()], [1, 1]);
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}
+
+/// Pays under `pay:<id>`, waiting at most 300 ms.
+#[distributed_lock("pay:<id>", client = client, wait = "300ms")]
+async fn pay_quickly(client: &LockClient, id: u64) -> Result<u32, LockError> {
+    let owner = LockOwner::current().expect("the body's owner");
+    client.lock(&format!("pay:{id}"))?.hold_count(owner).await
+}
+
+/// Holds `pay:<id>` and hands work to spawned tasks: one on its own, one given the owner.
+#[distributed_lock("pay:<id>", client = client, wait = "5s")]
+async fn pay_from_tasks(
+    client: &LockClient,
+    id: u64,
+) -> Result<(Result<u32, LockError>, u32), LockError> {
+    let task_client = client.clone();
+    let alone = tokio::spawn(async move { pay_quickly(&task_client, id).await });
+    let alone = alone.await.expect("the task ran");
+    let me = LockOwner::current().expect("the body's owner");
+    let task_client = client.clone();
+    let shared = tokio::spawn(me.scope(async move { pay_quickly(&task_client, id).await }));
+    Ok((alone, shared.await.expect("the task ran")?))
+}
+
+#[tokio::test]
+async fn a_spawned_task_is_another_owner_unless_given_the_owner() {
+    let server = RedisServer::start();
+    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let (alone, shared) = pay_from_tasks(&client, 4).await.unwrap();
+    // The task's own owner waits for the lock its parent holds: its wait runs out.
+    assert!(matches!(alone, Err(LockError::Timeout { .. })), "{alone:?}");
+    // Given the parent's owner explicitly, it re-enters the parent's hold.
+    assert_eq!(shared, 2);
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}

@@ -62,6 +62,7 @@ mod connection;
 mod error;
 mod keys;
 mod lock;
+mod macro_owner;
 #[doc(hidden)]
 pub mod macro_support;
 mod node;

@@ -11,7 +11,7 @@ use std::future::Future;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-pub use crate::lock::with_task_owner;
+pub use crate::macro_owner::Turn;
 
 static DEFAULT_CLIENT: RwLock<Option<LockClient>> = RwLock::new(None);
 

@@ -88,25 +88,56 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
     let locked = if names.len() == 1 {
         let name = &names[0];
         let acquire = quote_spanned! {span=>
-            #private::acquire(&__adl_client, &__adl_name, __adl_owner, #wait, #lease, #kind)
+            #private::acquire(
+                &__adl_client,
+                &__adl_name,
+                __adl_turn.owner(),
+                __adl_turn.wait_left(),
+                #lease,
+                #kind,
+            )
         };
         quote! {
             let __adl_name: ::std::string::String = #name;
             let __adl_client: #krate::LockClient = #client;
+            let __adl_turn = match #private::Turn::take(
+                &__adl_client,
+                ::core::slice::from_ref(&__adl_name),
+                #kind,
+                #wait,
+            )
+            .await
+            {
+                ::core::result::Result::Ok(__adl_turn) => __adl_turn,
+                ::core::result::Result::Err(__adl_error) => return #fail,
+            };
             let __adl_guard = match #acquire.await {
                 ::core::result::Result::Ok(__adl_guard) => __adl_guard,
                 ::core::result::Result::Err(__adl_error) => return #fail,
             };
             // A panic or a dropped future unwinds through here: the guard's drop releases.
-            let __adl_out =
-                #private::with_fencing_token(__adl_guard.fencing_token(), #body).await;
+            let __adl_out = __adl_turn
+                .run(::std::boxed::Box::pin(#private::with_fencing_token(
+                    __adl_guard.fencing_token(),
+                    #body,
+                )))
+                .await;
             #private::release(__adl_guard).await;
+            // The turn goes to a sibling only now, after the unlock.
+            ::core::mem::drop(__adl_turn);
         }
     } else {
         // Several templates: one MultiLock over all of them. A rejection names the member
         // that failed; the list of names exists only where a rejection can show it.
         let acquire = quote_spanned! {span=>
-            #private::acquire_many(&__adl_client, &__adl_names, __adl_owner, #wait, #lease, #kind)
+            #private::acquire_many(
+                &__adl_client,
+                &__adl_names,
+                __adl_turn.owner(),
+                __adl_turn.wait_left(),
+                #lease,
+                #kind,
+            )
         };
         let (joined, on_error) = if respond {
             (
@@ -123,23 +154,32 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
             let __adl_names: ::std::vec::Vec<::std::string::String> = ::std::vec![#(#names),*];
             #joined
             let __adl_client: #krate::LockClient = #client;
+            let __adl_turn =
+                match #private::Turn::take(&__adl_client, &__adl_names, #kind, #wait).await {
+                    ::core::result::Result::Ok(__adl_turn) => __adl_turn,
+                    ::core::result::Result::Err(__adl_error) => #on_error,
+                };
             let __adl_guard = match #acquire.await {
                 ::core::result::Result::Ok(__adl_guard) => __adl_guard,
                 ::core::result::Result::Err(__adl_error) => #on_error,
             };
             // A panic or a dropped future unwinds through here: the guard's drop releases.
-            let __adl_out = #private::with_fencing_token(::core::option::Option::None, #body).await;
+            let __adl_out = __adl_turn
+                .run(::std::boxed::Box::pin(#private::with_fencing_token(
+                    ::core::option::Option::None,
+                    #body,
+                )))
+                .await;
             #private::release_many(__adl_guard).await;
+            // The turn goes to a sibling only now, after the unlock.
+            ::core::mem::drop(__adl_turn);
         }
     };
     quote! {
         #(#attrs)*
         #vis #sig {
-            #private::with_task_owner(move |__adl_owner| async move {
-                #locked
-                #succeed
-            })
-            .await
+            #locked
+            #succeed
         }
     }
 }

@@ -16,7 +16,6 @@ pub(crate) use handle::{preload_scripts, read_state};
 pub use handle::{AcquireOptions, Lock};
 pub use kind::LockKind;
 pub(crate) use kind::PublishingScript;
-pub use owner::with_task_owner;
 pub use owner::LockOwner;
 pub use reply::Deferred;
 pub(crate) use reply::ReplySlot;

@@ -59,8 +59,9 @@ tokio::task_local! {
 impl LockOwner {
     /// The owner of the current task's scope (see [`LockOwner::scope`]), if any.
     ///
-    /// `#[distributed_lock]` opens such a scope around an annotated call when none is open,
-    /// so nested annotated calls in the same task re-enter their locks.
+    /// Inside the body of a `#[distributed_lock]` call, it is the owner that call locks as:
+    /// nested annotated calls for the same lock re-enter as it, one at a time (see the
+    /// attribute's docs for the whole rule).
     ///
     /// ```
     /// # use actix_distributed_lock::LockOwner;
@@ -74,7 +75,9 @@ impl LockOwner {
         TASK_OWNER.try_with(|owner| *owner).ok()
     }
 
-    /// Runs `work` with `self` as the task's owner: annotated calls inside it lock as `self`.
+    /// Runs `work` with `self` as the task's owner: annotated calls inside it lock as `self`
+    /// (side-by-side calls for one lock take turns). Also the way to let a spawned task
+    /// re-enter a lock its parent holds: `tokio::spawn(owner.scope(work))`.
     ///
     /// ```
     /// # use actix_distributed_lock::LockOwner;
@@ -86,20 +89,5 @@ impl LockOwner {
     /// ```
     pub async fn scope<F: std::future::Future>(self, work: F) -> F::Output {
         TASK_OWNER.scope(self, work).await
-    }
-}
-
-/// Runs `work` with the task's owner, opening a scope with a fresh owner if none is open.
-pub async fn with_task_owner<F, Fut>(work: F) -> Fut::Output
-where
-    F: FnOnce(LockOwner) -> Fut,
-    Fut: std::future::Future,
-{
-    match LockOwner::current() {
-        Some(owner) => work(owner).await,
-        None => {
-            let owner = LockOwner::new();
-            owner.scope(work(owner)).await
-        }
     }
 }
