@@ -961,3 +961,42 @@ async fn a_killed_readers_leftover_field_does_not_outlive_the_live_reader() {
     assert_eq!(guard.unlock().await.unwrap(), Released::Unlocked);
     assert_eq!(server.keys().await, Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn a_read_unlock_under_a_write_hold_never_shortens_the_writers_lease() {
+    const NAME: &str = "read-under-write";
+    let server = RedisServer::start();
+    let locks = client(&server).await;
+    let rw = locks.read_write_lock(NAME).unwrap();
+    let mut conn = server.conn().await;
+    let me = LockOwner::new();
+    let hold = |lease: Duration| {
+        AcquireOptions::new()
+            .owner(me)
+            .wait(Duration::ZERO)
+            .lease(lease)
+    };
+    let writing = rw
+        .write()
+        .acquire_with(hold(Duration::from_secs(60)))
+        .await
+        .expect("write lock");
+    // Two short read holds of the writer's own owner, then one of them released.
+    let short = Duration::from_secs(2);
+    let first = rw.read().acquire_with(hold(short)).await.expect("read 1");
+    let second = rw.read().acquire_with(hold(short)).await.expect("read 2");
+    assert_eq!(
+        first.unlock().await.unwrap(),
+        Released::StillHeld { holds: 1 }
+    );
+    let pttl: i64 = conn.pttl(NAME).await.unwrap();
+    assert!(
+        pttl > 30_000,
+        "a read unlock cut the writer's 60 s lease to {pttl} ms (the read hold left)"
+    );
+    second.unlock().await.unwrap();
+    let pttl: i64 = conn.pttl(NAME).await.unwrap();
+    assert!(pttl > 30_000, "the last read unlock cut it to {pttl} ms");
+    assert_eq!(writing.unlock().await.unwrap(), Released::Unlocked);
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}

@@ -1,4 +1,8 @@
 -- Release one read hold; when no hold is left, delete the lock and wake every waiter.
+-- Under a write hold (the writer's own read holds) the hash's TTL is never shortened: it
+-- is the writer's lease. Redisson's read unlock cuts it to the longest read hold left; a
+-- read unlock in write mode only ever comes from the writer's own owner, so a waiter (Java
+-- or Rust) only sees a PTTL as long as the writer's hold really lasts.
 -- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
 -- that sets it first (classic or sharded pub/sub, see connection.rs).
 --
@@ -32,6 +36,9 @@ if redis.call('hlen', KEYS[1]) > 1 then
         end
     end
     if longest > 0 then
+        if mode == 'write' then
+            longest = math.max(longest, redis.call('pttl', KEYS[1]))
+        end
         redis.call('pexpire', KEYS[1], longest)
         return 0
     end
