@@ -4,12 +4,16 @@
 //!
 //! ```text
 //! lock_holder <redis-url> <lock-name> [--watchdog-ms N] [--lease-ms N] [--kind KIND]
+//!             [--fair-wait-ms N]
 //! ```
 //!
 //! - Takes `<lock-name>` with the watchdog (lease `--watchdog-ms`, default 30 000, renewed
 //!   every third of it), or with a fixed lease of `--lease-ms` and no watchdog.
-//! - `--kind` picks the lock: `reentrant` (the default), `fast`, `read` or `write` (the two
-//!   sides of the read-write lock `<lock-name>`).
+//! - `--kind` picks the lock: `reentrant` (the default), `fast`, `fair`, `read` or `write`
+//!   (the two sides of the read-write lock `<lock-name>`). A busy lock is waited for (the
+//!   client's default wait); a fair lock's waiter queues in Redis meanwhile, with
+//!   `--fair-wait-ms` (the client's `fair_wait_timeout`) as its allowance: a waiter killed
+//!   in the queue is skipped once that runs out.
 //! - Prints one line `acquired <client-id> <owner-id>`: in Redis a reentrant lock is the hash
 //!   `<lock-name>` with the field `<client-id>:<owner-id>` (a reader's field is the same, a
 //!   writer's ends in `:write`; a fast lock is a string with that value).
@@ -37,7 +41,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 const USAGE: &str = "usage: lock_holder <redis-url> <lock-name> [--watchdog-ms N] [--lease-ms N] \
-                     [--kind reentrant|fast|read|write]";
+                     [--kind reentrant|fast|fair|read|write] [--fair-wait-ms N]";
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
@@ -49,6 +53,8 @@ struct Args {
     /// `Some`: a fixed lease, no watchdog.
     lease: Option<Duration>,
     kind: Kind,
+    /// `Some`: the fair lock's queue allowance (`fair_wait_timeout`).
+    fair_wait: Option<Duration>,
 }
 
 /// Which lock to take (`--kind`).
@@ -56,6 +62,7 @@ struct Args {
 enum Kind {
     Reentrant,
     Fast,
+    Fair,
     Read,
     Write,
 }
@@ -65,10 +72,11 @@ impl Kind {
         match value {
             "reentrant" => Ok(Kind::Reentrant),
             "fast" => Ok(Kind::Fast),
+            "fair" => Ok(Kind::Fair),
             "read" => Ok(Kind::Read),
             "write" => Ok(Kind::Write),
             _ => Err(format!(
-                "--kind: `{value}` is not one of reentrant, fast, read, write"
+                "--kind: `{value}` is not one of reentrant, fast, fair, read, write"
             )),
         }
     }
@@ -77,6 +85,7 @@ impl Kind {
         match self {
             Kind::Reentrant => client.lock(name),
             Kind::Fast => client.fast_lock(name),
+            Kind::Fair => client.fair_lock(name),
             Kind::Read => Ok(client.read_write_lock(name)?.read().clone()),
             Kind::Write => Ok(client.read_write_lock(name)?.write().clone()),
         }
@@ -89,6 +98,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut watchdog = ClientConfig::new(url.as_str()).watchdog_timeout_value();
     let mut lease = None;
     let mut kind = Kind::Reentrant;
+    let mut fair_wait = None;
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let ms = || -> Result<Duration, String> {
@@ -101,6 +111,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--watchdog-ms" => watchdog = ms()?,
             "--lease-ms" => lease = Some(ms()?),
             "--kind" => kind = Kind::parse(&value)?,
+            "--fair-wait-ms" => fair_wait = Some(ms()?),
             _ => return Err(format!("unknown option `{flag}`")),
         }
     }
@@ -110,6 +121,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         watchdog,
         lease,
         kind,
+        fair_wait,
     })
 }
 
@@ -138,7 +150,10 @@ fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
 }
 
 async fn run(args: Args) -> Result<(), Failure> {
-    let config = ClientConfig::new(args.url.as_str()).watchdog_timeout(args.watchdog);
+    let mut config = ClientConfig::new(args.url.as_str()).watchdog_timeout(args.watchdog);
+    if let Some(fair_wait) = args.fair_wait {
+        config = config.fair_wait_timeout(fair_wait);
+    }
     let client = LockClient::connect(config).await?;
     let mut options = AcquireOptions::new();
     if let Some(lease) = args.lease {

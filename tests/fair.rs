@@ -1,11 +1,12 @@
 //! The fair lock against real redis-server processes: grants in request order across
 //! clients, dead and departed waiters never stick the queue, and the queue keys are gone
-//! after every test.
+//! after every test. A dead waiter is a `lock_holder` process SIGKILLed in the queue.
 
 mod support;
 
 use actix_distributed_lock::{AcquireOptions, ClientConfig, LockClient, LockError, LockOwner};
 use redis::AsyncCommands;
+use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -87,6 +88,37 @@ async fn eight_waiters_queued_apart_acquire_in_exactly_that_order() {
     assert_eq!(server.keys().await, Vec::<String>::new());
 }
 
+/// A fair-lock waiter in another process (the `lock_holder` example), SIGKILLed on drop.
+struct WaiterProcess(Child);
+
+impl WaiterProcess {
+    fn start(server: &RedisServer, name: &str, patience: Duration) -> WaiterProcess {
+        let child = Command::new(support::lock_holder_binary())
+            .arg(server.url())
+            .arg(name)
+            .args(["--kind", "fair", "--fair-wait-ms"])
+            .arg(patience.as_millis().to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("spawn lock_holder");
+        WaiterProcess(child)
+    }
+
+    /// SIGKILL, then reap: the process is gone without a word to Redis.
+    fn kill(&mut self) {
+        self.0.kill().expect("SIGKILL lock_holder");
+        self.0.wait().expect("reap lock_holder");
+    }
+}
+
+impl Drop for WaiterProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_waiters_age_out_and_the_live_ones_keep_their_order() {
     let server = RedisServer::start();
@@ -98,32 +130,27 @@ async fn dead_waiters_age_out_and_the_live_ones_keep_their_order() {
     let held = holder.fair_lock(name).unwrap().acquire().await.unwrap();
     let order = Arc::new(Mutex::new(Vec::new()));
     let mut live_waiters = Vec::new();
-    let mut dead_clients = Vec::new();
+    let mut doomed = Vec::new();
     for i in 0..5 {
-        let waiter_client = if i % 2 == 1 {
-            let dying = client_with(&server, tune).await;
-            dead_clients.push(dying.clone());
-            dying
+        if i % 2 == 1 {
+            // Waiters 1 and 3 are other processes.
+            doomed.push(WaiterProcess::start(&server, name, patience));
         } else {
-            live.clone()
-        };
-        let lock = waiter_client.fair_lock(name).unwrap();
-        let order = order.clone();
-        let task = tokio::spawn(async move {
-            let guard = lock.acquire_timeout(Duration::from_secs(30)).await;
-            if let Ok(guard) = guard {
-                order.lock().unwrap().push(i);
-                guard.unlock().await.unwrap();
-            }
-        });
-        if i % 2 == 0 {
-            live_waiters.push(task);
+            let lock = live.fair_lock(name).unwrap();
+            let order = order.clone();
+            live_waiters.push(tokio::spawn(async move {
+                let guard = lock.acquire_timeout(Duration::from_secs(30)).await;
+                if let Ok(guard) = guard {
+                    order.lock().unwrap().push(i);
+                    guard.unlock().await.unwrap();
+                }
+            }));
         }
         wait_for_queue_len(&server, name, i + 1).await;
     }
-    // Waiters 1 and 3 die in the queue: their clients stop without a word to Redis.
-    for dying in &dead_clients {
-        dying.shutdown();
+    // Waiters 1 and 3 die in the queue: SIGKILLed, they never leave it themselves.
+    for process in &mut doomed {
+        process.kill();
     }
     assert_eq!(queue(&server, name).await.len(), 5, "the dead stay queued");
     let released_at = Instant::now();
