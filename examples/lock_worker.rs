@@ -8,10 +8,12 @@
 //! ```
 //!
 //! - Each task loops: pick a lock, read Redis `TIME`, acquire the fenced lock (waiting up to
-//!   800 ms), read `TIME` again, hold it for a random while (up to two leases, so the
-//!   watchdog renews), write to the store a few times under the hold's fencing token, then
-//!   unlock. The watchdog lease is `--lease-ms` (default 1500); Redis commands time out
-//!   after `--timeout-ms` (default 400).
+//!   800 ms), read `TIME` again, hold it for a random while (mostly under 400 ms, a quarter
+//!   of the time up to two leases, so the watchdog renews), write to the store a few times
+//!   under the hold's fencing token (each write after a short stretch of "work" that
+//!   follows a look at `is_lost()`; a failed write is retried every 200 ms until it goes
+//!   through or `lost()` fires), then unlock. The watchdog lease is `--lease-ms`
+//!   (default 1500); Redis commands time out after `--timeout-ms` (default 400).
 //! - The store is the hash `nemesis:store:<lock>`: a Lua script accepts a write only when
 //!   its token is at least the highest token the store has accepted, and returns Redis
 //!   `TIME` taken inside the script.
@@ -324,34 +326,55 @@ impl Task {
             );
         });
 
-        let hold_ms = rand::rng().random_range(50..=(2 * self.lease.as_millis() as u64));
-        let writes = rand::rng().random_range(1..=4u64);
+        // Mostly short holds (many grants), some longer than the lease (renewals run).
+        let lease_ms = self.lease.as_millis() as u64;
+        let hold_ms = if rand::rng().random_bool(0.75) {
+            rand::rng().random_range(20..=400)
+        } else {
+            rand::rng().random_range(400..=2 * lease_ms.max(400))
+        };
+        let writes = rand::rng().random_range(1..=3u64);
         let by = format!("{}/{}", self.history.worker, id);
-        for _ in 0..writes {
-            if guard.is_lost() {
-                break;
+        // A write that fails (Redis out of reach) is retried every 200 ms, as an application
+        // would, until it goes through or lost() says to stop (at most three leases).
+        let mut pending = writes;
+        let retry_until = tokio::time::Instant::now() + 3 * self.lease;
+        let mut pause = Duration::from_millis(hold_ms / writes);
+        while pending > 0 {
+            let lost = guard.lost();
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = lost => break,
             }
+            // The work between the check and the write: a pause here (SIGSTOP, a long GC)
+            // sends the write after the lock is gone, which only the fencing token stops.
+            let work = rand::rng().random_range(10..=120);
+            tokio::time::sleep(Duration::from_millis(work)).await;
             let l_send = now_us();
             let outcome = self.probe.write(&lock, token, &by).await;
             let l_recv = now_us();
             match outcome {
-                Ok((accepted, t, max)) => history.log(
-                    id,
-                    "write",
-                    json!({"lock": lock, "token": token, "accepted": accepted, "t": t,
-                           "max_before": max, "l_send": l_send, "l_recv": l_recv}),
-                ),
-                Err(e) => history.log(
-                    id,
-                    "write_failed",
-                    json!({"lock": lock, "token": token, "error": e, "l_send": l_send}),
-                ),
-            }
-            let slice = Duration::from_millis(hold_ms / writes);
-            let lost = guard.lost();
-            tokio::select! {
-                () = tokio::time::sleep(slice) => {}
-                () = lost => {}
+                Ok((accepted, t, max)) => {
+                    history.log(
+                        id,
+                        "write",
+                        json!({"lock": lock, "token": token, "accepted": accepted, "t": t,
+                               "max_before": max, "l_send": l_send, "l_recv": l_recv}),
+                    );
+                    pending -= 1;
+                    pause = Duration::from_millis(hold_ms / writes);
+                }
+                Err(e) => {
+                    history.log(
+                        id,
+                        "write_failed",
+                        json!({"lock": lock, "token": token, "error": e, "l_send": l_send}),
+                    );
+                    if tokio::time::Instant::now() > retry_until {
+                        break;
+                    }
+                    pause = Duration::from_millis(200);
+                }
             }
         }
 

@@ -37,6 +37,25 @@ ensure_redis_server() {
     fi
 }
 
+# Makes sure `ip` (iproute2) and `iptables` are on PATH for the nemesis suite
+# (tests/nemesis.rs builds network namespaces and cuts links with iptables), installing the
+# Debian packages `iproute2` and `iptables` when they are missing.
+ensure_netns_tools() {
+    local missing=()
+    command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+    command -v iptables >/dev/null 2>&1 || missing+=(iptables)
+    if [ "${#missing[@]}" -eq 0 ]; then
+        return 0
+    fi
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "error: ${missing[*]} not installed and apt-get is not available; install them manually" >&2
+        return 1
+    fi
+    step "installing ${missing[*]} (apt-get)"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
+}
+
 # Fails with a clear message when cargo is missing.
 ensure_cargo() {
     if ! command -v cargo >/dev/null 2>&1; then

@@ -38,8 +38,10 @@
 //!   fix the key's expiry: when `T' - T` is shorter than the lease no renewal can have run
 //!   in between unseen (it would have kept the field past `T'`), so the key expired at
 //!   `T + p` (+1 ms for PTTL's rounding). `lost()` must fire no later than that
-//!   + [`LOST_SLACK_US`]. Holds the monitor never saw, or saw with a longer gap, are
-//!   counted as not judged. A worker frozen by SIGSTOP cannot run its timer, so its late
+//!   + [`LOST_SLACK_US`]. A longer gap is judged only when a server outage the test caused
+//!   (pause, restart) starts inside it: a renewal can then only have run unseen before the
+//!   outage's start `o`, so the expiry is at most `min(T', max(T + p, o + lease))`. Holds
+//!   the monitor never saw, or saw with another gap, are counted as not judged. A worker frozen by SIGSTOP cannot run its timer, so its late
 //!   `lost()` is counted as excused when the freeze overlaps the window. A hold whose
 //!   unlock found it gone without `lost()` having fired is judged the same way at the time
 //!   of the unlock.
@@ -108,6 +110,10 @@ pub struct Report {
     pub acquisitions: usize,
     pub releases: usize,
     pub lost: usize,
+    /// Holds whose unlock found the lock gone before `lost()` had fired.
+    pub gone_at_unlock: usize,
+    /// Unlocks that did not reach Redis (the lock then runs out its lease).
+    pub unlock_unavailable: usize,
     pub faults: usize,
     pub writes_accepted: usize,
     pub writes_refused: usize,
@@ -126,13 +132,15 @@ impl fmt::Display for Report {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "nemesis[{}]: acquisitions={} releases={} lost={} faults={} writes_accepted={} \
+            "nemesis[{}]: acquisitions={} releases={} lost={} gone_at_unlock={} unlock_unavailable={} faults={} writes_accepted={} \
              refused_stale_writes={} writes_failed={} lost_judged={} lost_not_judged={} \
              lost_excused={} lost_latest_vs_expiry_ms={} clock_stamps={} violations={}",
             self.scenario,
             self.acquisitions,
             self.releases,
             self.lost,
+            self.gone_at_unlock,
+            self.unlock_unavailable,
             self.faults,
             self.writes_accepted,
             self.writes_refused,
@@ -228,8 +236,10 @@ pub fn check(
                     }
                     "release" => {
                         hold.release_result = Some(s(e, "result"));
-                        if s(e, "result") == "ok" {
-                            report.releases += 1;
+                        match s(e, "result").as_str() {
+                            "ok" => report.releases += 1,
+                            "unavailable" => report.unlock_unavailable += 1,
+                            _ => {}
                         }
                     }
                     _ => {
@@ -364,6 +374,7 @@ fn check_lost(holds: &Holds, samples: &[Sample], faults: &[Fault], lease_us: u64
         let learnt = match (hold.lost, &hold.release_result) {
             (Some(l), _) => l,
             (None, Some(result)) if result == "not_owner" && !hold.was_lost_at_release => {
+                r.gone_at_unlock += 1;
                 match hold.release_start {
                     Some(l) => l,
                     None => continue,
@@ -371,7 +382,7 @@ fn check_lost(holds: &Holds, samples: &[Sample], faults: &[Fault], lease_us: u64
             }
             _ => continue,
         };
-        let Some(expiry) = expiry_of(hold, samples, lease_us) else {
+        let Some(expiry) = expiry_of(hold, samples, faults, lease_us) else {
             r.lost_not_judged += 1;
             continue;
         };
@@ -408,9 +419,9 @@ fn check_lost(holds: &Holds, samples: &[Sample], faults: &[Fault], lease_us: u64
     }
 }
 
-/// The key's expiry for `hold` from the monitor's samples (see the module doc), if the
-/// samples pin it down.
-fn expiry_of(hold: &Hold, samples: &[Sample], lease_us: u64) -> Option<u64> {
+/// The latest the key of `hold` can have expired, from the monitor's samples (see the
+/// module doc), if the samples pin it down.
+fn expiry_of(hold: &Hold, samples: &[Sample], faults: &[Fault], lease_us: u64) -> Option<u64> {
     let shows = |s: &Sample| {
         s.locks
             .get(&hold.lock)
@@ -419,12 +430,20 @@ fn expiry_of(hold: &Hold, samples: &[Sample], lease_us: u64) -> Option<u64> {
     let last = samples.iter().rposition(shows)?;
     let next = samples.get(last + 1)?;
     let seen = &samples[last];
-    if next.t.saturating_sub(seen.t) >= lease_us {
-        return None;
-    }
     let pttl = seen.locks.get(&hold.lock)?.0;
     if pttl < 0 {
         return None;
     }
-    Some(seen.t + pttl as u64 * 1000 + 1000)
+    let scheduled = seen.t + pttl as u64 * 1000 + 1000;
+    if next.t.saturating_sub(seen.t) < lease_us {
+        return Some(scheduled);
+    }
+    // A long gap between samples: the server was out (paused, or down for a restart). A
+    // renewal it ran unseen before going out, at the latest at the outage's start, would
+    // move the expiry to at most that start + lease; one it ran after coming back would
+    // have kept the field in the next sample. The field is gone at `next` in any case.
+    let outage = faults
+        .iter()
+        .find(|f| f.worker.is_none() && f.start >= seen.t && f.start <= next.t)?;
+    Some(next.t.min(scheduled.max(outage.start + lease_us + 1000)))
 }

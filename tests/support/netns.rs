@@ -66,7 +66,11 @@ pub fn require_netns() {
         }
     }
     if missing.is_empty() {
-        let probe = format!("nz{:x}nprobe", std::process::id());
+        let probe = format!(
+            "nz{:x}nprobe{}",
+            std::process::id(),
+            COUNTER.fetch_add(1, Ordering::Relaxed)
+        );
         match run("ip", &["netns", "add", &probe]) {
             Ok(_) => {
                 let _ = run("ip", &["netns", "del", &probe]);
