@@ -37,14 +37,14 @@
 //!   showed the hold's field (at Redis time `T`, PTTL `p`) and the next sample (at `T'`)
 //!   fix the key's expiry: when `T' - T` is shorter than the lease no renewal can have run
 //!   in between unseen (it would have kept the field past `T'`), so the key expired at
-//!   `T + p` (+1 ms for PTTL's rounding). `lost()` must fire no later than that
-//!   + [`LOST_SLACK_US`]. A longer gap is judged only when a server outage the test caused
+//!   `T + p` (+1 ms for PTTL's rounding). `lost()` must fire no later than that plus
+//!   [`LOST_SLACK_US`]. A longer gap is judged only when a server outage the test caused
 //!   (pause, restart) starts inside it: a renewal can then only have run unseen before the
 //!   outage's start `o`, so the expiry is at most `min(T', max(T + p, o + lease))`. Holds
-//!   the monitor never saw, or saw with another gap, are counted as not judged. A worker frozen by SIGSTOP cannot run its timer, so its late
-//!   `lost()` is counted as excused when the freeze overlaps the window. A hold whose
-//!   unlock found it gone without `lost()` having fired is judged the same way at the time
-//!   of the unlock.
+//!   the monitor never saw, or saw with another gap, are counted as not judged. A worker
+//!   frozen by SIGSTOP cannot run its timer, so its late `lost()` is counted as excused
+//!   when the freeze overlaps the window. A hold whose unlock found it gone without
+//!   `lost()` having fired is judged the same way at the time of the unlock.
 //! - **Leftovers.** After the run no key may remain but the stores and the token counters.
 #![allow(dead_code)]
 
