@@ -28,9 +28,7 @@ ensure_redis_server() {
         echo "error: redis-server is not installed and apt-get is not available; install redis-server manually" >&2
         return 1
     fi
-    step "installing redis-server (apt-get)"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get update
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server
+    apt_install redis-server
     if ! command -v redis-server >/dev/null 2>&1; then
         echo "error: redis-server still not on PATH after installing it" >&2
         return 1
@@ -51,9 +49,14 @@ ensure_netns_tools() {
         echo "error: ${missing[*]} not installed and apt-get is not available; install them manually" >&2
         return 1
     fi
-    step "installing ${missing[*]} (apt-get)"
+    apt_install "${missing[@]}"
+}
+
+# Installs Debian packages: apt-get update first (a fresh machine has no package lists).
+apt_install() {
+    step "installing $* (apt-get)"
     as_root env DEBIAN_FRONTEND=noninteractive apt-get update
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y "${missing[@]}"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y "$@"
 }
 
 # Fails with a clear message when cargo is missing.

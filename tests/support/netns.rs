@@ -301,42 +301,25 @@ impl Lab {
 
     /// Cuts client `i` off: every packet in or out of its namespace is dropped.
     pub fn partition(&mut self, i: usize) {
-        for chain in ["INPUT", "OUTPUT"] {
-            must(
-                "ip",
-                &[
-                    "netns",
-                    "exec",
-                    &self.client_ns[i],
-                    "iptables",
-                    "-I",
-                    chain,
-                    "-j",
-                    "DROP",
-                ],
-            );
-        }
+        self.drop_rules(i, "-I");
         self.partitioned[i] = true;
     }
 
     /// Undoes [`partition`](Self::partition).
     pub fn heal(&mut self, i: usize) {
+        self.drop_rules(i, "-D");
+        self.partitioned[i] = false;
+    }
+
+    /// Inserts (`-I`) or deletes (`-D`) the DROP rules of client `i`'s namespace.
+    fn drop_rules(&self, i: usize, op: &str) {
         for chain in ["INPUT", "OUTPUT"] {
+            let ns = &self.client_ns[i];
             must(
                 "ip",
-                &[
-                    "netns",
-                    "exec",
-                    &self.client_ns[i],
-                    "iptables",
-                    "-D",
-                    chain,
-                    "-j",
-                    "DROP",
-                ],
+                &["netns", "exec", ns, "iptables", op, chain, "-j", "DROP"],
             );
         }
-        self.partitioned[i] = false;
     }
 }
 
