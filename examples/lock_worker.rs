@@ -21,6 +21,7 @@
 //!   `write(2)` per line, so a SIGKILL loses at most the event in flight). Times are
 //!   microseconds since the Unix epoch: `l_*` from this process' wall clock, `t_*` from
 //!   Redis `TIME` (absent when Redis did not answer).
+//! - A heartbeat logs every `stall`: a stretch in which the process was not scheduled.
 //! - Reads stdin: `stop` (or end of input) makes the tasks finish their current hold,
 //!   unlock and exit; the process then prints `stopped` and exits 0.
 //!
@@ -346,6 +347,12 @@ impl Task {
                 () = tokio::time::sleep(pause) => {}
                 () = lost => break,
             }
+            // The library says the hold is valid at `l_check` (is_lost() turns at its
+            // valid_until): the checker uses that as a lower bound of the hold's end.
+            let l_check = now_us();
+            if guard.is_lost() {
+                break;
+            }
             // The work between the check and the write: a pause here (SIGSTOP, a long GC)
             // sends the write after the lock is gone, which only the fencing token stops.
             let work = rand::rng().random_range(10..=120);
@@ -359,7 +366,8 @@ impl Task {
                         id,
                         "write",
                         json!({"lock": lock, "token": token, "accepted": accepted, "t": t,
-                               "max_before": max, "l_send": l_send, "l_recv": l_recv}),
+                               "max_before": max, "l_check": l_check, "l_send": l_send,
+                               "l_recv": l_recv}),
                     );
                     pending -= 1;
                     pause = Duration::from_millis(hold_ms / writes);
@@ -368,7 +376,8 @@ impl Task {
                     history.log(
                         id,
                         "write_failed",
-                        json!({"lock": lock, "token": token, "error": e, "l_send": l_send}),
+                        json!({"lock": lock, "token": token, "error": e, "l_check": l_check,
+                               "l_send": l_send}),
                     );
                     if tokio::time::Instant::now() > retry_until {
                         break;
@@ -410,6 +419,26 @@ impl Task {
             watcher.abort();
         }
         self.pause(100).await;
+    }
+}
+
+/// Logs every stretch in which this process was not scheduled: a 10 ms timer that fires
+/// more than 25 ms late is a `stall` (CPU starvation, or SIGSTOP), with its wall-clock span.
+/// The checker does not hold a process to a deadline that fell inside its own stall.
+async fn watch_stalls(history: Arc<History>) {
+    const TICK: Duration = Duration::from_millis(10);
+    loop {
+        let (started, l_from) = (tokio::time::Instant::now(), now_us());
+        tokio::time::sleep(TICK).await;
+        let late = started.elapsed().saturating_sub(TICK);
+        if late > Duration::from_millis(25) {
+            let late_ms = late.as_millis() as u64;
+            history.log(
+                0,
+                "stall",
+                json!({"l_from": l_from, "l_to": now_us(), "late_ms": late_ms}),
+            );
+        }
     }
 }
 
@@ -456,6 +485,7 @@ async fn run(args: Args) -> Result<(), Failure> {
     );
     let (stop_tx, stop_rx) = watch::channel(false);
     watch_stdin(stop_tx);
+    let stalls = tokio::spawn(watch_stalls(history.clone()));
     let mut tasks = Vec::new();
     for id in 1..=args.tasks {
         let task = Task {
@@ -472,6 +502,7 @@ async fn run(args: Args) -> Result<(), Failure> {
     for task in tasks {
         task.await?;
     }
+    stalls.abort();
     history.log(0, "stop", json!({"l": now_us()}));
     client.shutdown();
     println!("stopped");

@@ -23,14 +23,18 @@
 //!
 //! - **Overlap.** A hold is valid from its grant `g` until `min(release, V)`, where `V` is
 //!   the send time of its last confirmed renewal (or of the acquire) plus the lease: that
-//!   is how long the holder may believe it holds. Fencing tokens order the grants of one
-//!   lock, so only neighbours need comparing. For neighbours `a`, `b` (by token) the checker
-//!   uses a *lower* bound of `a`'s end, `min(release_start_a, l_call_a + lease)` (the unlock
-//!   is sent after `release_start`, and the acquire was sent after `l_call`, so
-//!   `V_a >= l_call_a + lease`), and an *upper* bound of `b`'s grant, `l_after_b`. If the
-//!   first exceeds the second, the two holds overlapped for certain: a violation. (It
-//!   cannot flag a correct run; it catches a server that forgot a lock, e.g. a restart
-//!   without persistence, or a lock freed under its holder.)
+//!   is how long the holder may believe it holds. The checker gives each hold a span it
+//!   surely covered: from `l_after` (an upper bound of `g`) to a *lower* bound of its end,
+//!   `min(release_start, max(l_call + lease, check))`. The unlock is sent after
+//!   `release_start`; the acquire was sent after `l_call`, so `V >= l_call + lease`; and
+//!   `check`, the last time the worker saw `is_lost()` false before a write, is before `V`
+//!   because `is_lost()` turns at `V` (a look right after a freeze or stall may precede the
+//!   library's own timer, so `check` is not used for a worker that was frozen or stalled
+//!   during the hold). Two holds of one lock whose spans intersect overlapped for certain:
+//!   a violation. This cannot flag a correct run, and needs no token order; it catches a
+//!   server that forgot a lock (a restart without persistence:
+//!   `a_server_that_forgets_its_locks_is_caught`), a lock freed under its holder, or a
+//!   holder told "valid" after its key expired. A token drawn twice is a violation too.
 //! - **Fencing.** Every store write ran inside a script that read `TIME`; sorted by that
 //!   time, no accepted write may carry a token below one accepted earlier.
 //! - **lost() late.** For a hold that ended by `lost()`, the monitor's last sample that still
@@ -42,8 +46,10 @@
 //!   (pause, restart) starts inside it: a renewal can then only have run unseen before the
 //!   outage's start `o`, so the expiry is at most `min(T', max(T + p, o + lease))`. Holds
 //!   the monitor never saw, or saw with another gap, are counted as not judged. A worker
-//!   frozen by SIGSTOP cannot run its timer, so its late `lost()` is counted as excused
-//!   when the freeze overlaps the window. A hold whose unlock found it gone without
+//!   that was frozen (the test's SIGSTOP) or not scheduled (its own heartbeat logged a
+//!   `stall`: a 10 ms timer more than 25 ms late) between the expiry and the moment it
+//!   learnt of the loss cannot have run its timer, so that hold is counted as excused,
+//!   not passed. A hold whose unlock found it gone without
 //!   `lost()` having fired is judged the same way at the time of the unlock.
 //! - **Leftovers.** After the run no key may remain but the stores and the token counters.
 #![allow(dead_code)]
@@ -87,6 +93,8 @@ struct Hold {
     token: u64,
     l_call: u64,
     l_after: u64,
+    /// The last time the worker saw `is_lost()` false before a write.
+    last_check: Option<u64>,
     release_start: Option<u64>,
     release_result: Option<String>,
     was_lost_at_release: bool,
@@ -121,6 +129,8 @@ pub struct Report {
     pub lost_judged: usize,
     pub lost_not_judged: usize,
     pub lost_excused: usize,
+    /// Stalls the workers logged (their heartbeat fired more than 25 ms late).
+    pub stalls: usize,
     /// Latest `lost()` relative to the key's expiry among judged holds, in ms (negative:
     /// before the expiry).
     pub lost_latest_vs_expiry_ms: Option<f64>,
@@ -134,7 +144,7 @@ impl fmt::Display for Report {
             f,
             "nemesis[{}]: acquisitions={} releases={} lost={} gone_at_unlock={} unlock_unavailable={} faults={} writes_accepted={} \
              refused_stale_writes={} writes_failed={} lost_judged={} lost_not_judged={} \
-             lost_excused={} lost_latest_vs_expiry_ms={} clock_stamps={} violations={}",
+             lost_excused={} stalls={} lost_latest_vs_expiry_ms={} clock_stamps={} violations={}",
             self.scenario,
             self.acquisitions,
             self.releases,
@@ -148,6 +158,7 @@ impl fmt::Display for Report {
             self.lost_judged,
             self.lost_not_judged,
             self.lost_excused,
+            self.stalls,
             self.lost_latest_vs_expiry_ms
                 .map_or("-".to_string(), |ms| format!("{ms:.1}")),
             self.clock_stamps,
@@ -195,8 +206,14 @@ pub fn check(
         ..Report::default()
     };
     // Keyed by (lock, token, worker, task): one entry per hold even if a token repeats.
-    let mut holds: BTreeMap<(String, u64, u64, u64), Hold> = BTreeMap::new();
+    let mut holds: Holds = BTreeMap::new();
     let mut writes = Vec::new();
+    // Stretches in which a worker was not scheduled: its own stalls and the test's SIGSTOPs.
+    let mut stalls: Vec<Fault> = faults
+        .iter()
+        .filter(|f| f.kind == "pause-worker")
+        .cloned()
+        .collect();
     for e in events {
         check_stamps(e, &mut report);
         let ev = s(e, "ev");
@@ -248,29 +265,71 @@ pub fn check(
                     }
                 }
             }
-            "write" => {
-                let accepted = e.get("accepted").and_then(Value::as_bool).unwrap_or(false);
-                if accepted {
-                    report.writes_accepted += 1;
-                } else {
-                    report.writes_refused += 1;
+            "stall" => stalls.push(Fault {
+                kind: "stall".into(),
+                worker: Some(worker),
+                start: u(e, "l_from").unwrap_or(0),
+                end: u(e, "l_to").unwrap_or(0),
+            }),
+            "write" | "write_failed" => {
+                if let Some(hold) = holds.get_mut(&key) {
+                    hold.last_check = hold.last_check.max(u(e, "l_check"));
                 }
-                writes.push(Write {
-                    worker,
-                    lock,
-                    token,
-                    accepted,
-                    t: u(e, "t").unwrap_or(0),
-                    max_before: u(e, "max_before").unwrap_or(0),
-                });
+                record_write(e, &ev, worker, &lock, token, &mut writes, &mut report);
             }
-            "write_failed" => report.writes_failed += 1,
             _ => {}
         }
     }
-    check_overlaps(&holds, lease_us, &mut report);
+    report.stalls = stalls.iter().filter(|f| f.kind == "stall").count();
+    finish_checks(
+        holds, writes, samples, &stalls, faults, lease_us, keys_left, report,
+    )
+}
+
+fn record_write(
+    e: &Value,
+    ev: &str,
+    worker: u64,
+    lock: &str,
+    token: u64,
+    writes: &mut Vec<Write>,
+    report: &mut Report,
+) {
+    match ev {
+        "write" => {
+            let accepted = e.get("accepted").and_then(Value::as_bool).unwrap_or(false);
+            if accepted {
+                report.writes_accepted += 1;
+            } else {
+                report.writes_refused += 1;
+            }
+            writes.push(Write {
+                worker,
+                lock: lock.to_string(),
+                token,
+                accepted,
+                t: u(e, "t").unwrap_or(0),
+                max_before: u(e, "max_before").unwrap_or(0),
+            });
+        }
+        _ => report.writes_failed += 1,
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn finish_checks(
+    holds: Holds,
+    mut writes: Vec<Write>,
+    samples: &[Sample],
+    stalls: &[Fault],
+    faults: &[Fault],
+    lease_us: u64,
+    keys_left: &[String],
+    mut report: Report,
+) -> Report {
+    check_overlaps(&holds, stalls, lease_us, &mut report);
     check_fencing(&mut writes, &mut report);
-    check_lost(&holds, samples, faults, lease_us, &mut report);
+    check_lost(&holds, samples, stalls, faults, lease_us, &mut report);
     for key in keys_left {
         if !key.starts_with("nemesis:store:") && !key.starts_with("redisson_lock_token:") {
             report
@@ -303,34 +362,51 @@ fn check_stamps(e: &Value, report: &mut Report) {
 
 type Holds = BTreeMap<(String, u64, u64, u64), Hold>;
 
-fn check_overlaps(holds: &Holds, lease_us: u64, r: &mut Report) {
-    // The map is ordered by (lock, token): each lock's holds in grant order.
-    let mut by_lock: BTreeMap<&str, Vec<&Hold>> = BTreeMap::new();
+fn check_overlaps(holds: &Holds, stalls: &[Fault], lease_us: u64, r: &mut Report) {
+    // Per lock: each hold's surely-held span [l_after, end_lb] (see the module doc).
+    let mut by_lock: BTreeMap<&str, Vec<(u64, u64, &Hold)>> = BTreeMap::new();
     for hold in holds.values() {
-        by_lock.entry(hold.lock.as_str()).or_default().push(hold);
+        // A look at is_lost() right after a stall may precede the library's own timer.
+        let check = hold
+            .last_check
+            .filter(|&c| !stalled(stalls, hold.worker, hold.l_call, c));
+        let valid_lb = (hold.l_call + lease_us).max(check.unwrap_or(0));
+        let end_lb = hold.release_start.map_or(valid_lb, |rs| rs.min(valid_lb));
+        by_lock
+            .entry(hold.lock.as_str())
+            .or_default()
+            .push((hold.l_after, end_lb, hold));
     }
-    for (lock, list) in by_lock {
-        for pair in list.windows(2) {
-            if pair[0].token == pair[1].token {
+    for (lock, mut spans) in by_lock {
+        let mut tokens: BTreeMap<u64, u64> = BTreeMap::new();
+        for (_, _, hold) in &spans {
+            if let Some(first) = tokens.insert(hold.token, hold.worker) {
                 r.violations.push(format!(
-                    "{lock}: token {} granted twice (workers {} and {})",
-                    pair[0].token, pair[0].worker, pair[1].worker
+                    "{lock}: token {} granted twice (workers {first} and {})",
+                    hold.token, hold.worker
                 ));
             }
-            let (a, b) = (pair[0], pair[1]);
-            let valid_lb = a.l_call + lease_us;
-            let end_lb = a.release_start.map_or(valid_lb, |rs| rs.min(valid_lb));
-            if end_lb > b.l_after {
-                r.violations.push(format!(
-                    "{lock}: hold token {} (worker {}) was valid until at least {end_lb} but \
-                     token {} (worker {}) was granted by {} ({:.1} ms of overlap)",
-                    a.token,
-                    a.worker,
-                    b.token,
-                    b.worker,
-                    b.l_after,
-                    (end_lb - b.l_after) as f64 / 1000.0
-                ));
+        }
+        // Sweep in grant order, keeping the span that reaches furthest.
+        spans.sort_by_key(|&(start, _, _)| start);
+        let mut furthest: Option<(u64, &Hold)> = None;
+        for &(start, end, b) in &spans {
+            if let Some((a_end, a)) = furthest {
+                let both_until = a_end.min(end);
+                if start < both_until {
+                    r.violations.push(format!(
+                        "{lock}: hold token {} (worker {}) was valid until at least {a_end} but \
+                         token {} (worker {}) was granted by {start} ({:.1} ms of overlap)",
+                        a.token,
+                        a.worker,
+                        b.token,
+                        b.worker,
+                        (both_until - start) as f64 / 1000.0
+                    ));
+                }
+            }
+            if furthest.is_none_or(|(a_end, _)| end > a_end) {
+                furthest = Some((end, b));
             }
         }
     }
@@ -368,7 +444,14 @@ fn check_fencing(writes: &mut [Write], r: &mut Report) {
     }
 }
 
-fn check_lost(holds: &Holds, samples: &[Sample], faults: &[Fault], lease_us: u64, r: &mut Report) {
+fn check_lost(
+    holds: &Holds,
+    samples: &[Sample],
+    stalls: &[Fault],
+    faults: &[Fault],
+    lease_us: u64,
+    r: &mut Report,
+) {
     for hold in holds.values() {
         // When the holder learnt of the loss: lost(), or an unlock that found it gone.
         let learnt = match (hold.lost, &hold.release_result) {
@@ -388,13 +471,10 @@ fn check_lost(holds: &Holds, samples: &[Sample], faults: &[Fault], lease_us: u64
         };
         let late = learnt as i64 - expiry as i64;
         if late > LOST_SLACK_US {
-            let frozen = faults.iter().any(|f| {
-                f.kind == "pause-worker"
-                    && f.worker == Some(hold.worker)
-                    && f.start < learnt
-                    && f.end + LOST_SLACK_US as u64 > expiry.saturating_sub(lease_us)
-            });
-            if frozen {
+            // A process that was frozen or not scheduled when its deadline came cannot keep
+            // it; the stall itself is in the history (the test's SIGSTOP, or the worker's
+            // own heartbeat).
+            if stalled(stalls, hold.worker, expiry, learnt) {
                 r.lost_excused += 1;
                 continue;
             }
@@ -417,6 +497,13 @@ fn check_lost(holds: &Holds, samples: &[Sample], faults: &[Fault], lease_us: u64
         let ms = late as f64 / 1000.0;
         r.lost_latest_vs_expiry_ms = Some(r.lost_latest_vs_expiry_ms.map_or(ms, |m| m.max(ms)));
     }
+}
+
+/// Whether `worker` was frozen or not scheduled at some moment in `[from, to]`.
+fn stalled(stalls: &[Fault], worker: u64, from: u64, to: u64) -> bool {
+    stalls
+        .iter()
+        .any(|s| s.worker == Some(worker) && s.start <= to && s.end >= from)
 }
 
 /// The latest the key of `hold` can have expired, from the monitor's samples (see the
