@@ -761,8 +761,9 @@ fn checker_catches_a_stale_write() {
     assert!(report.violations[0].contains("after token 5"), "{report}");
 }
 
-#[test]
-fn checker_catches_a_late_lost_and_leftovers() {
+/// Monitor samples: worker 1's hold of token 1 (field `c1:1`) seen at T0 + 10 ms with
+/// 1490 ms to live, gone 20 ms later: its key expired at T0 + 1501 ms (PTTL rounding).
+fn expiring_at_t0_plus_1501_ms() -> Vec<Sample> {
     let sample = |t: u64, fields: &[&str], pttl: i64| Sample {
         t,
         locks: [(
@@ -772,10 +773,15 @@ fn checker_catches_a_late_lost_and_leftovers() {
         .into_iter()
         .collect(),
     };
-    let samples = vec![
+    vec![
         sample(T0 + 10 * MS, &["c1:1"], 1_490),
         sample(T0 + 30 * MS, &[], -2),
-    ];
+    ]
+}
+
+#[test]
+fn checker_catches_a_late_lost_and_leftovers() {
+    let samples = expiring_at_t0_plus_1501_ms();
     let mut events = vec![grant(1, 1, T0, T0 + MS)];
     events.push(
         json!({"ev": "lost", "worker": 1, "task": 1, "lock": "nz-a", "token": 1,
@@ -794,19 +800,7 @@ fn checker_catches_a_late_lost_and_leftovers() {
 
 #[test]
 fn checker_excuses_a_late_lost_only_inside_a_stall() {
-    let sample = |t: u64, fields: &[&str], pttl: i64| Sample {
-        t,
-        locks: [(
-            "nz-a".to_string(),
-            (pttl, fields.iter().map(|f| f.to_string()).collect()),
-        )]
-        .into_iter()
-        .collect(),
-    };
-    let samples = vec![
-        sample(T0 + 10 * MS, &["c1:1"], 1_490),
-        sample(T0 + 30 * MS, &[], -2),
-    ];
+    let samples = expiring_at_t0_plus_1501_ms();
     let expiry = T0 + 1_501 * MS;
     let lost = json!({"ev": "lost", "worker": 1, "task": 1, "lock": "nz-a", "token": 1,
                       "l": expiry + 200 * MS});
