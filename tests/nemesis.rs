@@ -37,6 +37,9 @@ const LOCKS: [&str; 2] = ["nz-a", "nz-b"];
 const CLIENTS: usize = 3;
 const TASKS: usize = 3;
 const REDIS_PORT: u16 = 6379;
+/// How long after a cut or a freeze the monitor must still see the worker's field for the
+/// fault to count as hitting a holder: an unlock sent just before it has run by then.
+const SETTLE_US: u64 = 250_000;
 
 fn rounds() -> usize {
     if std::env::var("NEMESIS_LONG").is_ok_and(|v| v == "1") {
@@ -372,14 +375,15 @@ impl Run {
     }
 
     /// Cuts the worker in `slot` off for `length`. The cut is made when the worker holds a
-    /// lock; when the monitor shows it let go just before, the cut is undone and tried
-    /// again (up to 5 times; each try is a logged fault).
+    /// lock; when the monitor shows it let go just before (its field gone within
+    /// [`SETTLE_US`]), the cut is undone and tried again (up to 5 times; each try is a
+    /// logged fault).
     fn partition(&mut self, slot: usize, length: Duration) {
         for _ in 0..5 {
             self.until_holding(slot);
             let (start, began) = (now_us(), Instant::now());
             self.lab.partition(slot);
-            let bit = self.holds_at(slot, start);
+            let bit = self.holds_at(slot, start + SETTLE_US);
             if bit {
                 thread::sleep(length.saturating_sub(began.elapsed()));
             }
@@ -399,7 +403,7 @@ impl Run {
             self.until_holding(slot);
             let (start, began) = (now_us(), Instant::now());
             self.worker(slot).proc.signal(libc::SIGSTOP);
-            let bit = self.holds_at(slot, start);
+            let bit = self.holds_at(slot, start + SETTLE_US);
             if bit {
                 thread::sleep(length.saturating_sub(began.elapsed()));
             }
