@@ -2,9 +2,9 @@
 //! over every process' recorded history (`tests/support/history.rs`).
 //!
 //! Each scenario (harness: `tests/support/nemesis.rs`) builds its own network namespaces
-//! (`tests/support/netns.rs`): Redis in one,
-//! three `lock_worker` processes (three tasks each, fenced locks, a fenced store) in three
-//! others, each joined to the server by its own veth pair. The nemesis then partitions,
+//! (`tests/support/netns.rs`): Redis in one, three `lock_worker` processes (three tasks
+//! each, fenced locks, a fenced store) in three others, each joined to the server by its own
+//! veth pair. The nemesis then partitions,
 //! freezes, kills or restarts, while a monitor in the test samples the lock keys every
 //! 20 ms. After the run the workers are stopped, the keys are scanned, and the checker
 //! fails the test on overlapping holds, a stale write accepted by the store, a `lost()`
