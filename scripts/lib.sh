@@ -28,13 +28,35 @@ ensure_redis_server() {
         echo "error: redis-server is not installed and apt-get is not available; install redis-server manually" >&2
         return 1
     fi
-    step "installing redis-server (apt-get)"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get update
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y redis-server
+    apt_install redis-server
     if ! command -v redis-server >/dev/null 2>&1; then
         echo "error: redis-server still not on PATH after installing it" >&2
         return 1
     fi
+}
+
+# Makes sure `ip` (iproute2) and `iptables` are on PATH for the nemesis suite
+# (tests/nemesis.rs builds network namespaces and cuts links with iptables), installing the
+# Debian packages `iproute2` and `iptables` when they are missing.
+ensure_netns_tools() {
+    local missing=()
+    command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+    command -v iptables >/dev/null 2>&1 || missing+=(iptables)
+    if [ "${#missing[@]}" -eq 0 ]; then
+        return 0
+    fi
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "error: ${missing[*]} not installed and apt-get is not available; install them manually" >&2
+        return 1
+    fi
+    apt_install "${missing[@]}"
+}
+
+# Installs Debian packages: apt-get update first (a fresh machine has no package lists).
+apt_install() {
+    step "installing $* (apt-get)"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y "$@"
 }
 
 # Fails with a clear message when cargo is missing.

@@ -7,6 +7,9 @@
 //! Dependencies: std, tokio (via the redis async API), redis, libc, and the crate under
 //! test for the checks that read a client's state.
 #![allow(dead_code)]
+pub mod history;
+pub mod nemesis;
+pub mod netns;
 pub mod proxy;
 pub mod topology;
 
@@ -457,49 +460,58 @@ where
 }
 
 /// The `lock_holder` example binary, built (once per test process) if need be.
+pub fn lock_holder_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| example_binary("lock_holder"))
+}
+
+/// The `lock_worker` example binary (the nemesis suite's worker), built if need be.
+pub fn lock_worker_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| example_binary("lock_worker"))
+}
+
+/// Builds example `name` and returns its path.
 ///
 /// Integration tests get no `CARGO_BIN_EXE_*` for examples; the example sits in the same
 /// profile directory as this test's `deps/`. Cargo is asked to build it even when a binary is
 /// there (a no-op when it is up to date), so a stale binary never stands in for the source.
-pub fn lock_holder_binary() -> &'static Path {
-    static BINARY: OnceLock<PathBuf> = OnceLock::new();
-    BINARY.get_or_init(|| {
-        let exe = std::env::current_exe().expect("the test binary's path");
-        let profile_dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("the test binary lives in <target>/<profile>/deps/");
-        let binary = profile_dir
-            .join("examples")
-            .join(format!("lock_holder{}", std::env::consts::EXE_SUFFIX));
-        let mut build = Command::new(env!("CARGO"));
-        build
-            .current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(["build", "--example", "lock_holder"]);
-        match profile_dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") | None => {}
-            Some(profile) => {
-                build.args(["--profile", profile]);
-            }
+fn example_binary(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("the test binary lives in <target>/<profile>/deps/");
+    let binary = profile_dir
+        .join("examples")
+        .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    let mut build = Command::new(env!("CARGO"));
+    build
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["build", "--example", name]);
+    match profile_dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") | None => {}
+        Some(profile) => {
+            build.args(["--profile", profile]);
         }
-        if let Some(target_dir) = profile_dir.parent() {
-            build.arg("--target-dir").arg(target_dir);
-        }
-        let output = build
-            .output()
-            .expect("run cargo build --example lock_holder");
-        assert!(
-            output.status.success(),
-            "cargo build --example lock_holder failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        assert!(
-            binary.is_file(),
-            "cargo built the example but {} is missing",
-            binary.display()
-        );
-        binary
-    })
+    }
+    if let Some(target_dir) = profile_dir.parent() {
+        build.arg("--target-dir").arg(target_dir);
+    }
+    let output = build
+        .output()
+        .unwrap_or_else(|e| panic!("run cargo build --example {name}: {e}"));
+    assert!(
+        output.status.success(),
+        "cargo build --example {name} failed:\n{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        binary.is_file(),
+        "cargo built the example but {} is missing",
+        binary.display()
+    );
+    binary
 }
 
 /// After a storm of cancelled acquires on `client`: nothing is renewed any more (no watch

@@ -1,0 +1,620 @@
+//! The nemesis suite's harness (`tests/nemesis.rs`): one scenario's lab (namespaces from
+//! [`netns`](super::netns)), its redis-server, its `lock_worker` processes, a monitor that
+//! samples the lock keys every 20 ms from the root namespace, and the log of the faults
+//! injected; [`Run::finish`] stops everything and hands the histories to the checker
+//! ([`history`](super::history)).
+#![allow(dead_code)]
+
+use super::history::{self, Fault, Report, Sample};
+use super::netns::{Lab, Proc};
+use serde_json::Value;
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{ChildStdin, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub const LEASE: Duration = Duration::from_millis(1500);
+pub const TIMEOUT_MS: u64 = 400;
+pub const LOCKS: [&str; 2] = ["nz-a", "nz-b"];
+pub const CLIENTS: usize = 3;
+pub const TASKS: usize = 3;
+pub const REDIS_PORT: u16 = 6379;
+/// How long after a cut or a freeze the monitor must still see the worker's field for the
+/// fault to count as hitting a holder: an unlock sent just before it has run by then.
+pub const SETTLE_US: u64 = 250_000;
+
+pub fn rounds() -> usize {
+    if std::env::var("NEMESIS_LONG").is_ok_and(|v| v == "1") {
+        8
+    } else {
+        1
+    }
+}
+
+pub fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+pub const MONITOR_SCRIPT: &str = r"
+-- KEYS: lock names. Returns {TIME s, TIME us, then per key: PTTL, its hash fields joined by ','}
+local t = redis.call('time')
+local out = {t[1], t[2]}
+for _, k in ipairs(KEYS) do
+    local fields = ''
+    if redis.call('type', k).ok == 'hash' then
+        fields = table.concat(redis.call('hkeys', k), ',')
+    end
+    out[#out + 1] = tostring(redis.call('pttl', k))
+    out[#out + 1] = fields
+end
+return out
+";
+
+/// Samples the lock keys every 20 ms from the root namespace (never partitioned).
+pub struct Monitor {
+    pub stop: Arc<AtomicBool>,
+    pub samples: Arc<Mutex<Vec<Sample>>>,
+    pub thread: Option<JoinHandle<()>>,
+}
+
+impl Monitor {
+    pub fn start(url: String) -> Monitor {
+        let stop = Arc::new(AtomicBool::new(false));
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let (stop2, samples2) = (stop.clone(), samples.clone());
+        let thread = thread::spawn(move || {
+            let script = redis::Script::new(MONITOR_SCRIPT);
+            let client = redis::Client::open(url).expect("monitor url");
+            let mut conn: Option<redis::Connection> = None;
+            while !stop2.load(Ordering::Relaxed) {
+                if conn.is_none() {
+                    conn = client
+                        .get_connection_with_timeout(Duration::from_millis(200))
+                        .ok();
+                    if let Some(c) = &conn {
+                        let _ = c.set_read_timeout(Some(Duration::from_millis(200)));
+                        let _ = c.set_write_timeout(Some(Duration::from_millis(200)));
+                    }
+                }
+                if let Some(c) = conn.as_mut() {
+                    let mut invocation = script.prepare_invoke();
+                    for lock in LOCKS {
+                        invocation.key(lock);
+                    }
+                    match invocation.invoke::<Vec<String>>(c) {
+                        Ok(reply) => {
+                            if let Some(sample) = parse_sample(&reply) {
+                                samples2.lock().unwrap().push(sample);
+                            }
+                        }
+                        Err(_) => conn = None,
+                    }
+                }
+                thread::sleep(Duration::from_millis(20));
+            }
+        });
+        Monitor {
+            stop,
+            samples,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn latest(&self) -> Option<Sample> {
+        self.samples.lock().unwrap().last().cloned()
+    }
+
+    pub fn finish(&mut self) -> Vec<Sample> {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        std::mem::take(&mut *self.samples.lock().unwrap())
+    }
+}
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+pub fn parse_sample(reply: &[String]) -> Option<Sample> {
+    let secs: u64 = reply.first()?.parse().ok()?;
+    let micros: u64 = reply.get(1)?.parse().ok()?;
+    let mut locks = std::collections::BTreeMap::new();
+    for (i, lock) in LOCKS.iter().enumerate() {
+        let pttl: i64 = reply.get(2 + 2 * i)?.parse().ok()?;
+        let fields = reply.get(3 + 2 * i)?;
+        let fields = fields
+            .split(',')
+            .filter(|f| !f.is_empty())
+            .map(str::to_string)
+            .collect();
+        locks.insert(lock.to_string(), (pttl, fields));
+    }
+    Some(Sample {
+        t: secs * 1_000_000 + micros,
+        locks,
+    })
+}
+
+pub struct Worker {
+    pub id: u64,
+    pub proc: Proc,
+    pub stdin: Option<ChildStdin>,
+    pub history: PathBuf,
+}
+
+/// One scenario: the lab, the server, the workers, the monitor and the fault log.
+/// Field order matters for drop: processes go before the namespaces they live in.
+pub struct Run {
+    pub name: String,
+    pub workers: Vec<Worker>,
+    /// Index into `workers` of the live worker of each client namespace.
+    pub slot: Vec<usize>,
+    pub redis: Option<Proc>,
+    pub monitor: Monitor,
+    pub faults: Vec<Fault>,
+    /// Locks that a frozen worker held and that another worker took while it was frozen.
+    pub handovers: usize,
+    pub dir: PathBuf,
+    /// `appendonly yes, appendfsync always` (else the server forgets everything on restart).
+    pub persistent: bool,
+    pub lab: Lab,
+}
+
+impl Run {
+    pub fn new(name: &str) -> Run {
+        Run::with_persistence(name, true)
+    }
+
+    pub fn with_persistence(name: &str, persistent: bool) -> Run {
+        let lab = Lab::new(CLIENTS);
+        let dir = std::env::temp_dir().join(format!(
+            "adl-nemesis-{}-{name}-{:x}",
+            std::process::id(),
+            now_us()
+        ));
+        std::fs::create_dir_all(&dir).expect("nemesis temp dir");
+        let binary = super::lock_worker_binary();
+        let monitor = Monitor::start(format!("redis://{}:{REDIS_PORT}/", lab.server_admin));
+        let mut run = Run {
+            name: name.to_string(),
+            workers: Vec::new(),
+            slot: Vec::new(),
+            redis: None,
+            monitor,
+            faults: Vec::new(),
+            handovers: 0,
+            dir,
+            persistent,
+            lab,
+        };
+        run.start_redis();
+        for i in 0..CLIENTS {
+            let index = run.spawn_worker(binary, i);
+            run.slot.push(index);
+        }
+        for i in 0..CLIENTS {
+            run.wait_for(&format!("worker in slot {i} to be granted a lock"), || {
+                grants(&run.workers[run.slot[i]].history) > 0
+            });
+        }
+        run
+    }
+
+    pub fn admin_url(&self) -> String {
+        format!("redis://{}:{REDIS_PORT}/", self.lab.server_admin)
+    }
+
+    pub fn start_redis(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("redis.log"))
+            .expect("redis log");
+        let mut command = self.lab.in_server("redis-server");
+        command
+            .args(["--port", &REDIS_PORT.to_string(), "--bind"])
+            .args(self.lab.server_addrs())
+            .args(["--protected-mode", "no", "--save", ""])
+            .args(if self.persistent {
+                ["--appendonly", "yes", "--appendfsync", "always"]
+            } else {
+                ["--appendonly", "no", "--appendfsync", "no"]
+            })
+            .args(["--daemonize", "no", "--loglevel", "warning", "--dir"])
+            .arg(&self.dir)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().expect("log"))
+            .stderr(log);
+        let child = command
+            .spawn()
+            .expect("spawn redis-server in its namespace");
+        self.redis = Some(Proc {
+            child,
+            name: "redis-server".into(),
+        });
+        let client = redis::Client::open(self.admin_url()).expect("url");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let ping = client
+                .get_connection_with_timeout(Duration::from_millis(200))
+                .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
+            if ping.is_ok() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "redis-server did not answer in its namespace: {ping:?}; log:\n{}",
+                std::fs::read_to_string(self.dir.join("redis.log")).unwrap_or_default()
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn spawn_worker(&mut self, binary: &Path, slot: usize) -> usize {
+        let id = self.workers.len() as u64 + 1;
+        let history = self.dir.join(format!("worker-{id}.jsonl"));
+        let stderr = std::fs::File::create(self.dir.join(format!("worker-{id}.err")))
+            .expect("worker stderr");
+        let mut child = self
+            .lab
+            .in_client(slot, binary.to_str().expect("utf-8 path"))
+            .arg(format!(
+                "redis://{}:{REDIS_PORT}/",
+                self.lab.server_addr_for(slot)
+            ))
+            .arg(id.to_string())
+            .arg(&history)
+            .args(["--locks", &LOCKS.join(",")])
+            .args(["--tasks", &TASKS.to_string()])
+            .args(["--lease-ms", &LEASE.as_millis().to_string()])
+            .args(["--timeout-ms", &TIMEOUT_MS.to_string()])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(stderr)
+            .spawn()
+            .expect("spawn lock_worker in its namespace");
+        let stdin = child.stdin.take();
+        self.workers.push(Worker {
+            id,
+            proc: Proc {
+                child,
+                name: format!("worker {id}"),
+            },
+            stdin,
+            history,
+        });
+        self.workers.len() - 1
+    }
+
+    pub fn wait_for(&self, what: &str, mut cond: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !cond() {
+            assert!(
+                Instant::now() < deadline,
+                "[{}] timed out waiting for {what}",
+                self.name
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn worker(&self, slot: usize) -> &Worker {
+        &self.workers[self.slot[slot]]
+    }
+
+    /// Waits (up to 5 s, then goes ahead) until the worker in `slot` holds a lock, so that
+    /// the next fault hits a holder.
+    pub fn until_holding(&self, slot: usize) {
+        let Some(client) = client_id(&self.worker(slot).history) else {
+            return;
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            let holding = self.monitor.latest().is_some_and(|s| {
+                s.locks
+                    .values()
+                    .any(|(_, fields)| fields.iter().any(|f| f.starts_with(&client)))
+            });
+            if holding {
+                return;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    pub fn log_fault(&mut self, kind: &str, worker: Option<u64>, start: u64) {
+        self.faults.push(Fault {
+            kind: kind.into(),
+            worker,
+            start,
+            end: now_us(),
+        });
+    }
+
+    /// The locks the worker in `slot` holds in the monitor's first sample taken after
+    /// `after` (wall clock = Redis clock).
+    pub fn held_at(&self, slot: usize, after: u64) -> Vec<String> {
+        let Some(client) = client_id(&self.worker(slot).history) else {
+            return Vec::new();
+        };
+        let deadline = Instant::now() + Duration::from_secs(2);
+        while Instant::now() < deadline {
+            let samples = self.monitor.samples.lock().unwrap();
+            if let Some(sample) = samples.iter().rev().take_while(|s| s.t > after).last() {
+                return sample
+                    .locks
+                    .iter()
+                    .filter(|(_, (_, fields))| fields.iter().any(|f| f.starts_with(&client)))
+                    .map(|(lock, _)| lock.clone())
+                    .collect();
+            }
+            drop(samples);
+            thread::sleep(Duration::from_millis(5));
+        }
+        Vec::new()
+    }
+
+    pub fn holds_at(&self, slot: usize, after: u64) -> bool {
+        !self.held_at(slot, after).is_empty()
+    }
+
+    /// Whether a sample after `after` shows one of `locks` held by a worker other than the
+    /// one in `slot`: the lock passed on.
+    pub fn passed_on(&self, slot: usize, locks: &[String], after: u64) -> bool {
+        let Some(client) = client_id(&self.worker(slot).history) else {
+            return false;
+        };
+        let samples = self.monitor.samples.lock().unwrap();
+        samples.iter().filter(|s| s.t > after).any(|s| {
+            locks.iter().any(|lock| {
+                s.locks.get(lock).is_some_and(|(_, fields)| {
+                    !fields.is_empty() && fields.iter().all(|f| !f.starts_with(&client))
+                })
+            })
+        })
+    }
+
+    /// Cuts the worker in `slot` off for `length`. The cut is made when the worker holds a
+    /// lock; when the monitor shows it let go just before (its field gone within
+    /// [`SETTLE_US`]), the cut is undone and tried again (up to 5 times; each try is a
+    /// logged fault).
+    pub fn partition(&mut self, slot: usize, length: Duration) {
+        for _ in 0..5 {
+            self.until_holding(slot);
+            let (start, began) = (now_us(), Instant::now());
+            self.lab.partition(slot);
+            let bit = self.holds_at(slot, start + SETTLE_US);
+            if bit {
+                thread::sleep(length.saturating_sub(began.elapsed()));
+            }
+            self.lab.heal(slot);
+            let id = self.worker(slot).id;
+            self.log_fault("partition", Some(id), start);
+            if bit {
+                return;
+            }
+        }
+    }
+
+    /// Freezes the worker in `slot` with SIGSTOP for `length`, retried like
+    /// [`partition`](Self::partition) until it freezes a holder.
+    pub fn pause_worker(&mut self, slot: usize, length: Duration) {
+        for _ in 0..5 {
+            self.until_holding(slot);
+            let (start, began) = (now_us(), Instant::now());
+            self.worker(slot).proc.signal(libc::SIGSTOP);
+            let held = self.held_at(slot, start + SETTLE_US);
+            if !held.is_empty() {
+                thread::sleep(length.saturating_sub(began.elapsed()));
+                if self.passed_on(slot, &held, start) {
+                    self.handovers += 1;
+                }
+            }
+            self.worker(slot).proc.signal(libc::SIGCONT);
+            let id = self.worker(slot).id;
+            self.log_fault("pause-worker", Some(id), start);
+            if !held.is_empty() {
+                return;
+            }
+        }
+    }
+
+    pub fn pause_redis(&mut self, length: Duration) {
+        let start = now_us();
+        let redis = self.redis.as_ref().expect("redis running");
+        redis.signal(libc::SIGSTOP);
+        thread::sleep(length);
+        redis.signal(libc::SIGCONT);
+        self.log_fault("pause-redis", None, start);
+    }
+
+    pub fn kill_worker(&mut self, slot: usize) {
+        self.until_holding(slot);
+        let start = now_us();
+        let index = self.slot[slot];
+        self.workers[index].proc.kill();
+        let id = self.workers[index].id;
+        self.log_fault("kill-worker", Some(id), start);
+        let replacement = self.spawn_worker(super::lock_worker_binary(), slot);
+        self.slot[slot] = replacement;
+    }
+
+    pub fn restart_redis(&mut self, down: Duration) {
+        let start = now_us();
+        if let Some(mut redis) = self.redis.take() {
+            redis.kill();
+        }
+        thread::sleep(down);
+        self.start_redis();
+        self.log_fault("restart-redis", None, start);
+    }
+
+    /// Stops the workers, waits for the lock keys to go, judges the run, and fails the
+    /// test on any violation or when the service did not come back after a fault.
+    pub fn finish(self) -> (Report, Vec<Value>) {
+        // The service came back after every fault: wait until someone is granted a lock
+        // after the last one ended (faults run one after another).
+        if let Some(last_end) = self.faults.iter().map(|f| f.end).max() {
+            self.wait_for("a lock granted after the last fault", || {
+                self.workers.iter().any(|w| {
+                    history::read_history(&w.history).iter().any(|e| {
+                        e["ev"] == "grant" && e["l_after"].as_u64().is_some_and(|t| t > last_end)
+                    })
+                })
+            });
+        }
+        let (report, events) = self.judge();
+        assert_clean(&report);
+        (report, events)
+    }
+
+    /// Stops the workers, waits for the lock keys to go, and judges the run: the report
+    /// and every worker's events.
+    pub fn judge(mut self) -> (Report, Vec<Value>) {
+        let mut problems = Vec::new();
+        for &index in &self.slot {
+            if let Some(mut stdin) = self.workers[index].stdin.take() {
+                let _ = stdin.write_all(b"stop\n");
+            }
+        }
+        for &index in &self.slot.clone() {
+            let worker = &mut self.workers[index];
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                match worker.proc.child.try_wait() {
+                    Ok(Some(status)) => {
+                        if !status.success() {
+                            problems.push(format!("worker {} exited with {status}", worker.id));
+                        }
+                        break;
+                    }
+                    _ if Instant::now() > deadline => {
+                        problems.push(format!("worker {} did not stop within 20 s", worker.id));
+                        worker.proc.kill();
+                        break;
+                    }
+                    _ => thread::sleep(Duration::from_millis(20)),
+                }
+            }
+            if let Some(stdout) = worker.proc.child.stdout.take() {
+                let said: Vec<String> = BufReader::new(stdout)
+                    .lines()
+                    .map_while(Result::ok)
+                    .collect();
+                if !said.iter().any(|l| l == "stopped") {
+                    problems.push(format!("worker {} did not say `stopped`", worker.id));
+                }
+            }
+        }
+        let keys_left = self.wait_for_keys_to_go();
+        let samples = self.monitor.finish();
+        let mut events: Vec<Value> = Vec::new();
+        for worker in &self.workers {
+            events.extend(history::read_history(&worker.history));
+        }
+        let mut report = history::check(
+            &self.name,
+            &events,
+            &samples,
+            &self.faults,
+            LEASE.as_micros() as u64,
+            &keys_left,
+        );
+        report.violations.extend(problems);
+        let line = format!("{report} samples={}", samples.len());
+        println!("{line}");
+        // (`examples/soak.rs` shares this module, and examples get no CARGO_TARGET_TMPDIR.)
+        let log = option_env!("CARGO_TARGET_TMPDIR")
+            .map_or_else(std::env::temp_dir, PathBuf::from)
+            .join("nemesis-report.log");
+        if let Ok(mut file) = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+        {
+            let _ = writeln!(file, "{line}");
+        }
+        let keep = !report.violations.is_empty() && self.persistent;
+        if !keep && std::env::var_os("NEMESIS_KEEP").is_none() {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        } else {
+            println!("histories kept in {}", self.dir.display());
+        }
+        (report, events)
+    }
+
+    /// Every key after the run (SCAN), once the lock keys are gone or after two leases and
+    /// 3 s (a killed holder's lock lives out its lease).
+    pub fn wait_for_keys_to_go(&self) -> Vec<String> {
+        let client = redis::Client::open(self.admin_url()).expect("url");
+        let deadline = Instant::now() + 2 * LEASE + Duration::from_secs(3);
+        loop {
+            let keys = scan_all(&client);
+            let lock_keys = keys
+                .iter()
+                .filter(|k| {
+                    !k.starts_with("nemesis:store:") && !k.starts_with("redisson_lock_token:")
+                })
+                .count();
+            if lock_keys == 0 || Instant::now() > deadline {
+                return keys;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+pub fn scan_all(client: &redis::Client) -> Vec<String> {
+    let mut conn = client
+        .get_connection_with_timeout(Duration::from_secs(2))
+        .expect("connect to the lab's redis for SCAN");
+    let mut cursor = 0u64;
+    let mut keys = Vec::new();
+    loop {
+        let (next, batch): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(1000)
+            .query(&mut conn)
+            .expect("SCAN");
+        keys.extend(batch);
+        if next == 0 {
+            return keys;
+        }
+        cursor = next;
+    }
+}
+
+pub fn grants(history: &Path) -> usize {
+    std::fs::read_to_string(history)
+        .map(|t| t.matches("\"ev\":\"grant\"").count())
+        .unwrap_or(0)
+}
+
+pub fn client_id(history: &Path) -> Option<String> {
+    history::read_history(history)
+        .iter()
+        .find(|e| e["ev"] == "start")
+        .and_then(|e| e["client"].as_str().map(|c| format!("{c}:")))
+}
+
+pub fn assert_clean(report: &Report) {
+    assert!(
+        report.violations.is_empty(),
+        "the checker found violations:\n{report}"
+    );
+    assert!(
+        report.acquisitions >= 10,
+        "too few acquisitions to judge:\n{report}"
+    );
+}
