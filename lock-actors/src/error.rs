@@ -1,5 +1,6 @@
 //! The one error type of the crate, with messages that say what to do next.
 
+use crate::redact::redact_text;
 use std::time::Duration;
 
 /// Everything that can go wrong when taking, holding or releasing a lock.
@@ -134,54 +135,4 @@ impl LockError {
             }
         }
     }
-}
-
-/// Returns `url` with any password replaced by `***`, for logs and errors.
-///
-/// ```
-/// # use actix_distributed_lock::redact_url;
-/// assert_eq!(redact_url("redis://user:secret@host:6379/0"), "redis://user:***@host:6379/0");
-/// assert_eq!(redact_url("redis://:secret@host/"), "redis://:***@host/");
-/// assert_eq!(redact_url("redis://host:6379/"), "redis://host:6379/");
-/// ```
-pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_string();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_string();
-    };
-    let userinfo = &authority[..at];
-    let user = match userinfo.find(':') {
-        Some(colon) => &userinfo[..colon],
-        None => userinfo,
-    };
-    let shown_user = if userinfo.contains(':') {
-        format!("{user}:***")
-    } else {
-        "***".to_string()
-    };
-    format!(
-        "{}://{}@{}",
-        &url[..scheme_end],
-        shown_user,
-        &rest[at + 1..]
-    )
-}
-
-/// Redis error texts can echo the URL they failed on; keep passwords out of them.
-fn redact_text(text: &str) -> String {
-    text.split(' ')
-        .map(|word| {
-            if word.contains("://") {
-                redact_url(word)
-            } else {
-                word.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }
