@@ -60,6 +60,7 @@ mod compose;
 mod config;
 mod connection;
 mod error;
+mod identity;
 mod keys;
 mod lock;
 mod macro_owner;
