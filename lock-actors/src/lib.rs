@@ -78,7 +78,7 @@ pub mod web;
 pub use client::LockClient;
 pub use compose::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
 pub use config::{ClientConfig, Deployment, ReplicaSync, ShardedSubscriptionMode};
-pub use error::LockError;
+pub use error::{LockError, ServerReply};
 pub use keys::LockName;
 #[doc(hidden)]
 pub use lock::Deferred;

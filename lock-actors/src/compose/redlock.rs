@@ -467,6 +467,9 @@ impl RedLock {
                 }
                 Err(failure) => failure,
             };
+            if let Some(refusal) = failure.hopeless(self) {
+                return Err(refusal);
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(failure.into_error(self, started.elapsed(), node_timeout));
@@ -693,6 +696,19 @@ struct Failure {
 }
 
 impl Failure {
+    /// The first refusal no retry cures (a missing permission, a full memory, a replica, a
+    /// wrong type), when so many nodes refused so that no quorum is left to win.
+    fn hopeless(&self, lock: &RedLock) -> Option<LockError> {
+        let refusals: Vec<&LockError> = self
+            .silent
+            .iter()
+            .filter_map(|(_, error)| error.as_ref())
+            .filter(|error| !error.is_transient())
+            .collect();
+        let first = refusals.first()?;
+        (lock.nodes() - refusals.len() < lock.quorum()).then(|| (*first).clone())
+    }
+
     fn into_error(self, lock: &RedLock, waited: Duration, node_timeout: Duration) -> LockError {
         let answered = self.granted + self.busy;
         if answered >= lock.quorum() {
