@@ -132,3 +132,78 @@ async fn a_holder_paused_past_its_lease_is_refused_by_a_token_checking_store() {
     ));
     second.unlock().await.unwrap();
 }
+
+/// A token counter that holds something other than an integer makes the fenced acquire
+/// fail with `WrongType`, and nothing is written: no hold is left in the lock's hash (a hold
+/// nobody knows of would block everyone until its lease ran out, and every retry would
+/// stack one more), the counter is untouched, and the lock is free for an unfenced handle.
+#[tokio::test]
+async fn a_token_key_of_the_wrong_type_writes_nothing_and_retries_stack_nothing() {
+    let server = RedisServer::start();
+    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let mut conn = server.conn().await;
+    let lock = client.fenced_lock("vault").unwrap();
+    let prompt = Duration::from_secs(5);
+
+    for (planted, kind) in [("hash", "hash"), ("not-a-number", "string")] {
+        let _: () = conn.del("redisson_lock_token:{vault}").await.unwrap();
+        if kind == "hash" {
+            let _: () = conn
+                .hset("redisson_lock_token:{vault}", "field", planted)
+                .await
+                .unwrap();
+        } else {
+            let _: () = conn
+                .set("redisson_lock_token:{vault}", planted)
+                .await
+                .unwrap();
+        }
+        let owner = LockOwner::new();
+        // Several paths and retries: acquire (30 s default wait), try_acquire, a fixed
+        // lease, and the same owner again, each must fail at once and leave nothing.
+        for attempt in 0..3 {
+            let result = tokio::time::timeout(
+                prompt,
+                lock.acquire_with(AcquireOptions::new().owner(owner)),
+            )
+            .await
+            .expect("a wrong type is reported at once");
+            assert!(
+                matches!(result, Err(LockError::WrongType { .. })),
+                "{kind} counter, attempt {attempt}: {result:?}"
+            );
+            let result = tokio::time::timeout(prompt, lock.try_acquire())
+                .await
+                .expect("answers at once");
+            assert!(
+                matches!(result, Err(LockError::WrongType { .. })),
+                "{result:?}"
+            );
+            let result = tokio::time::timeout(
+                prompt,
+                lock.acquire_with(AcquireOptions::new().lease(Duration::from_secs(5))),
+            )
+            .await
+            .expect("answers at once");
+            assert!(
+                matches!(result, Err(LockError::WrongType { .. })),
+                "{result:?}"
+            );
+            assert_eq!(
+                server.keys().await,
+                ["redisson_lock_token:{vault}"],
+                "{kind} counter, attempt {attempt}: no hold written"
+            );
+        }
+        let kept: String = redis::cmd("TYPE")
+            .arg("redisson_lock_token:{vault}")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        assert_eq!(kept, kind, "the counter was left as it was");
+        // The lock itself is free: an unfenced handle takes it at once.
+        let plain = client.lock("vault").unwrap().try_acquire().await.unwrap();
+        let plain = plain.expect("no orphan hold blocks the lock");
+        plain.unlock().await.unwrap();
+    }
+}

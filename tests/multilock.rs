@@ -459,3 +459,42 @@ async fn in_a_handler_a_busy_member_is_a_409_naming_that_lock() {
     assert_eq!(server.keys().await, ["stock:sku-2"]);
     blocker.unlock().await.unwrap();
 }
+
+/// Locks reached through two clients of one server, under different URL spellings, are on
+/// one node: the server's `run_id` says so. The same name there is one lock, taken once (two
+/// clients are two owners in Redis, so taking it through both would wait on itself), and
+/// another database of the same server is another keyspace, so its lock stays a member.
+#[tokio::test]
+async fn one_server_under_two_spellings_is_one_node() {
+    let server = RedisServer::start();
+    let port = server.port();
+    let a = LockClient::from_url(&format!("redis://127.0.0.1:{port}/"))
+        .await
+        .unwrap();
+    let b = LockClient::from_url(&format!("redis://localhost:{port}"))
+        .await
+        .unwrap();
+    let db3 = LockClient::from_url(&format!("redis://localhost:{port}/3"))
+        .await
+        .unwrap();
+    let multi = MultiLock::new([
+        b.lock("same").unwrap(),
+        a.lock("same").unwrap(),
+        b.lock("b-only").unwrap(),
+        db3.lock("same").unwrap(),
+    ])
+    .unwrap();
+    assert_eq!(multi.len(), 3, "{multi:?}");
+    let guard = timeout(
+        Duration::from_secs(5),
+        multi.acquire_timeout(Duration::from_secs(2)),
+    )
+    .await
+    .expect("answers within its wait")
+    .expect("one server's lock is taken once, not waited on by its own second client");
+    let mut conn = server.conn().await;
+    let holders: HashMap<String, i64> = conn.hgetall("same").await.unwrap();
+    assert_eq!(holders.len(), 1, "one owner holds `same`: {holders:?}");
+    guard.unlock().await.unwrap();
+    assert_eq!(server.keys().await, NONE);
+}

@@ -541,3 +541,36 @@ async fn bad_setups_are_refused_up_front() {
     );
     assert_eq!(nodes.keys(0).await, NONE);
 }
+
+/// Two handles to one server count as one node whatever their URLs say: the server's own
+/// `run_id` decides. `localhost` and `127.0.0.1`, with and without the trailing slash, or
+/// another database of the same server, would otherwise pass as independent nodes, and a
+/// quorum could sit on one process.
+#[tokio::test]
+async fn one_server_under_two_spellings_is_refused() {
+    let nodes = Nodes::start(2).await;
+    let port = nodes.servers[0].port();
+    for other in [
+        format!("redis://localhost:{port}/"),
+        format!("redis://127.0.0.1:{port}"),
+        format!("redis://127.0.0.1:{port}/3"),
+    ] {
+        let twin = LockClient::from_url(&other).await.unwrap();
+        let clients = [
+            nodes.clients[0].clone(),
+            nodes.clients[1].clone(),
+            twin.clone(),
+        ];
+        let refused = RedLock::new(&clients, "rl:twins");
+        let Err(LockError::InvalidConfig { reason }) = &refused else {
+            panic!("{other}: expected InvalidConfig, got {refused:?}");
+        };
+        assert!(
+            reason.contains("same Redis server") && reason.contains(&port.to_string()),
+            "{other}: says which server: {reason}"
+        );
+        twin.shutdown();
+    }
+    // Distinct servers still pass.
+    assert!(RedLock::new(&nodes.clients, "rl:twins").is_ok());
+}

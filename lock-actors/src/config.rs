@@ -1,6 +1,7 @@
 //! Client settings: where Redis is, how long leases last, how long to wait.
 
-use crate::error::{redact_url, LockError};
+use crate::error::LockError;
+use crate::redact::{node_label, redact_url};
 use std::time::Duration;
 
 /// Settings for a [`LockClient`](crate::LockClient).
@@ -310,12 +311,12 @@ impl ClientConfig {
     pub(crate) fn label(&self) -> String {
         let list = |urls: &[String]| {
             urls.iter()
-                .map(|u| redact_url(u))
+                .map(|u| node_label(u))
                 .collect::<Vec<_>>()
                 .join(",")
         };
         match &self.deployment {
-            Deployment::Standalone => redact_url(&self.url),
+            Deployment::Standalone => node_label(&self.url),
             Deployment::Cluster { nodes } => format!("cluster[{}]", list(nodes)),
             Deployment::Sentinel { sentinels, service } => {
                 format!("sentinel[{}]/{service}", list(sentinels))

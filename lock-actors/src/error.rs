@@ -1,5 +1,7 @@
 //! The one error type of the crate, with messages that say what to do next.
 
+use crate::redact::redact_text;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Everything that can go wrong when taking, holding or releasing a lock.
@@ -92,6 +94,123 @@ pub enum LockError {
     /// The client was shut down (or dropped) before the operation finished.
     #[error("the lock client has been shut down")]
     Shutdown,
+    /// Redis answered the request with an error: a missing ACL permission (`NOPERM`), a
+    /// full memory (`OOM`), a read-only replica (`READONLY`), a busy server (`BUSY`), a
+    /// failing script (`ERR`) and so on. `code` is the error's first word as the server
+    /// sent it; the message says what the server said and what to do about it.
+    ///
+    /// Only the codes a server recovers from by itself ([`is_transient`]) are retried
+    /// within the caller's wait; the others are reported at once.
+    ///
+    /// [`is_transient`]: LockError::is_transient
+    #[error("{}", server_text(.node, .name, .code, .message))]
+    Server {
+        /// The node's address, with any password redacted.
+        node: String,
+        /// The lock's name (empty for a request that is about no lock, such as connecting).
+        name: String,
+        /// The error code: `NOPERM`, `OOM`, `READONLY`, `BUSY`, `ERR`, ...
+        code: String,
+        /// The rest of the server's error text.
+        message: String,
+        /// The server's error as the redis crate reported it.
+        #[source]
+        source: ServerReply,
+    },
+}
+
+/// The error codes a server recovers from by itself: a script that ends (`BUSY`), a data
+/// set that finishes loading (`LOADING`), a cluster that finishes failing over or
+/// resharding. Retrying them within the caller's wait is worth it; any other code would
+/// only be refused again.
+const TRANSIENT_CODES: [&str; 7] = [
+    "BUSY",
+    "LOADING",
+    "TRYAGAIN",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "MOVED",
+    "ASK",
+];
+
+fn server_text(node: &str, name: &str, code: &str, message: &str) -> String {
+    let about = if name.is_empty() {
+        String::new()
+    } else {
+        format!(" about lock `{name}`")
+    };
+    // Redis 7.0 refuses a script's PUBLISH on a channel the user may not use with a plain
+    // `ERR`; it is the same missing permission as a `NOPERM`.
+    let refused_channel = message.contains("can't publish to the channel");
+    let hint = match code {
+        "NOPERM" => ACL_HINT,
+        "ERR" if refused_channel => ACL_HINT,
+        "OOM" => concat!(
+            "the server reached maxmemory and its policy evicts nothing (noeviction): ",
+            "free memory, raise maxmemory, or pick an evicting policy"
+        ),
+        "READONLY" => "this node is a read-only replica: point the client at the primary",
+        "BUSY" => concat!(
+            "the server is running a long script; it answers again when the script ends ",
+            "(or SCRIPT KILL)"
+        ),
+        "LOADING" => "the server is loading its data set; it answers again once loaded",
+        "TRYAGAIN" | "MASTERDOWN" | "CLUSTERDOWN" | "MOVED" | "ASK" => {
+            "the cluster is failing over or resharding; try again shortly"
+        }
+        "NOAUTH" | "WRONGPASS" => "check the user and password of the Redis URL",
+        _ => "see the server's message",
+    };
+    format!("Redis node {node} refused a request{about}: {code} {message} ({hint})")
+}
+
+const ACL_HINT: &str = concat!(
+    "the ACL user of the Redis URL lacks a permission for this lock's keys, its channel ",
+    "`redisson_lock__channel:{name}` or a command: grant it (ACL SETUSER) or use another user"
+);
+
+/// The error a Redis server answered with, kept as the
+/// [`source`](std::error::Error::source) of [`LockError::Server`]. It shows as the server
+/// sent it (`NOPERM this user has no permissions ...`); two are equal when their code and
+/// text are.
+///
+/// # Example
+///
+/// ```
+/// use actix_distributed_lock::LockError;
+/// use std::error::Error;
+///
+/// fn server_said(error: &LockError) -> Option<String> {
+///     let LockError::Server { source, .. } = error else { return None };
+///     Some(source.to_string())
+/// }
+/// assert_eq!(server_said(&LockError::Shutdown), None);
+/// ```
+#[derive(Debug, Clone)]
+pub struct ServerReply(Arc<redis::RedisError>);
+
+impl PartialEq for ServerReply {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.code() == other.0.code() && self.0.detail() == other.0.detail()
+    }
+}
+
+impl Eq for ServerReply {}
+
+impl std::fmt::Display for ServerReply {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let code = self.0.code().unwrap_or("ERR");
+        match self.0.detail() {
+            Some(detail) => write!(f, "{code} {}", redact_text(detail)),
+            None => f.write_str(code),
+        }
+    }
+}
+
+impl std::error::Error for ServerReply {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
+    }
 }
 
 impl LockError {
@@ -116,72 +235,68 @@ impl LockError {
         matches!(self, LockError::Unavailable { .. })
     }
 
+    /// True when trying the same request again may succeed without anyone changing
+    /// anything: Redis did not answer ([`LockError::Unavailable`]), or answered that it
+    /// cannot serve for a moment ([`LockError::Server`] with `BUSY`, `LOADING`, `TRYAGAIN`,
+    /// `MASTERDOWN`, `CLUSTERDOWN`, `MOVED` or `ASK`). A missing permission, a full memory,
+    /// a read-only replica, a wrong type or a failing script are not transient: the same
+    /// request would be refused again. (A busy lock is not an error of Redis: see
+    /// [`is_timeout`](LockError::is_timeout).)
+    ///
+    /// The library's own retries (an acquire's retries within its wait, a RedLock's
+    /// attempts, a semaphore's) retry only transient errors.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockError;
+    /// let e = LockError::Unavailable { node: "redis://127.0.0.1:1/".into(), reason: "refused".into() };
+    /// assert!(e.is_transient());
+    /// assert!(!LockError::WrongType { name: "a".into() }.is_transient());
+    /// ```
+    pub fn is_transient(&self) -> bool {
+        match self {
+            LockError::Unavailable { .. } => true,
+            LockError::Server { code, .. } => TRANSIENT_CODES.contains(&code.as_str()),
+            _ => false,
+        }
+    }
+
+    /// The server's error code for [`LockError::Server`] (`NOPERM`, `OOM`, `READONLY`, ...),
+    /// `None` for every other variant.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockError;
+    /// assert_eq!(LockError::Shutdown.server_code(), None);
+    /// ```
+    pub fn server_code(&self) -> Option<&str> {
+        match self {
+            LockError::Server { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+
     pub(crate) fn invalid_config(reason: impl Into<String>) -> Self {
         LockError::InvalidConfig {
             reason: reason.into(),
         }
     }
 
-    /// Maps a Redis error for an operation on lock `name` at `node` (already redacted).
+    /// Maps a Redis error for an operation on lock `name` at `node` (already redacted): an
+    /// error the server answered with by its code (the redis crate parses it), anything
+    /// else (no connection, no answer, a reply that makes no sense) as `Unavailable`.
     pub(crate) fn from_redis(err: &redis::RedisError, name: &str, node: &str) -> Self {
-        let text = err.to_string();
-        if text.contains("WRONGTYPE") {
-            LockError::WrongType { name: name.into() }
-        } else {
-            LockError::Unavailable {
+        match err.code() {
+            Some("WRONGTYPE") => LockError::WrongType { name: name.into() },
+            Some(code) => LockError::Server {
                 node: node.into(),
-                reason: redact_text(&text),
-            }
+                name: name.into(),
+                code: code.to_string(),
+                message: redact_text(err.detail().unwrap_or_default()),
+                source: ServerReply(Arc::new(err.clone())),
+            },
+            None => LockError::Unavailable {
+                node: node.into(),
+                reason: redact_text(&err.to_string()),
+            },
         }
     }
-}
-
-/// Returns `url` with any password replaced by `***`, for logs and errors.
-///
-/// ```
-/// # use actix_distributed_lock::redact_url;
-/// assert_eq!(redact_url("redis://user:secret@host:6379/0"), "redis://user:***@host:6379/0");
-/// assert_eq!(redact_url("redis://:secret@host/"), "redis://:***@host/");
-/// assert_eq!(redact_url("redis://host:6379/"), "redis://host:6379/");
-/// ```
-pub fn redact_url(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_string();
-    };
-    let rest = &url[scheme_end + 3..];
-    let authority_end = rest.find('/').unwrap_or(rest.len());
-    let authority = &rest[..authority_end];
-    let Some(at) = authority.rfind('@') else {
-        return url.to_string();
-    };
-    let userinfo = &authority[..at];
-    let user = match userinfo.find(':') {
-        Some(colon) => &userinfo[..colon],
-        None => userinfo,
-    };
-    let shown_user = if userinfo.contains(':') {
-        format!("{user}:***")
-    } else {
-        "***".to_string()
-    };
-    format!(
-        "{}://{}@{}",
-        &url[..scheme_end],
-        shown_user,
-        &rest[at + 1..]
-    )
-}
-
-/// Redis error texts can echo the URL they failed on; keep passwords out of them.
-fn redact_text(text: &str) -> String {
-    text.split(' ')
-        .map(|word| {
-            if word.contains("://") {
-                redact_url(word)
-            } else {
-                word.to_string()
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" ")
 }

@@ -60,12 +60,14 @@ mod compose;
 mod config;
 mod connection;
 mod error;
+mod identity;
 mod keys;
 mod lock;
 mod macro_owner;
 #[doc(hidden)]
 pub mod macro_support;
 mod node;
+mod redact;
 mod runtime;
 mod rwlock;
 mod script;
@@ -76,7 +78,7 @@ pub mod web;
 pub use client::LockClient;
 pub use compose::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
 pub use config::{ClientConfig, Deployment, ReplicaSync, ShardedSubscriptionMode};
-pub use error::{redact_url, LockError};
+pub use error::{LockError, ServerReply};
 pub use keys::LockName;
 #[doc(hidden)]
 pub use lock::Deferred;
@@ -86,6 +88,7 @@ pub use lock::{
 };
 pub use macro_support::{default_client, fencing_token, set_default_client};
 pub use node::NodeSupervisor;
+pub use redact::redact_url;
 pub use rwlock::ReadWriteLock;
 pub use semaphore::{
     AcquireExpirablePermits, AcquirePermits, AddPermits, AvailablePermits,

@@ -4,6 +4,7 @@
 use crate::config::{ClientConfig, ReplicaSync};
 use crate::connection::{Connection, PubSub, SubscriptionTarget};
 use crate::error::LockError;
+use crate::identity::ServerIdentity;
 use crate::keys::LockName;
 use crate::lock::watchdog::{WatchRegistry, Watchdog};
 use crate::lock::{Direct, LockActor, LockKind, LockOwner};
@@ -72,8 +73,17 @@ impl Commands {
     }
 
     fn error(&self, err: &redis::RedisError, name: &LockName) -> LockError {
+        let demoted = err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly);
         if err.is_timeout() {
             self.no_answer()
+        } else if demoted && !matches!(self.conn, Connection::Single(_)) {
+            // Behind a cluster or the sentinels, a read-only node is a primary a failover
+            // demoted a moment ago: the connection follows the new one, so try again.
+            LockError::Unavailable {
+                node: self.label.to_string(),
+                reason: "READONLY: the primary was demoted by a failover; following the new one"
+                    .into(),
+            }
         } else {
             LockError::from_redis(err, name.as_str(), &self.label)
         }
@@ -139,6 +149,8 @@ pub(crate) struct Node {
     pub(crate) supervisor: Addr<NodeSupervisor>,
     pub(crate) watchdog: Arc<WatchRegistry>,
     pub(crate) config: Arc<ClientConfig>,
+    /// Which server(s) this node is, as they report it.
+    pub(crate) server: ServerIdentity,
     client_id: Arc<str>,
     pub(crate) arbiter: actix_rt::ArbiterHandle,
     registry: Mutex<HashMap<ActorKey, RegisteredActor>>,
@@ -163,13 +175,14 @@ impl Node {
         let setup_config = config.clone();
         let setup_label = label.clone();
         let setup_client_id = client_id.clone();
-        let (commands, supervisor, watchdog, watchdog_actor) = runtime
+        let (commands, server, supervisor, watchdog, watchdog_actor) = runtime
             .run(async move {
                 let mut conn = Connection::open(&setup_config, &setup_label).await?;
                 let pubsub = conn
                     .pubsub(setup_config.sharded_subscription, &setup_label)
                     .await?;
                 crate::lock::preload_scripts(&mut conn).await;
+                let server = ServerIdentity::read(&mut conn, &setup_config, &setup_label).await;
                 let commands = Commands {
                     conn,
                     timeout: setup_config.response_timeout,
@@ -190,7 +203,7 @@ impl Node {
                     setup_config.renew_interval(),
                 )
                 .start();
-                Ok((commands, supervisor, watchdog, watchdog_actor))
+                Ok((commands, server, supervisor, watchdog, watchdog_actor))
             })
             .await??;
         Ok(Arc::new(Node {
@@ -198,6 +211,7 @@ impl Node {
             supervisor,
             watchdog,
             config,
+            server,
             client_id,
             arbiter,
             registry: Mutex::new(HashMap::new()),

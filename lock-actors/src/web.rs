@@ -102,7 +102,7 @@ impl ResponseError for MissingLockClient {
 /// | error | status | body `error` |
 /// |---|---|---|
 /// | `Timeout` | 409 Conflict, `Retry-After: 1` | `lock_timeout` (with `lock`, `waited_ms`) |
-/// | `Unavailable`, `Shutdown` | 503 Service Unavailable | `lock_unavailable` |
+/// | `Unavailable`, `Shutdown`, a transient `Server` error (`BUSY`, `LOADING`, ...) | 503 Service Unavailable | `lock_unavailable` |
 /// | `InvalidName` | 400 Bad Request (the name came from the request) | `lock_name_invalid` |
 /// | anything else | 500 | `lock_error` |
 ///
@@ -149,6 +149,18 @@ impl LockRejection {
     }
 }
 
+impl LockRejection {
+    /// Redis cannot serve the lock now (no answer, a transient refusal such as `BUSY`, too
+    /// few replicas, a stopped client): 503, try again later.
+    fn unavailable(&self) -> bool {
+        self.error.is_transient()
+            || matches!(
+                self.error,
+                LockError::NotReplicated { .. } | LockError::Shutdown
+            )
+    }
+}
+
 impl std::fmt::Display for LockRejection {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         self.error.fmt(f)
@@ -159,9 +171,7 @@ impl ResponseError for LockRejection {
     fn status_code(&self) -> StatusCode {
         match self.error {
             LockError::Timeout { .. } => StatusCode::CONFLICT,
-            LockError::Unavailable { .. }
-            | LockError::NotReplicated { .. }
-            | LockError::Shutdown => StatusCode::SERVICE_UNAVAILABLE,
+            _ if self.unavailable() => StatusCode::SERVICE_UNAVAILABLE,
             LockError::InvalidName { .. } => StatusCode::BAD_REQUEST,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -178,9 +188,7 @@ impl ResponseError for LockRejection {
                     "waited_ms": waited.as_millis() as u64,
                 })
             }
-            LockError::Unavailable { .. }
-            | LockError::NotReplicated { .. }
-            | LockError::Shutdown => serde_json::json!({
+            _ if self.unavailable() => serde_json::json!({
                 "error": "lock_unavailable",
                 "lock": self.lock,
                 "message": self.error.to_string(),

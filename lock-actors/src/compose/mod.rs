@@ -14,23 +14,36 @@ pub use redlock::RedLock;
 pub use redlock_guard::RedLockGuard;
 
 use crate::error::LockError;
+use crate::identity::ServerIdentity;
 use crate::lock::{Lock, LockGuard, Released};
 use futures_util::future::join_all;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// One member of a composed lock: the handle, and the (redacted) address of its node,
-/// which orders members and tells nodes apart.
+/// One member of a composed lock: the handle, the (redacted) address of its node, which
+/// orders members, and the identity its server reports, which tells servers apart.
 #[derive(Clone)]
 pub(crate) struct Member {
     pub(crate) lock: Lock,
     pub(crate) node: Arc<str>,
+    pub(crate) server: ServerIdentity,
 }
 
 impl Member {
     pub(crate) fn new(lock: Lock) -> Result<Member, LockError> {
-        let node = lock.client().node()?.commands.label().into();
-        Ok(Member { lock, node })
+        let node = lock.client().node()?;
+        let (label, server) = (node.commands.label().into(), node.server.clone());
+        Ok(Member {
+            lock,
+            node: label,
+            server,
+        })
+    }
+
+    /// True when both members are on one Redis server (by its `run_id`, or by the same
+    /// address when the server would not tell), whatever database each uses.
+    pub(crate) fn shares_server(&self, other: &Member) -> bool {
+        self.node == other.node || self.server.shares_server(&other.server)
     }
 }
 

@@ -24,6 +24,11 @@ const RELEASE_REPORT_WAIT: Duration = Duration::from_millis(500);
 ///   name, kind: write side first, read side last), whatever order they were given in. Two
 ///   MultiLocks over overlapping sets therefore take their common members in the same order
 ///   and cannot deadlock. A member named twice (same node, name and kind) is taken once.
+///   A node is one keyspace as the server reports it (its `run_id` and the database): locks
+///   reached through clients that spell one server differently (`localhost`, `127.0.0.1`)
+///   sort under the smallest spelling, and the same name through both is taken once.
+///   Between nodes the order follows the addresses as written, which stay put when a server
+///   restarts; so processes should spell each server the same way.
 /// - **All or none.** When a member cannot be had within the wait (or fails), every member
 ///   already taken is released at once, before the error is returned; nothing waits for a
 ///   lease to run out. The error names the member that failed; a `Timeout` reports the
@@ -81,6 +86,22 @@ impl MultiLock {
             return Err(LockError::invalid_config(
                 "a MultiLock needs at least one lock",
             ));
+        }
+        // One keyspace reached under several spellings (`localhost`, `127.0.0.1`, another
+        // client) is one node: its members take the smallest spelling as their node, so
+        // they sort together and a lock named through two clients is taken once.
+        let canonical: Vec<Arc<str>> = members
+            .iter()
+            .map(|member| {
+                members
+                    .iter()
+                    .filter(|other| other.server.same_keyspace(&member.server))
+                    .map(|other| other.node.clone())
+                    .fold(member.node.clone(), |least, node| least.min(node))
+            })
+            .collect();
+        for (member, node) in members.iter_mut().zip(canonical) {
+            member.node = node;
         }
         // Fenced first among duplicates, so the one kept still draws its token.
         members.sort_by(|a, b| {

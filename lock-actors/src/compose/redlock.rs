@@ -125,7 +125,9 @@ impl RedLock {
     ///
     /// Fails with [`LockError::InvalidConfig`] for no clients or two clients of one node,
     /// [`LockError::InvalidName`] for a bad name, [`LockError::Shutdown`] for a shut-down
-    /// client.
+    /// client. One node is one Redis server as the server reports it (its `run_id`, read
+    /// when the client connected), so `redis://localhost:6379/` and
+    /// `redis://127.0.0.1:6379/3` are one node, however differently they are spelled.
     ///
     /// ```no_run
     /// # use actix_distributed_lock::{LockClient, RedLock};
@@ -164,10 +166,13 @@ impl RedLock {
             ));
         }
         for (i, member) in members.iter().enumerate() {
-            if members[..i].iter().any(|other| other.node == member.node) {
+            if let Some(other) = members[..i].iter().find(|o| o.shares_server(member)) {
                 return Err(LockError::invalid_config(format!(
-                    "a RedLock needs independent nodes, but two of its locks are on {}",
-                    member.node
+                    "a RedLock needs independent nodes, but {} and {} are the same Redis \
+                     server (run_id {}); give it one client per server",
+                    other.node,
+                    member.node,
+                    member.server.run_ids().join(",")
                 )));
             }
         }
@@ -462,6 +467,9 @@ impl RedLock {
                 }
                 Err(failure) => failure,
             };
+            if let Some(refusal) = failure.hopeless(self) {
+                return Err(refusal);
+            }
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return Err(failure.into_error(self, started.elapsed(), node_timeout));
@@ -688,6 +696,19 @@ struct Failure {
 }
 
 impl Failure {
+    /// The first refusal no retry cures (a missing permission, a full memory, a replica, a
+    /// wrong type), when so many nodes refused so that no quorum is left to win.
+    fn hopeless(&self, lock: &RedLock) -> Option<LockError> {
+        let refusals: Vec<&LockError> = self
+            .silent
+            .iter()
+            .filter_map(|(_, error)| error.as_ref())
+            .filter(|error| !error.is_transient())
+            .collect();
+        let first = refusals.first()?;
+        (lock.nodes() - refusals.len() < lock.quorum()).then(|| (*first).clone())
+    }
+
     fn into_error(self, lock: &RedLock, waited: Duration, node_timeout: Duration) -> LockError {
         let answered = self.granted + self.busy;
         if answered >= lock.quorum() {

@@ -655,10 +655,7 @@ impl LockActor {
             }
             Err(error) => {
                 let waiter = &mut self.waiters[pos];
-                let permanent = matches!(
-                    error,
-                    LockError::WrongType { .. } | LockError::NotReplicated { .. }
-                );
+                let permanent = !error.is_transient();
                 if waiter.attempts == 0 || permanent || now >= waiter.deadline {
                     if let Some(failed) = self.waiters.remove(pos) {
                         disarm(failed.deadline_timer, ctx);
@@ -735,9 +732,11 @@ impl LockActor {
     fn time_out(&mut self, waiter: Waiter, ctx: &mut Context<Self>) {
         disarm(waiter.deadline_timer, ctx);
         let waited = waiter.started.elapsed();
+        // The last error seen (one retried within the wait, or the reconcile's that held
+        // the waiter back) says more than "timed out": a busy lock clears it.
         let error = match waiter.last_error {
-            Some(unavailable @ LockError::Unavailable { .. }) => unavailable,
-            _ => LockError::Timeout {
+            Some(error) => error,
+            None => LockError::Timeout {
                 name: self.name.to_string(),
                 waited,
             },

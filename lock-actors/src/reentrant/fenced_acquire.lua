@@ -6,9 +6,19 @@
 -- | ARGV[2] | owner field `uuid:owner`                                             |
 -- | returns | {token}: acquired, token strictly above every earlier one; integer:  |
 -- |         | PTTL of the holder                                                   |
+--
+-- A script that fails half-way keeps what it wrote, so every step that can fail on
+-- foreign data comes before the first write: HEXISTS fails on a lock key that is not a
+-- hash, INCR on a counter that is not an integer (any type, or a string that is no
+-- integer: both are reported as WRONGTYPE). Only then is the hold written, so a failure
+-- leaves nothing behind and a retry never stacks a hold.
 if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+    local token = redis.pcall('incr', KEYS[2])
+    if type(token) == 'table' and token.err then
+        return redis.error_reply('WRONGTYPE the fencing token counter is not an integer: ' .. token.err)
+    end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return { redis.call('incr', KEYS[2]) }
+    return { token }
 end
 return redis.call('pttl', KEYS[1])

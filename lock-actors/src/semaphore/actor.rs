@@ -425,7 +425,7 @@ impl SemaphoreActor {
             }
             Err(error) => {
                 let waiter = &mut self.waiters[pos];
-                let transient = matches!(error, LockError::Unavailable { .. });
+                let transient = error.is_transient();
                 if transient && !waiter.retried {
                     waiter.retried = true;
                     waiter.last_error = Some(error);
@@ -497,7 +497,7 @@ impl SemaphoreActor {
         disarm(waiter.deadline_timer, ctx);
         let waited = waiter.started.elapsed();
         let error = match waiter.last_error {
-            Some(unavailable @ LockError::Unavailable { .. }) => unavailable,
+            Some(transient) if transient.is_transient() => transient,
             _ => LockError::Timeout {
                 name: self.name.to_string(),
                 waited,
