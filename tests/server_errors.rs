@@ -145,6 +145,17 @@ async fn an_acl_user_without_the_key_or_the_channel_is_told_what_is_missing() {
     let code = error.server_code().unwrap_or_default().to_string();
     assert!(["ERR", "NOPERM"].contains(&code.as_str()), "{error:?}");
     assert_server_error(&error, &code, &[&code, "channel", "orders:2", "ACL"]);
+    // A refused unlock changes nothing: the hold is still there (it expires at its lease).
+    let mut admin = server.conn().await;
+    let holds: std::collections::HashMap<String, i64> =
+        redis::AsyncCommands::hgetall(&mut admin, "orders:2")
+            .await
+            .unwrap();
+    assert_eq!(
+        holds.values().copied().collect::<Vec<_>>(),
+        vec![1],
+        "{holds:?}"
+    );
 }
 
 /// `maxmemory` reached under `noeviction`: the acquire gets `OOM` at once, and only one

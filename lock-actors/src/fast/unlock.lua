@@ -12,6 +12,7 @@ local ok, holder = pcall(redis.call, 'get', KEYS[1])
 if not ok or holder ~= ARGV[3] then
     return nil
 end
-redis.call('del', KEYS[1])
+-- Publish before deleting: a refused PUBLISH (ACL) fails the script before any write.
 redis.call(publish_command, KEYS[2], ARGV[1])
+redis.call('del', KEYS[1])
 return 1

@@ -8,14 +8,18 @@
 -- | ARGV[2] | lease in milliseconds, set again while holds remain              |
 -- | ARGV[3] | owner field `uuid:owner`                                         |
 -- | returns | nil: not the owner; 0: still held (holds remain); 1: freed       |
-if redis.call('hexists', KEYS[1], ARGV[3]) == 0 then
+--
+-- The last hold publishes before it deletes: a refused PUBLISH (an ACL user without the
+-- channel) then fails the script before any write, so the lock is left as it was.
+local holds = redis.call('hget', KEYS[1], ARGV[3])
+if holds == false then
     return nil
 end
-local holds = redis.call('hincrby', KEYS[1], ARGV[3], -1)
-if holds > 0 then
+if tonumber(holds) > 1 then
+    redis.call('hincrby', KEYS[1], ARGV[3], -1)
     redis.call('pexpire', KEYS[1], ARGV[2])
     return 0
 end
-redis.call('del', KEYS[1])
 redis.call(publish_command, KEYS[2], ARGV[1])
+redis.call('del', KEYS[1])
 return 1
