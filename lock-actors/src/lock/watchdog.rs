@@ -1,10 +1,10 @@
 //! Keeps watchdog-leased locks alive: every renew interval, batched scripts (512 holds
-//! each, all batches of a round side by side) renew every registered hold; a batch that
-//! fails retries on its own with backoff, leaving the others alone. A timer on the nearest
-//! `valid_until` reports a hold lost to its lock actor the moment no confirmed renewal
-//! covers it any more (less the clock drift allowance), so the holder hears it no later
-//! than Redis lets the key go. On a
-//! Redis Cluster a batch holds locks of one hash slot only (a script's keys must share a
+//! each) renew every registered hold, one batch at a time on a single primary and every
+//! slot's batch side by side on a cluster; a batch that fails retries on its own with
+//! backoff while the others go on. A timer on the nearest `valid_until` reports a hold
+//! lost to its lock actor the moment no confirmed renewal covers it any more (less the
+//! clock drift allowance), so the holder hears it no later than Redis lets the key go. On
+//! a Redis Cluster a batch holds locks of one hash slot only (a script's keys must share a
 //! slot), so batches are grouped by kind and slot.
 
 use super::actor::HoldLost;
@@ -17,7 +17,7 @@ use crate::script::ScriptCall;
 use actix::prelude::*;
 use actix::WeakAddr;
 use redis::cluster_routing::Slot;
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -57,6 +57,9 @@ struct WatchEntry {
     /// It is the send time of the last confirmed renewal (or of the acquire) plus the
     /// lease, so it never lies after the key's expiry in Redis.
     valid_until: Instant,
+    /// In a batch that is queued, on the way or waiting to retry: a new round leaves it
+    /// to that batch.
+    in_batch: bool,
 }
 
 impl WatchRegistry {
@@ -86,6 +89,7 @@ impl WatchRegistry {
             owner,
             actor,
             valid_until,
+            in_batch: false,
         };
         let rearm = {
             let mut entries = self.lock();
@@ -157,15 +161,29 @@ pub(crate) async fn renew_confirmed(
     Ok(renewed)
 }
 
+/// Holds of one kind (and slot) renewed in one script call.
+struct Batch {
+    kind: LockKind,
+    ids: Vec<u64>,
+    /// The wait before sending it again if this try fails.
+    retry_in: Duration,
+}
+
 /// The renewal actor of one node.
 pub(crate) struct Watchdog {
     registry: std::sync::Arc<WatchRegistry>,
     commands: Commands,
     lease: Duration,
     interval: Duration,
-    /// Holds in a batch that is on the way or waiting to retry: a new round leaves them
-    /// to that batch.
-    renewing: HashSet<u64>,
+    /// Batches waiting for their turn to be sent, with the backoff of their next retry.
+    queue: VecDeque<Batch>,
+    /// Batches on the way.
+    in_flight: usize,
+    /// How many batches may be on the way at once. One primary (a single server or a
+    /// Sentinel-managed one): one at a time, so only one batch's command is ever built and
+    /// the memory of a large watch list stays flat. A cluster: every slot's batch at
+    /// once, so a stalled primary holds back only its own batches.
+    max_in_flight: usize,
     /// The deadline timer: reports holds whose `valid_until` has come.
     deadline: Option<SpawnHandle>,
 }
@@ -177,28 +195,32 @@ impl Watchdog {
         lease: Duration,
         interval: Duration,
     ) -> Self {
+        let commands_is_cluster = commands.is_cluster();
         Watchdog {
             registry,
             commands,
             lease,
             interval,
-            renewing: HashSet::new(),
+            queue: VecDeque::new(),
+            in_flight: 0,
+            max_in_flight: if commands_is_cluster { usize::MAX } else { 1 },
             deadline: None,
         }
     }
 
     /// Starts a round: every hold not already in a batch, grouped by kind (and slot on a
-    /// cluster) into batches that all go out at once.
+    /// cluster) into batches, queued to go out (see `max_in_flight`).
     fn tick(&mut self, ctx: &mut Context<Self>) {
         let mut batches = Vec::new();
         {
-            let entries = self.registry.lock();
+            let mut entries = self.registry.lock();
             let by_slot = self.commands.is_cluster();
             let mut open: HashMap<(LockKind, Option<Slot>), Vec<u64>> = HashMap::new();
-            for (id, entry) in entries.holds.iter() {
-                if self.renewing.contains(id) {
+            for (id, entry) in entries.holds.iter_mut() {
+                if entry.in_batch {
                     continue;
                 }
+                entry.in_batch = true;
                 let slot = by_slot.then(|| Slot::for_key(entry.name.as_str()));
                 let ids = open.entry((entry.kind, slot)).or_default();
                 ids.push(*id);
@@ -212,23 +234,35 @@ impl Watchdog {
                     .map(|((kind, _), ids)| (kind, ids)),
             );
         }
-        for (kind, ids) in batches {
-            self.renewing.extend(ids.iter().copied());
-            self.send_batch(kind, ids, RETRY_FIRST, ctx);
+        self.queue
+            .extend(batches.into_iter().map(|(kind, ids)| Batch {
+                kind,
+                ids,
+                retry_in: RETRY_FIRST,
+            }));
+        self.pump(ctx);
+    }
+
+    /// Sends queued batches while fewer than `max_in_flight` are on the way.
+    fn pump(&mut self, ctx: &mut Context<Self>) {
+        while self.in_flight < self.max_in_flight {
+            let Some(batch) = self.queue.pop_front() else {
+                return;
+            };
+            self.send_batch(batch, ctx);
         }
     }
 
-    /// Renews the holds `ids` still registered in one script call; on failure, tries the
-    /// same batch again after `retry_in` (doubling up to the interval) while any of them is
-    /// still registered. Holds whose lease runs out meanwhile are reported by the deadline
-    /// timer, not here.
-    fn send_batch(
-        &mut self,
-        kind: LockKind,
-        ids: Vec<u64>,
-        retry_in: Duration,
-        ctx: &mut Context<Self>,
-    ) {
+    /// Renews the holds of `batch` still registered in one script call; on failure,
+    /// queues the same batch again after its backoff (doubling up to the interval) while
+    /// any of them is still registered, and the other batches go on meanwhile. Holds whose
+    /// lease runs out are reported by the deadline timer, not here.
+    fn send_batch(&mut self, batch: Batch, ctx: &mut Context<Self>) {
+        let Batch {
+            kind,
+            ids,
+            retry_in,
+        } = batch;
         let lease_ms = self.lease.as_millis().max(1) as u64;
         let mut invocation = ScriptCall::new(kind.renew_script());
         invocation.arg(lease_ms);
@@ -240,7 +274,6 @@ impl Watchdog {
             for id in ids {
                 // Released (or lost) since the batch was made: nothing to renew.
                 let Some(entry) = entries.holds.get(&id) else {
-                    self.renewing.remove(&id);
                     continue;
                 };
                 let field = kind.field(format!("{client_id}:{}", entry.owner.id()));
@@ -253,25 +286,30 @@ impl Watchdog {
             return;
         };
         let sent = Instant::now();
+        self.in_flight += 1;
         let renewing = renew_confirmed(self.commands.clone(), invocation, first);
         ctx.spawn(
             renewing
                 .into_actor(self)
-                .map(move |result, act, ctx| match result {
-                    Ok(renewed) => {
-                        for id in &sent_ids {
-                            act.renewing.remove(id);
+                .map(move |result, act, ctx| {
+                    act.in_flight -= 1;
+                    match result {
+                        Ok(renewed) => act.apply(&sent_ids, &renewed, sent),
+                        Err(err) => {
+                            tracing::warn!(node = act.commands.label(), holds = sent_ids.len(),
+                                error = %err, ?retry_in, "lock renewal failed; retrying this batch");
+                            let again = Batch {
+                                kind,
+                                ids: sent_ids,
+                                retry_in: (retry_in * 2).min(act.interval),
+                            };
+                            ctx.run_later(retry_in, move |act, ctx| {
+                                act.queue.push_front(again);
+                                act.pump(ctx);
+                            });
                         }
-                        act.apply(&sent_ids, &renewed, sent);
                     }
-                    Err(err) => {
-                        tracing::warn!(node = act.commands.label(), holds = sent_ids.len(),
-                    error = %err, ?retry_in, "lock renewal failed; retrying this batch");
-                        let next = (retry_in * 2).min(act.interval);
-                        ctx.run_later(retry_in, move |act, ctx| {
-                            act.send_batch(kind, sent_ids, next, ctx);
-                        });
-                    }
+                    act.pump(ctx);
                 }),
         );
     }
@@ -284,6 +322,7 @@ impl Watchdog {
                 if *ok == 1 {
                     if let Some(entry) = entries.holds.get_mut(id) {
                         entry.valid_until = entry.valid_until.max(sent + self.lease);
+                        entry.in_batch = false;
                     }
                 } else {
                     gone.push(*id);
