@@ -8,6 +8,7 @@
 //! test for the checks that read a client's state.
 #![allow(dead_code)]
 pub mod history;
+pub mod java_peer;
 pub mod nemesis;
 pub mod netns;
 pub mod proxy;
