@@ -4,16 +4,23 @@
 //!
 //! ```text
 //! lock_holder <redis-url> <lock-name> [--watchdog-ms N] [--lease-ms N] [--kind KIND]
-//!             [--fair-wait-ms N]
+//!             [--fair-wait-ms N] [--count N --counter KEY] [--pubsub auto|classic]
 //! ```
 //!
 //! - Takes `<lock-name>` with the watchdog (lease `--watchdog-ms`, default 30 000, renewed
 //!   every third of it), or with a fixed lease of `--lease-ms` and no watchdog.
-//! - `--kind` picks the lock: `reentrant` (the default), `fast`, `fair`, `read` or `write`
-//!   (the two sides of the read-write lock `<lock-name>`). A busy lock is waited for (the
-//!   client's default wait); a fair lock's waiter queues in Redis meanwhile, with
+//! - `--kind` picks the lock: `reentrant` (the default), `fast`, `fair`, `fenced`, `read` or
+//!   `write` (the two sides of the read-write lock `<lock-name>`). A busy lock is waited for
+//!   (the client's default wait); a fair lock's waiter queues in Redis meanwhile, with
 //!   `--fair-wait-ms` (the client's `fair_wait_timeout`) as its allowance: a waiter killed
-//!   in the queue is skipped once that runs out.
+//!   in the queue is skipped once its deadline passes.
+//! - `--count N --counter KEY` runs a counter loop instead: N times take the lock, read the
+//!   integer at the plain key KEY, write it back plus one, unlock; then print `counted N`
+//!   and exit. The read and the write are two commands, so only the lock keeps the count
+//!   exact (the interop tests run it beside Redisson doing the same).
+//! - `<redis-url>` may be several URLs separated by commas: the nodes of a Redis Cluster;
+//!   `--pubsub classic` keeps it on classic pub/sub (for Java services on Redisson < 3.23,
+//!   which do not use sharded pub/sub), `auto` (the default) uses sharded pub/sub on Redis 7+.
 //! - Prints one line `acquired <client-id> <owner-id>`: in Redis a reentrant lock is the hash
 //!   `<lock-name>` with the field `<client-id>:<owner-id>` (a reader's field is the same, a
 //!   writer's ends in `:write`; a fast lock is a string with that value).
@@ -34,20 +41,26 @@
 //! redis-cli -p 23456 shutdown nosave
 //! ```
 
-use actix_distributed_lock::{AcquireOptions, ClientConfig, Lock, LockClient, LockError};
+use actix_distributed_lock::{
+    AcquireOptions, ClientConfig, Lock, LockClient, LockError, ShardedSubscriptionMode,
+};
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-const USAGE: &str = "usage: lock_holder <redis-url> <lock-name> [--watchdog-ms N] [--lease-ms N] \
-                     [--kind reentrant|fast|fair|read|write] [--fair-wait-ms N]";
+const USAGE: &str = "usage: lock_holder <redis-url>[,<url>...] <lock-name> [--watchdog-ms N] \
+                     [--lease-ms N] [--kind reentrant|fast|fair|fenced|read|write] \
+                     [--fair-wait-ms N] [--count N --counter KEY] [--pubsub auto|classic]";
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
 /// What the command line asks for.
 struct Args {
     url: String,
+    /// `Some((n, key))`: run the counter loop.
+    count: Option<(u64, String)>,
+    pubsub: ShardedSubscriptionMode,
     name: String,
     watchdog: Duration,
     /// `Some`: a fixed lease, no watchdog.
@@ -63,6 +76,7 @@ enum Kind {
     Reentrant,
     Fast,
     Fair,
+    Fenced,
     Read,
     Write,
 }
@@ -73,10 +87,11 @@ impl Kind {
             "reentrant" => Ok(Kind::Reentrant),
             "fast" => Ok(Kind::Fast),
             "fair" => Ok(Kind::Fair),
+            "fenced" => Ok(Kind::Fenced),
             "read" => Ok(Kind::Read),
             "write" => Ok(Kind::Write),
             _ => Err(format!(
-                "--kind: `{value}` is not one of reentrant, fast, fair, read, write"
+                "--kind: `{value}` is not one of reentrant, fast, fair, fenced, read, write"
             )),
         }
     }
@@ -86,6 +101,7 @@ impl Kind {
             Kind::Reentrant => client.lock(name),
             Kind::Fast => client.fast_lock(name),
             Kind::Fair => client.fair_lock(name),
+            Kind::Fenced => client.fenced_lock(name),
             Kind::Read => Ok(client.read_write_lock(name)?.read().clone()),
             Kind::Write => Ok(client.read_write_lock(name)?.write().clone()),
         }
@@ -99,6 +115,9 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut lease = None;
     let mut kind = Kind::Reentrant;
     let mut fair_wait = None;
+    let mut count = None;
+    let mut counter = None;
+    let mut pubsub = ShardedSubscriptionMode::Auto;
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let ms = || -> Result<Duration, String> {
@@ -112,11 +131,33 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--lease-ms" => lease = Some(ms()?),
             "--kind" => kind = Kind::parse(&value)?,
             "--fair-wait-ms" => fair_wait = Some(ms()?),
+            "--count" => {
+                count = Some(
+                    value
+                        .parse::<u64>()
+                        .map_err(|_| format!("--count: `{value}` is not a number"))?,
+                )
+            }
+            "--counter" => counter = Some(value),
+            "--pubsub" => {
+                pubsub = match value.as_str() {
+                    "auto" => ShardedSubscriptionMode::Auto,
+                    "classic" => ShardedSubscriptionMode::Off,
+                    _ => return Err(format!("--pubsub: `{value}` is not auto or classic")),
+                }
+            }
             _ => return Err(format!("unknown option `{flag}`")),
         }
     }
+    let count = match (count, counter) {
+        (Some(n), Some(key)) => Some((n, key)),
+        (None, None) => None,
+        _ => return Err("--count and --counter go together".into()),
+    };
     Ok(Args {
         url,
+        count,
+        pubsub,
         name,
         watchdog,
         lease,
@@ -149,8 +190,66 @@ fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
     rx
 }
 
+/// The counter loop of `--count N --counter KEY`.
+async fn count(args: &Args, lock: &Lock, options: &AcquireOptions) -> Result<(), Failure> {
+    let Some((n, key)) = &args.count else {
+        return Ok(());
+    };
+    let urls: Vec<&str> = args.url.split(',').collect();
+    if urls.len() > 1 {
+        let cluster = redis::cluster::ClusterClient::new(urls)?;
+        count_on(
+            cluster.get_async_connection().await?,
+            lock,
+            options,
+            *n,
+            key,
+        )
+        .await
+    } else {
+        let client = redis::Client::open(args.url.as_str())?;
+        count_on(
+            client.get_multiplexed_async_connection().await?,
+            lock,
+            options,
+            *n,
+            key,
+        )
+        .await
+    }
+}
+
+async fn count_on(
+    mut conn: impl redis::aio::ConnectionLike,
+    lock: &Lock,
+    options: &AcquireOptions,
+    n: u64,
+    key: &str,
+) -> Result<(), Failure> {
+    for _ in 0..n {
+        let guard = lock.acquire_with(*options).await?;
+        let value: Option<u64> = redis::cmd("GET").arg(key).query_async(&mut conn).await?;
+        let () = redis::cmd("SET")
+            .arg(key)
+            .arg(value.unwrap_or(0) + 1)
+            .query_async(&mut conn)
+            .await?;
+        guard.unlock().await?;
+    }
+    say(&format!("counted {n}"));
+    Ok(())
+}
+
 async fn run(args: Args) -> Result<(), Failure> {
-    let mut config = ClientConfig::new(args.url.as_str()).watchdog_timeout(args.watchdog);
+    let urls: Vec<&str> = args.url.split(',').collect();
+    let config = if urls.len() > 1 {
+        ClientConfig::cluster(urls)
+    } else {
+        ClientConfig::new(args.url.as_str())
+    };
+    let mut config = config
+        .watchdog_timeout(args.watchdog)
+        .sharded_subscription(args.pubsub);
     if let Some(fair_wait) = args.fair_wait {
         config = config.fair_wait_timeout(fair_wait);
     }
@@ -158,6 +257,12 @@ async fn run(args: Args) -> Result<(), Failure> {
     let mut options = AcquireOptions::new();
     if let Some(lease) = args.lease {
         options = options.lease(lease);
+    }
+    if args.count.is_some() {
+        // A generous bound per acquire: the loop shares the lock with other processes.
+        options = options.wait(Duration::from_secs(120));
+        let lock = args.kind.lock(&client, &args.name)?;
+        return count(&args, &lock, &options).await;
     }
     let guard = args
         .kind
