@@ -659,8 +659,7 @@ async fn wait_for_holder(server: &RedisServer, name: &str, field: &str) {
     .await;
 }
 
-/// A waiter dies mid-queue (a Java one SIGKILLed, or a Rust client that stops without a
-/// word): the live waiters keep their order, the one behind the dead is held up no longer
+/// A waiter dies mid-queue (a Java or a Rust process, SIGKILLed): the live waiters keep their order, the one behind the dead is held up no longer
 /// than the dead one's deadline (Redisson's rule), and no Rust call moves a live Java
 /// waiter's deadline by anything but the allowance Redisson's rule takes off at a grant.
 async fn fair_dead_waiter(version: Redisson, java_dies: bool) {
@@ -672,9 +671,6 @@ async fn fair_dead_waiter(version: Redisson, java_dies: bool) {
             .watchdog_timeout(SHORT_WATCHDOG)
     };
     let client = LockClient::connect(tune(ClientConfig::new(server.url())))
-        .await
-        .unwrap();
-    let dying_client = LockClient::connect(tune(ClientConfig::new(server.url())))
         .await
         .unwrap();
     let options = || PeerOptions::new().fair_wait(allowance);
@@ -689,23 +685,30 @@ async fn fair_dead_waiter(version: Redisson, java_dies: bool) {
     let r1_field = field(&client, r1);
     let r1_waiter = rust_fair_waiter(lock.clone(), r1);
     wait_for_queue(&server, name, &r1_field, 1).await;
+    let mut dying_process = None;
     let dead_field = if java_dies {
         let field = dying_peer.owner("d").await;
         dying_peer.send("d", &format!("lock fair {name}")).await;
         field
     } else {
-        let owner = LockOwner::new();
-        let dying_lock = Kind::Fair.rust(&dying_client, name);
-        tokio::spawn(async move {
-            let _ = dying_lock
-                .acquire_with(
-                    AcquireOptions::new()
-                        .owner(owner)
-                        .wait(Duration::from_secs(60)),
-                )
-                .await;
-        });
-        field(&dying_client, owner)
+        // Another process (the `lock_holder` example) waits in the queue, to be SIGKILLed.
+        let child = tokio::process::Command::new(support::lock_holder_binary())
+            .arg(server.url())
+            .arg(name)
+            .args(["--kind", "fair", "--fair-wait-ms"])
+            .arg(allowance.as_millis().to_string())
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn lock_holder");
+        dying_process = Some(child);
+        let what = "the lock_holder process joins the queue";
+        support::eventually(what, PROMPT, || async {
+            fair_queue(&server, name).await.len() == 2
+        })
+        .await;
+        fair_queue(&server, name).await[1].clone()
     };
     wait_for_queue(&server, name, &dead_field, 2).await;
     let j2_field = peer.owner("j2").await;
@@ -724,8 +727,8 @@ async fn fair_dead_waiter(version: Redisson, java_dies: bool) {
 
     if java_dies {
         dying_peer.kill().await;
-    } else {
-        dying_client.shutdown();
+    } else if let Some(mut process) = dying_process.take() {
+        process.kill().await.expect("SIGKILL lock_holder");
     }
     assert_eq!(
         fair_queue(&server, name).await,
