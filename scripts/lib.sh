@@ -44,3 +44,31 @@ ensure_cargo() {
         return 1
     fi
 }
+
+# Makes sure `java` and `mvn` are on PATH (the Redisson peer of tests/redisson_java.rs is a
+# Maven project), installing the Debian packages `default-jdk-headless` and `maven` when
+# either is missing.
+ensure_java_maven() {
+    if command -v java >/dev/null 2>&1 && command -v mvn >/dev/null 2>&1; then
+        return 0
+    fi
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "error: java or mvn is not installed and apt-get is not available; install a JDK (17+) and Maven manually" >&2
+        return 1
+    fi
+    step "installing default-jdk-headless and maven (apt-get)"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y default-jdk-headless maven
+    if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
+        echo "error: java or mvn still not on PATH after installing them" >&2
+        return 1
+    fi
+}
+
+# Builds the Redisson peer jars (tests/redisson-peer/target/<version>/redisson-peer.jar) for
+# every Redisson version the interop suite runs against. Fails with Maven's output.
+build_redisson_peers() {
+    step "building the Redisson peer (newest release and the 3.21 line)"
+    (cd tests/redisson-peer && mvn -B -q -Dstyle.color=never package \
+        && mvn -B -q -Dstyle.color=never package -P redisson-3.21)
+}

@@ -7,6 +7,7 @@
 //! Dependencies: std, tokio (via the redis async API), redis, libc, and the crate under
 //! test for the checks that read a client's state.
 #![allow(dead_code)]
+pub mod java_peer;
 pub mod proxy;
 pub mod topology;
 

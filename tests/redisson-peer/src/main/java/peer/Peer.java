@@ -1,0 +1,343 @@
+package peer;
+
+import java.io.BufferedReader;
+import java.io.InputStreamReader;
+import java.lang.reflect.Constructor;
+import java.lang.reflect.Method;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import org.redisson.Redisson;
+import org.redisson.api.RBucket;
+import org.redisson.api.RFencedLock;
+import org.redisson.api.RLock;
+import org.redisson.api.RPermitExpirableSemaphore;
+import org.redisson.api.RSemaphore;
+import org.redisson.api.RedissonClient;
+import org.redisson.client.codec.StringCodec;
+import org.redisson.config.Config;
+
+/**
+ * A Redisson client driven line by line over stdin/stdout: the Java peer of
+ * tests/redisson_java.rs.
+ *
+ * <pre>
+ * java -jar redisson-peer.jar (--single URL | --cluster URL,URL,...)
+ *      [--watchdog-ms N] [--fair-wait-ms N]
+ * </pre>
+ *
+ * <p>On start it prints {@code ready <client-id> <redisson-version>}. Every command line is
+ * {@code <slot> <command> <args...>}; a slot is a thread of its own (Redisson's lock owner is
+ * {@code <client-id>:<thread-id>}), created on first use, so one slot can block in
+ * {@code lock} while others go on. Commands of one slot run in order; each prints exactly one
+ * reply line {@code <slot> <reply...>}, or {@code <slot> error <ExceptionClass> <message>}.
+ *
+ * <p>Lock kinds {@code K}: {@code lock} (RLock), {@code fair} (RFairLock), {@code read} and
+ * {@code write} (the two sides of RReadWriteLock), {@code fenced} (RFencedLock).
+ *
+ * <pre>
+ * owner                           -> owner uuid:threadId      (this slot's lock owner field)
+ * lock K name [leaseMs]           -> locked [token]           (blocks until granted)
+ * try K name waitMs [leaseMs]     -> acquired [token] | busy
+ * unlock K name                   -> unlocked                 (error IllegalMonitorStateException: not the owner)
+ * force K name                    -> forced true|false
+ * state K name                    -> state locked=B mine=B count=N ttl=MS
+ * count K name key n [leaseMs]    -> counted n                (n times: lock; key := key + 1; unlock)
+ * sem_try_set name n              -> set true|false           (RSemaphore)
+ * sem_add name n                  -> added
+ * sem_acquire name n              -> acquired                 (blocks)
+ * sem_try name n waitMs           -> acquired | busy
+ * sem_release name n              -> released
+ * sem_available name              -> available N
+ * sem_count name key n            -> counted n                (a 1-permit semaphore as the mutex)
+ * psem_try_set name n             -> set true|false           (RPermitExpirableSemaphore)
+ * psem_add name n                 -> added
+ * psem_acquire name [leaseMs]     -> permit ID                (blocks)
+ * psem_try name waitMs [leaseMs]  -> permit ID | busy
+ * psem_release name id            -> released
+ * psem_available name             -> available N
+ * psem_count name key n leaseMs   -> counted n
+ * ping                            -> pong
+ * </pre>
+ *
+ * <p>The line {@code exit} (no slot) shuts the client down and exits. End of stdin halts
+ * the JVM at once, without unlocking anything: like a crashed service, its locks then
+ * expire at their lease.
+ */
+public final class Peer {
+    private final RedissonClient client;
+    private final Long fairWaitMs;
+    private final Map<String, ExecutorService> slots = new HashMap<>();
+
+    private Peer(RedissonClient client, Long fairWaitMs) {
+        this.client = client;
+        this.fairWaitMs = fairWaitMs;
+    }
+
+    public static void main(String[] args) throws Exception {
+        Config config = new Config();
+        Long fairWaitMs = null;
+        String single = null;
+        String cluster = null;
+        for (int i = 0; i + 1 < args.length; i += 2) {
+            String value = args[i + 1];
+            switch (args[i]) {
+                case "--single": single = value; break;
+                case "--cluster": cluster = value; break;
+                case "--watchdog-ms": config.setLockWatchdogTimeout(Long.parseLong(value)); break;
+                case "--fair-wait-ms": fairWaitMs = Long.parseLong(value); break;
+                default: throw new IllegalArgumentException("unknown option " + args[i]);
+            }
+        }
+        if (single != null) {
+            config.useSingleServer().setAddress(single);
+        } else if (cluster != null) {
+            // Redisson's defaults otherwise (subscription mode, sharded pub/sub where the
+            // version has it): the peer is a service as deployed.
+            config.useClusterServers().addNodeAddress(cluster.split(","));
+        } else {
+            throw new IllegalArgumentException("need --single URL or --cluster URL,URL");
+        }
+        if (fairWaitMs != null && setFairWaitInConfig(config, fairWaitMs)) {
+            fairWaitMs = null; // the config carries it (Redisson 4.x)
+        }
+        RedissonClient client = Redisson.create(config);
+        String version = new java.util.jar.Manifest(Peer.class.getResourceAsStream("/META-INF/MANIFEST.MF"))
+                .getMainAttributes().getValue("Redisson-Version");
+        say("ready " + client.getId() + " " + version);
+        new Peer(client, fairWaitMs).run();
+    }
+
+    /** Redisson 4.x has {@code Config.setFairLockWaitTimeout}; 3.x takes it per lock. */
+    private static boolean setFairWaitInConfig(Config config, long ms) {
+        try {
+            Method set = Config.class.getMethod("setFairLockWaitTimeout", long.class);
+            set.invoke(config, ms);
+            return true;
+        } catch (ReflectiveOperationException e) {
+            return false;
+        }
+    }
+
+    private void run() throws Exception {
+        BufferedReader in = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+        String line;
+        while ((line = in.readLine()) != null) {
+            line = line.trim();
+            if (line.isEmpty()) {
+                continue;
+            }
+            if (line.equals("exit")) {
+                client.shutdown();
+                say("bye");
+                System.exit(0);
+            }
+            String[] words = line.split("\\s+");
+            String slot = words[0];
+            String[] command = Arrays.copyOfRange(words, 1, words.length);
+            slots.computeIfAbsent(slot, s -> Executors.newSingleThreadExecutor())
+                    .execute(() -> answer(slot, command));
+        }
+        // Stdin closed: vanish like a crashed process (no unlock, no renewal from now on).
+        Runtime.getRuntime().halt(0);
+    }
+
+    private static synchronized void say(String line) {
+        System.out.println(line);
+        System.out.flush();
+    }
+
+    private void answer(String slot, String[] command) {
+        String reply;
+        try {
+            reply = execute(command);
+        } catch (Throwable e) {
+            Throwable cause = e;
+            while (cause.getCause() != null && cause.getCause() != cause) {
+                cause = cause.getCause();
+            }
+            String message = String.valueOf(cause.getMessage()).replaceAll("\\s+", " ");
+            reply = "error " + cause.getClass().getSimpleName() + " " + message;
+        }
+        say(slot + " " + reply);
+    }
+
+    private RLock lockOf(String kind, String name) {
+        switch (kind) {
+            case "lock": return client.getLock(name);
+            case "fair": return fairLock(name);
+            case "read": return client.getReadWriteLock(name).readLock();
+            case "write": return client.getReadWriteLock(name).writeLock();
+            case "fenced": return client.getFencedLock(name);
+            default: throw new IllegalArgumentException("unknown lock kind " + kind);
+        }
+    }
+
+    private RLock fairLock(String name) {
+        if (fairWaitMs == null) {
+            return client.getFairLock(name);
+        }
+        // Redisson 3.x: the wait time is a constructor argument of RedissonFairLock.
+        try {
+            Object executor = Redisson.class.getMethod("getCommandExecutor").invoke(client);
+            for (Constructor<?> c : org.redisson.RedissonFairLock.class.getConstructors()) {
+                Class<?>[] types = c.getParameterTypes();
+                if (types.length == 3 && types[2] == long.class) {
+                    return (RLock) c.newInstance(executor, name, fairWaitMs);
+                }
+            }
+        } catch (ReflectiveOperationException e) {
+            throw new IllegalStateException("cannot set the fair lock wait time", e);
+        }
+        throw new IllegalStateException("this Redisson has no fair lock wait time to set");
+    }
+
+    private static long ms(String[] c, int i, long otherwise) {
+        return c.length > i ? Long.parseLong(c[i]) : otherwise;
+    }
+
+    private String execute(String[] c) throws Exception {
+        switch (c[0]) {
+            case "ping":
+                return "pong";
+            case "owner":
+                return "owner " + client.getId() + ":" + Thread.currentThread().getId();
+            case "lock": {
+                RLock lock = lockOf(c[1], c[2]);
+                long lease = ms(c, 3, -1);
+                if (lock instanceof RFencedLock) {
+                    RFencedLock fenced = (RFencedLock) lock;
+                    Long token = lease > 0 ? fenced.lockAndGetToken(lease, TimeUnit.MILLISECONDS)
+                                           : fenced.lockAndGetToken();
+                    return "locked " + token;
+                }
+                if (lease > 0) {
+                    lock.lock(lease, TimeUnit.MILLISECONDS);
+                } else {
+                    lock.lock();
+                }
+                return "locked";
+            }
+            case "try": {
+                RLock lock = lockOf(c[1], c[2]);
+                long wait = Long.parseLong(c[3]);
+                long lease = ms(c, 4, -1);
+                if (lock instanceof RFencedLock) {
+                    Long token = ((RFencedLock) lock).tryLockAndGetToken(wait, lease, TimeUnit.MILLISECONDS);
+                    return token == null ? "busy" : "acquired " + token;
+                }
+                return lock.tryLock(wait, lease, TimeUnit.MILLISECONDS) ? "acquired" : "busy";
+            }
+            case "unlock":
+                lockOf(c[1], c[2]).unlock();
+                return "unlocked";
+            case "force":
+                return "forced " + lockOf(c[1], c[2]).forceUnlock();
+            case "state": {
+                RLock lock = lockOf(c[1], c[2]);
+                return "state locked=" + lock.isLocked() + " mine=" + lock.isHeldByCurrentThread()
+                        + " count=" + lock.getHoldCount() + " ttl=" + lock.remainTimeToLive();
+            }
+            case "count": {
+                RLock lock = lockOf(c[1], c[2]);
+                RBucket<String> counter = client.getBucket(c[3], StringCodec.INSTANCE);
+                int n = Integer.parseInt(c[4]);
+                long lease = ms(c, 5, -1);
+                for (int i = 0; i < n; i++) {
+                    if (lease > 0) {
+                        lock.lock(lease, TimeUnit.MILLISECONDS);
+                    } else {
+                        lock.lock();
+                    }
+                    try {
+                        increment(counter);
+                    } finally {
+                        lock.unlock();
+                    }
+                }
+                return "counted " + n;
+            }
+            case "sem_try_set":
+                return "set " + client.getSemaphore(c[1]).trySetPermits(Integer.parseInt(c[2]));
+            case "sem_add":
+                client.getSemaphore(c[1]).addPermits(Integer.parseInt(c[2]));
+                return "added";
+            case "sem_acquire":
+                client.getSemaphore(c[1]).acquire(Integer.parseInt(c[2]));
+                return "acquired";
+            case "sem_try":
+                return client.getSemaphore(c[1]).tryAcquire(Integer.parseInt(c[2]),
+                        Long.parseLong(c[3]), TimeUnit.MILLISECONDS) ? "acquired" : "busy";
+            case "sem_release":
+                client.getSemaphore(c[1]).release(Integer.parseInt(c[2]));
+                return "released";
+            case "sem_available":
+                return "available " + client.getSemaphore(c[1]).availablePermits();
+            case "sem_count": {
+                RSemaphore semaphore = client.getSemaphore(c[1]);
+                RBucket<String> counter = client.getBucket(c[2], StringCodec.INSTANCE);
+                int n = Integer.parseInt(c[3]);
+                for (int i = 0; i < n; i++) {
+                    semaphore.acquire();
+                    try {
+                        increment(counter);
+                    } finally {
+                        semaphore.release();
+                    }
+                }
+                return "counted " + n;
+            }
+            case "psem_try_set":
+                return "set " + client.getPermitExpirableSemaphore(c[1]).trySetPermits(Integer.parseInt(c[2]));
+            case "psem_add":
+                client.getPermitExpirableSemaphore(c[1]).addPermits(Integer.parseInt(c[2]));
+                return "added";
+            case "psem_acquire": {
+                RPermitExpirableSemaphore semaphore = client.getPermitExpirableSemaphore(c[1]);
+                long lease = ms(c, 2, -1);
+                String id = lease > 0 ? semaphore.acquire(lease, TimeUnit.MILLISECONDS) : semaphore.acquire();
+                return "permit " + id;
+            }
+            case "psem_try": {
+                RPermitExpirableSemaphore semaphore = client.getPermitExpirableSemaphore(c[1]);
+                long wait = Long.parseLong(c[2]);
+                long lease = ms(c, 3, -1);
+                String id = semaphore.tryAcquire(wait, lease, TimeUnit.MILLISECONDS);
+                return id == null ? "busy" : "permit " + id;
+            }
+            case "psem_release":
+                client.getPermitExpirableSemaphore(c[1]).release(c[2]);
+                return "released";
+            case "psem_available":
+                return "available " + client.getPermitExpirableSemaphore(c[1]).availablePermits();
+            case "psem_count": {
+                RPermitExpirableSemaphore semaphore = client.getPermitExpirableSemaphore(c[1]);
+                RBucket<String> counter = client.getBucket(c[2], StringCodec.INSTANCE);
+                int n = Integer.parseInt(c[3]);
+                long lease = Long.parseLong(c[4]);
+                for (int i = 0; i < n; i++) {
+                    String id = semaphore.acquire(lease, TimeUnit.MILLISECONDS);
+                    try {
+                        increment(counter);
+                    } finally {
+                        semaphore.release(id);
+                    }
+                }
+                return "counted " + n;
+            }
+            default:
+                throw new IllegalArgumentException("unknown command " + c[0]);
+        }
+    }
+
+    /** Read, then write one more: two commands, so only mutual exclusion keeps it exact. */
+    private static void increment(RBucket<String> counter) {
+        String value = counter.get();
+        long next = (value == null ? 0 : Long.parseLong(value)) + 1;
+        counter.set(Long.toString(next));
+    }
+}

@@ -1,0 +1,435 @@
+//! Interoperability with the real Redisson: a Java process (`tests/redisson-peer`, built
+//! against released Redisson versions from Maven Central) and this crate lock the same
+//! resources on the same Redis, in both directions.
+//!
+//! Every case runs against both Redisson versions of [`Redisson`]: the newest release and
+//! an older 3.x line. The Java side is a separate JVM driven over its stdin/stdout line
+//! protocol (see `support/java_peer.rs`); its lock owner is `<redisson-id>:<thread-id>`,
+//! one thread per protocol slot.
+
+mod support;
+
+use actix_distributed_lock::{
+    AcquireOptions, ClientConfig, Lock, LockClient, LockError, LockOwner, Release, Released,
+};
+use std::time::{Duration, Instant};
+use support::java_peer::{JavaPeer, PeerOptions, Redisson, Target, PROMPT};
+use support::RedisServer;
+
+/// How soon an unlock on one side must wake a waiter on the other (the lease is 30 s, so
+/// only a pub/sub wake-up meets it).
+const WAKE_BOUND: Duration = Duration::from_secs(1);
+/// The watchdog lease of the watchdog cases, on both sides.
+const SHORT_WATCHDOG: Duration = Duration::from_secs(1);
+
+/// The lock kinds that exclude like a mutex, on both sides.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Kind {
+    /// `RLock` / [`LockClient::lock`].
+    Lock,
+    /// `RFairLock` / [`LockClient::fair_lock`].
+    Fair,
+    /// `RReadWriteLock.writeLock()` / `read_write_lock(..).write()`.
+    Write,
+    /// `RFencedLock` / [`LockClient::fenced_lock`].
+    Fenced,
+}
+
+impl Kind {
+    /// The peer's name for it.
+    fn java(self) -> &'static str {
+        match self {
+            Kind::Lock => "lock",
+            Kind::Fair => "fair",
+            Kind::Write => "write",
+            Kind::Fenced => "fenced",
+        }
+    }
+
+    fn rust(self, client: &LockClient, name: &str) -> Lock {
+        match self {
+            Kind::Lock => client.lock(name),
+            Kind::Fair => client.fair_lock(name),
+            Kind::Write => client.read_write_lock(name).map(|rw| rw.write().clone()),
+            Kind::Fenced => client.fenced_lock(name),
+        }
+        .expect("a valid lock name")
+    }
+
+    /// The reply of a granted Java `lock`/`try` (`locked`/`acquired`, plus a token for
+    /// the fenced lock).
+    fn granted(self, reply: &str, word: &str) -> bool {
+        match self {
+            Kind::Fenced => reply
+                .strip_prefix(word)
+                .and_then(|rest| rest.trim().parse::<u64>().ok())
+                .is_some(),
+            _ => reply == word,
+        }
+    }
+
+    /// The channel a waiter of this kind listens on; for the fair lock, the waiter's own.
+    fn channel(self, name: &str, waiter_field: &str) -> String {
+        match self {
+            Kind::Lock | Kind::Fenced => format!("redisson_lock__channel:{{{name}}}"),
+            Kind::Write => format!("redisson_rwlock:{{{name}}}"),
+            Kind::Fair => format!("redisson_lock__channel:{{{name}}}:{waiter_field}"),
+        }
+    }
+}
+
+async fn connect(server: &RedisServer, watchdog: Option<Duration>) -> LockClient {
+    let mut config = ClientConfig::new(server.url());
+    if let Some(lease) = watchdog {
+        config = config.watchdog_timeout(lease);
+    }
+    tokio::time::timeout(PROMPT, LockClient::connect(config))
+        .await
+        .expect("the client connects promptly")
+        .expect("the client connects")
+}
+
+async fn java(server: &RedisServer, version: Redisson, options: PeerOptions) -> JavaPeer {
+    JavaPeer::start(version, Target::Single(&server.url()), options).await
+}
+
+/// The field our client writes for `owner`.
+fn field(client: &LockClient, owner: LockOwner) -> String {
+    format!("{}:{}", client.id(), owner.id())
+}
+
+/// Keys left in Redis, without Redisson's unlock latches (`redisson_unlock_latch:*`, which
+/// newer Redisson leaves behind on purpose, each with a short PX of its own) and fencing
+/// counters (which must outlive every hold).
+async fn lock_keys_left(server: &RedisServer) -> Vec<String> {
+    server
+        .keys()
+        .await
+        .into_iter()
+        .filter(|k| {
+            !k.starts_with("redisson_unlock_latch:") && !k.starts_with("redisson_lock_token:")
+        })
+        .collect()
+}
+
+async fn assert_clean(server: &RedisServer) {
+    support::eventually("no lock key is left", PROMPT, || async {
+        lock_keys_left(server).await.is_empty()
+    })
+    .await;
+}
+
+async fn java_lock(peer: &mut JavaPeer, slot: &str, kind: Kind, name: &str) {
+    let reply = peer
+        .call(slot, &format!("lock {} {name}", kind.java()))
+        .await;
+    assert!(kind.granted(&reply, "locked"), "java lock: {reply}");
+}
+
+async fn java_try(peer: &mut JavaPeer, slot: &str, kind: Kind, name: &str, wait_ms: u64) -> bool {
+    let reply = peer
+        .call(slot, &format!("try {} {name} {wait_ms}", kind.java()))
+        .await;
+    if reply == "busy" {
+        return false;
+    }
+    assert!(kind.granted(&reply, "acquired"), "java try: {reply}");
+    true
+}
+
+async fn java_unlock(peer: &mut JavaPeer, slot: &str, kind: Kind, name: &str) {
+    peer.expect(slot, &format!("unlock {} {name}", kind.java()), "unlocked")
+        .await;
+}
+
+/// `(locked, held by this slot, hold count)` as Java sees it.
+async fn java_state(peer: &mut JavaPeer, slot: &str, kind: Kind, name: &str) -> (bool, bool, u32) {
+    let reply = peer
+        .call(slot, &format!("state {} {name}", kind.java()))
+        .await;
+    let mut locked = None;
+    let mut mine = None;
+    let mut count = None;
+    for word in reply.split_whitespace() {
+        if let Some(v) = word.strip_prefix("locked=") {
+            locked = v.parse().ok();
+        } else if let Some(v) = word.strip_prefix("mine=") {
+            mine = v.parse().ok();
+        } else if let Some(v) = word.strip_prefix("count=") {
+            count = v.parse().ok();
+        }
+    }
+    match (locked, mine, count) {
+        (Some(l), Some(m), Some(c)) => (l, m, c),
+        _ => panic!("java state reply: {reply}"),
+    }
+}
+
+/// Runs each named case against both Redisson versions, as two tests.
+macro_rules! both_versions {
+    ($($case:ident($($arg:expr),*) => $newest:ident, $legacy:ident;)*) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $newest() {
+                $case(Redisson::Newest, $($arg),*).await;
+            }
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $legacy() {
+                $case(Redisson::Legacy, $($arg),*).await;
+            }
+        )*
+    };
+}
+
+// ---------------------------------------------------------------------------------------
+// Exclusion, wake-up, ownership, watchdog: every mutex-like kind, both directions
+// ---------------------------------------------------------------------------------------
+
+/// Java holds: our try fails; we hold: Java's try fails; each side gets it once the other
+/// lets go.
+async fn exclusion(version: Redisson, kind: Kind) {
+    let server = RedisServer::start();
+    let client = connect(&server, None).await;
+    let mut peer = java(&server, version, PeerOptions::new()).await;
+    let name = "interop:exclusion";
+    let lock = kind.rust(&client, name);
+
+    java_lock(&mut peer, "a", kind, name).await;
+    assert!(
+        lock.try_acquire().await.unwrap().is_none(),
+        "{kind:?}: a lock Java holds must not be ours"
+    );
+    assert!(lock.is_locked().await.unwrap());
+    assert!(
+        !java_try(&mut peer, "b", kind, name, 0).await,
+        "another Java thread is excluded too"
+    );
+    java_unlock(&mut peer, "a", kind, name).await;
+
+    let guard = lock
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("free once Java unlocked");
+    assert!(
+        !java_try(&mut peer, "b", kind, name, 0).await,
+        "{kind:?}: a lock we hold must not be Java's"
+    );
+    let (locked, mine, count) = java_state(&mut peer, "b", kind, name).await;
+    assert_eq!(
+        (locked, mine, count),
+        (true, false, 0),
+        "Java sees our hold"
+    );
+    assert_eq!(guard.unlock().await.unwrap(), Released::Unlocked);
+    assert!(java_try(&mut peer, "b", kind, name, 0).await);
+    java_unlock(&mut peer, "b", kind, name).await;
+    assert_clean(&server).await;
+}
+
+/// An unlock on one side wakes a waiter on the other through pub/sub, far before the 30 s
+/// lease: Java → Rust, then Rust → Java.
+async fn wake_up(version: Redisson, kind: Kind) {
+    let server = RedisServer::start();
+    let client = connect(&server, None).await;
+    let mut peer = java(&server, version, PeerOptions::new()).await;
+    let name = "interop:wake";
+    let lock = kind.rust(&client, name);
+
+    // Java holds, we wait.
+    java_lock(&mut peer, "a", kind, name).await;
+    let owner = LockOwner::new();
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            let guard = lock
+                .acquire_with(
+                    AcquireOptions::new()
+                        .owner(owner)
+                        .wait(Duration::from_secs(60)),
+                )
+                .await;
+            (guard, Instant::now())
+        })
+    };
+    server
+        .wait_for_subscribers(&kind.channel(name, &field(&client, owner)), 1)
+        .await;
+    let unlocked_at = Instant::now();
+    java_unlock(&mut peer, "a", kind, name).await;
+    let (guard, granted_at) = tokio::time::timeout(PROMPT, waiter)
+        .await
+        .expect("our waiter is woken")
+        .unwrap();
+    let guard = guard.expect("our waiter gets the lock");
+    let woke = granted_at - unlocked_at;
+    assert!(
+        woke < WAKE_BOUND,
+        "{kind:?}: Java's unlock woke us after {woke:?}"
+    );
+
+    // We hold, Java waits.
+    let java_field = peer.owner("b").await;
+    peer.send("b", &format!("lock {} {name}", kind.java()))
+        .await;
+    server
+        .wait_for_subscribers(&kind.channel(name, &java_field), 1)
+        .await;
+    let unlocked_at = Instant::now();
+    assert_eq!(guard.unlock().await.unwrap(), Released::Unlocked);
+    let reply = peer.reply_within("b", PROMPT).await;
+    let woke = unlocked_at.elapsed();
+    assert!(kind.granted(&reply, "locked"), "java lock: {reply}");
+    assert!(
+        woke < WAKE_BOUND,
+        "{kind:?}: our unlock woke Java after {woke:?}"
+    );
+    java_unlock(&mut peer, "b", kind, name).await;
+    assert_clean(&server).await;
+}
+
+/// Re-entry does not cross languages, and an unlock by the other side is refused and
+/// changes nothing: Rust's is `NotOwner`, Java's `IllegalMonitorStateException`.
+async fn ownership(version: Redisson, kind: Kind) {
+    let server = RedisServer::start();
+    let client = connect(&server, None).await;
+    let mut peer = java(&server, version, PeerOptions::new()).await;
+    let name = "interop:owner";
+    let lock = kind.rust(&client, name);
+
+    // Java holds twice.
+    java_lock(&mut peer, "a", kind, name).await;
+    java_lock(&mut peer, "a", kind, name).await;
+    let refused = lock
+        .actor()
+        .unwrap()
+        .send(Release {
+            owner: LockOwner::new(),
+        })
+        .await
+        .expect("the lock actor answers");
+    assert!(
+        matches!(refused, Err(LockError::NotOwner { .. })),
+        "{kind:?}: our unlock of Java's hold: {refused:?}"
+    );
+    assert_eq!(
+        java_state(&mut peer, "a", kind, name).await,
+        (true, true, 2),
+        "Java's hold count is as it was"
+    );
+    assert!(
+        lock.try_acquire().await.unwrap().is_none(),
+        "no Rust owner re-enters Java's hold"
+    );
+    java_unlock(&mut peer, "a", kind, name).await;
+    java_unlock(&mut peer, "a", kind, name).await;
+
+    // We hold twice.
+    let guard = lock.try_acquire().await.unwrap().expect("free");
+    let owner = guard.owner();
+    let again = guard
+        .reenter(PROMPT)
+        .await
+        .expect("we re-enter our own hold");
+    let reply = peer
+        .call("a", &format!("unlock {} {name}", kind.java()))
+        .await;
+    assert!(
+        reply.starts_with("error IllegalMonitorStateException"),
+        "{kind:?}: Java's unlock of our hold: {reply}"
+    );
+    assert_eq!(
+        lock.hold_count(owner).await.unwrap(),
+        2,
+        "our holds are as they were"
+    );
+    assert!(
+        !java_try(&mut peer, "a", kind, name, 0).await,
+        "no Java thread re-enters our hold"
+    );
+    assert_eq!(
+        java_state(&mut peer, "a", kind, name).await,
+        (true, false, 0)
+    );
+    assert_eq!(
+        again.unlock().await.unwrap(),
+        Released::StillHeld { holds: 1 }
+    );
+    assert_eq!(guard.unlock().await.unwrap(), Released::Unlocked);
+    assert_clean(&server).await;
+}
+
+/// One side holds with no lease for 3× its watchdog timeout while the other waits: the
+/// waiter never gets it (the watchdog keeps renewing); after the unlock it does, promptly.
+async fn watchdog(version: Redisson, kind: Kind) {
+    let server = RedisServer::start();
+    let client = connect(&server, Some(SHORT_WATCHDOG)).await;
+    let mut peer = java(
+        &server,
+        version,
+        PeerOptions::new().watchdog(SHORT_WATCHDOG),
+    )
+    .await;
+    let name = "interop:watchdog";
+    let lock = kind.rust(&client, name);
+
+    // Java holds on its watchdog.
+    java_lock(&mut peer, "a", kind, name).await;
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            let guard = lock.acquire_timeout(Duration::from_secs(60)).await;
+            (guard, Instant::now())
+        })
+    };
+    tokio::time::sleep(3 * SHORT_WATCHDOG).await; // the span the watchdog must cover
+    assert!(
+        !waiter.is_finished(),
+        "{kind:?}: we got a lock Java's watchdog keeps"
+    );
+    assert_eq!(
+        java_state(&mut peer, "a", kind, name).await,
+        (true, true, 1)
+    );
+    let unlocked_at = Instant::now();
+    java_unlock(&mut peer, "a", kind, name).await;
+    let (guard, granted_at) = tokio::time::timeout(PROMPT, waiter).await.unwrap().unwrap();
+    let guard = guard.expect("we get it after Java's unlock");
+    assert!(granted_at - unlocked_at < WAKE_BOUND);
+
+    // We hold on our watchdog.
+    peer.send("b", &format!("lock {} {name}", kind.java()))
+        .await;
+    assert_eq!(
+        peer.try_reply_within("b", 3 * SHORT_WATCHDOG).await,
+        None,
+        "{kind:?}: Java got a lock our watchdog keeps"
+    );
+    assert!(!guard.is_lost());
+    let unlocked_at = Instant::now();
+    assert_eq!(guard.unlock().await.unwrap(), Released::Unlocked);
+    let reply = peer.reply_within("b", PROMPT).await;
+    assert!(kind.granted(&reply, "locked"), "java lock: {reply}");
+    assert!(unlocked_at.elapsed() < WAKE_BOUND);
+    java_unlock(&mut peer, "b", kind, name).await;
+    assert_clean(&server).await;
+}
+
+both_versions! {
+    exclusion(Kind::Lock) => lock_exclusion_newest, lock_exclusion_legacy;
+    wake_up(Kind::Lock) => lock_wake_up_newest, lock_wake_up_legacy;
+    ownership(Kind::Lock) => lock_ownership_newest, lock_ownership_legacy;
+    watchdog(Kind::Lock) => lock_watchdog_newest, lock_watchdog_legacy;
+    exclusion(Kind::Fair) => fair_exclusion_newest, fair_exclusion_legacy;
+    wake_up(Kind::Fair) => fair_wake_up_newest, fair_wake_up_legacy;
+    ownership(Kind::Fair) => fair_ownership_newest, fair_ownership_legacy;
+    watchdog(Kind::Fair) => fair_watchdog_newest, fair_watchdog_legacy;
+    exclusion(Kind::Write) => write_exclusion_newest, write_exclusion_legacy;
+    wake_up(Kind::Write) => write_wake_up_newest, write_wake_up_legacy;
+    ownership(Kind::Write) => write_ownership_newest, write_ownership_legacy;
+    watchdog(Kind::Write) => write_watchdog_newest, write_watchdog_legacy;
+    exclusion(Kind::Fenced) => fenced_exclusion_newest, fenced_exclusion_legacy;
+    wake_up(Kind::Fenced) => fenced_wake_up_newest, fenced_wake_up_legacy;
+    ownership(Kind::Fenced) => fenced_ownership_newest, fenced_ownership_legacy;
+    watchdog(Kind::Fenced) => fenced_watchdog_newest, fenced_watchdog_legacy;
+}
