@@ -90,8 +90,12 @@ async fn eight_waiters_queued_apart_acquire_in_exactly_that_order() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_waiters_age_out_and_the_live_ones_keep_their_order() {
     let server = RedisServer::start();
-    let patience = Duration::from_millis(1000);
-    let tune = move |c: ClientConfig| c.fair_wait_timeout(patience);
+    // Redisson's rule: a waiter's deadline is the one ahead of it (or the lock's lease) plus
+    // the allowance, less one allowance per grant. The holder's lease is short, and the
+    // allowance long enough that no live waiter's deadline passes while the queue forms.
+    let patience = Duration::from_secs(3);
+    let lease = Duration::from_secs(1);
+    let tune = move |c: ClientConfig| c.fair_wait_timeout(patience).watchdog_timeout(lease);
     let holder = client_with(&server, tune).await;
     let live = client_with(&server, tune).await;
     let name = "ageing";
@@ -136,10 +140,11 @@ async fn dead_waiters_age_out_and_the_live_ones_keep_their_order() {
     }
     let took = released_at.elapsed();
     assert_eq!(*order.lock().unwrap(), vec![0, 2, 4]);
-    // Two dead waiters, each skipped once its deadline passes: at most two patience
-    // periods plus the live waiters' call interval, with generous slack.
+    // Two dead waiters, each skipped once its deadline passes: dead waiter 3's deadline,
+    // after the grants to 0 and 2, is the holder's lease plus two allowances from when the
+    // queue formed; generous slack on top.
     assert!(
-        took < patience * 2 + Duration::from_secs(3),
+        took < lease + patience * 2 + Duration::from_secs(3),
         "took {took:?}"
     );
     assert_eq!(server.keys().await, Vec::<String>::new());
@@ -160,8 +165,8 @@ async fn try_on_a_free_fair_lock_succeeds_at_once_and_a_failed_try_leaves_no_tra
         .unwrap()
         .expect("free");
     assert!(started.elapsed() < Duration::from_secs(1));
-    // A try on a held lock joins the queue for one call and leaves it at once (the queue
-    // key's own expiry would take the fair wait timeout, 5 s).
+    // A try on a held lock joins the queue for one call and leaves it at once (the keys
+    // carry no expiry of their own: Redisson's waiters could not live with one).
     assert!(b
         .fair_lock(name)
         .unwrap()

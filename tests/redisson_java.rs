@@ -433,3 +433,162 @@ both_versions! {
     ownership(Kind::Fenced) => fenced_ownership_newest, fenced_ownership_legacy;
     watchdog(Kind::Fenced) => fenced_watchdog_newest, fenced_watchdog_legacy;
 }
+
+// ---------------------------------------------------------------------------------------
+// Fair lock: one queue for both languages
+// ---------------------------------------------------------------------------------------
+
+fn fair_queue_key(name: &str) -> String {
+    format!("redisson_lock_queue:{{{name}}}")
+}
+
+fn fair_timeout_key(name: &str) -> String {
+    format!("redisson_lock_timeout:{{{name}}}")
+}
+
+async fn fair_queue(server: &RedisServer, name: &str) -> Vec<String> {
+    let mut conn = server.conn().await;
+    redis::cmd("LRANGE")
+        .arg(fair_queue_key(name))
+        .arg(0)
+        .arg(-1)
+        .query_async(&mut conn)
+        .await
+        .expect("LRANGE")
+}
+
+async fn pttl_of(server: &RedisServer, key: &str) -> i64 {
+    let mut conn = server.conn().await;
+    redis::cmd("PTTL")
+        .arg(key)
+        .query_async(&mut conn)
+        .await
+        .expect("PTTL")
+}
+
+/// The owner fields holding `name` (HKEYS of the lock's hash).
+async fn holders(server: &RedisServer, name: &str) -> Vec<String> {
+    let mut conn = server.conn().await;
+    redis::cmd("HKEYS")
+        .arg(name)
+        .query_async(&mut conn)
+        .await
+        .expect("HKEYS")
+}
+
+/// Waits until `waiter` is the `len`-th entry of the queue.
+async fn wait_for_queue(server: &RedisServer, name: &str, waiter: &str, len: usize) {
+    let what = format!("{waiter} joins the queue of {name} as entry {len}");
+    support::eventually(&what, PROMPT, || async {
+        let queue = fair_queue(server, name).await;
+        queue.len() == len && queue.last().map(String::as_str) == Some(waiter)
+    })
+    .await;
+}
+
+/// A waiter in the mixed fair queue.
+enum FairWaiter {
+    Java {
+        slot: String,
+    },
+    Rust {
+        release: tokio::sync::oneshot::Sender<()>,
+        done: tokio::task::JoinHandle<()>,
+    },
+}
+
+/// A Rust fair waiter that acquires for `owner`, then holds until told to let go.
+fn rust_fair_waiter(lock: Lock, owner: LockOwner) -> FairWaiter {
+    let (release, released) = tokio::sync::oneshot::channel();
+    let done = tokio::spawn(async move {
+        let guard = lock
+            .acquire_with(
+                AcquireOptions::new()
+                    .owner(owner)
+                    .wait(Duration::from_secs(120)),
+            )
+            .await
+            .expect("the Rust waiter gets its turn");
+        let _ = released.await;
+        guard.unlock().await.expect("the Rust waiter unlocks");
+    });
+    FairWaiter::Rust { release, done }
+}
+
+/// 3 Java and 3 Rust waiters join in a known, alternating order behind a holder on
+/// `holder_side`; every grant goes to exactly the next one in that order, and while Java
+/// waiters wait the queue keys carry no TTL (nothing may expire a Java waiter's place).
+async fn fair_mixed_fifo(version: Redisson, java_holds_first: bool) {
+    let server = RedisServer::start();
+    let client = connect(&server, None).await;
+    let mut peer = java(&server, version, PeerOptions::new()).await;
+    let name = "interop:fifo";
+    let lock = Kind::Fair.rust(&client, name);
+
+    let rust_holder = if java_holds_first {
+        java_lock(&mut peer, "holder", Kind::Fair, name).await;
+        None
+    } else {
+        Some(lock.try_acquire().await.unwrap().expect("free"))
+    };
+    let mut order: Vec<(String, FairWaiter)> = Vec::new();
+    for i in 0..6 {
+        if i % 2 == 0 {
+            let slot = format!("j{i}");
+            let field = peer.owner(&slot).await;
+            peer.send(&slot, &format!("lock fair {name}")).await;
+            wait_for_queue(&server, name, &field, i + 1).await;
+            order.push((field, FairWaiter::Java { slot }));
+        } else {
+            let owner = LockOwner::new();
+            let field = field(&client, owner);
+            let waiter = rust_fair_waiter(lock.clone(), owner);
+            wait_for_queue(&server, name, &field, i + 1).await;
+            order.push((field, waiter));
+        }
+    }
+    assert_eq!(
+        pttl_of(&server, &fair_queue_key(name)).await,
+        -1,
+        "the queue must not expire under the Java waiters"
+    );
+    assert_eq!(pttl_of(&server, &fair_timeout_key(name)).await, -1);
+
+    match rust_holder {
+        Some(guard) => assert_eq!(guard.unlock().await.unwrap(), Released::Unlocked),
+        None => java_unlock(&mut peer, "holder", Kind::Fair, name).await,
+    }
+    let expected: Vec<String> = order.iter().map(|(field, _)| field.clone()).collect();
+    let mut granted = Vec::new();
+    for (field, waiter) in order {
+        let what = format!("the lock goes to the next in line, {field}");
+        support::eventually(&what, PROMPT, || async {
+            !holders(&server, name).await.is_empty()
+        })
+        .await;
+        granted.push(holders(&server, name).await.join(","));
+        assert_eq!(
+            granted.last(),
+            Some(&field),
+            "grants so far {granted:?}, queue order {expected:?}"
+        );
+        match waiter {
+            FairWaiter::Java { slot } => {
+                let reply = peer.reply_within(&slot, PROMPT).await;
+                assert_eq!(reply, "locked");
+                java_unlock(&mut peer, &slot, Kind::Fair, name).await;
+            }
+            FairWaiter::Rust { release, done } => {
+                let _ = release.send(());
+                done.await.unwrap();
+            }
+        }
+    }
+    assert_eq!(granted, expected);
+    assert_clean(&server).await;
+}
+
+both_versions! {
+    fair_mixed_fifo(false) => fair_fifo_behind_rust_newest, fair_fifo_behind_rust_legacy;
+    fair_mixed_fifo(true) => fair_fifo_behind_java_newest, fair_fifo_behind_java_legacy;
+}

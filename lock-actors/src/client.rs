@@ -220,16 +220,19 @@ impl LockClient {
     /// in request order, across every process that uses it.
     ///
     /// Every waiter waits in the Redis queue `redisson_lock_queue:{name}`, with a deadline
-    /// in `redisson_lock_timeout:{name}` that it moves forward every third of
-    /// [`ClientConfig::fair_wait_timeout`] (5 s by default) while it waits. An unlock wakes
-    /// only the next waiter, on its own channel `redisson_lock__channel:{name}:uuid:owner`.
-    /// A waiter that gives up (timeout, cancelled future) leaves the queue at once; one that
-    /// dies is skipped once its deadline passes, so the queue cannot stick; both keys expire
-    /// on their own when nobody waits.
+    /// in `redisson_lock_timeout:{name}` set by Redisson's rule, so Java `RFairLock` waiters
+    /// and ours share one queue in order: the deadline of the waiter ahead (or the lock's
+    /// remaining lease) plus [`ClientConfig::fair_wait_timeout`] (5 min by default, as
+    /// Redisson's), less that allowance again at every grant. An unlock wakes only the next
+    /// waiter, on its own channel `redisson_lock__channel:{name}:uuid:owner`. A waiter that
+    /// gives up (timeout, cancelled future) leaves the queue at once; one that dies is
+    /// skipped once its deadline passes, so the queue cannot stick; both keys vanish when
+    /// the queue is empty.
     ///
     /// What it does not guarantee: order between requests that reach Redis within the same
     /// instant from different processes (Redis decides), order after a waiter was skipped
-    /// as dead (a paused process that comes back joins at the back), and anything across a
+    /// as dead (a paused process, or a live waiter whose turn came later than its deadline,
+    /// joins again at the back), and anything across a
     /// Redis failover. Each waiting owner has an actor of its own
     /// ([`fair_lock_actor`](LockClient::fair_lock_actor)).
     ///

@@ -157,7 +157,7 @@ impl ClientConfig {
             connect_timeout: Duration::from_secs(5),
             response_timeout: Duration::from_secs(3),
             max_name_len: 4096,
-            fair_wait_timeout: Duration::from_secs(5),
+            fair_wait_timeout: Duration::from_secs(5 * 60),
             deployment: Deployment::Standalone,
             sharded_subscription: ShardedSubscriptionMode::Auto,
             replica_sync: None,
@@ -413,9 +413,12 @@ impl ClientConfig {
         self
     }
 
-    /// How long a fair lock waiter may go without a sign of life before other waiters skip
-    /// it (a waiter that died in the queue). Live waiters show one every third of it.
-    /// Default 5 s, as Redisson's `threadWaitTime`.
+    /// The fair lock's wait allowance per waiter, Redisson's `fairLockWaitTimeout` (its
+    /// `threadWaitTime` in 3.x): a waiter's deadline in the queue is the deadline of the one
+    /// ahead of it (or the lock's remaining lease) plus this, and every grant takes it off
+    /// every deadline left. A waiter whose deadline passes at the head of the queue is
+    /// skipped as dead (a live one that is skipped joins again at the back). Default 5 min,
+    /// as Redisson's; set it to the same value as the Java services that share the locks.
     ///
     /// ```
     /// # use actix_distributed_lock::ClientConfig;

@@ -1,7 +1,7 @@
 -- Delete a fair lock whoever holds it, and wake the next live waiter in line on its own
+-- channel (a fair lock's waiters do not listen on the lock's channel).
 -- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
 -- that sets it first (classic or sharded pub/sub, see connection.rs).
--- channel (a fair lock's waiters do not listen on the lock's channel).
 --
 -- | KEYS[1] | the lock's hash                                                        |
 -- | KEYS[2] | the lock's channel; waiter w listens on `<KEYS[2]>:w`                 |

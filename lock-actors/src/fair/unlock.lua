@@ -1,7 +1,7 @@
 -- Release one hold of a fair lock; when it is freed, wake only the next waiter in line,
+-- on that waiter's own channel.
 -- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
 -- that sets it first (classic or sharded pub/sub, see connection.rs).
--- on that waiter's own channel.
 --
 -- | KEYS[1] | the lock's hash                                                        |
 -- | KEYS[2] | the lock's channel `redisson_lock__channel:{name}`; waiter w listens  |

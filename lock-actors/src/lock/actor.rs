@@ -328,10 +328,13 @@ impl LockActor {
         let Some(owner) = self.owner else {
             return;
         };
-        let Some(invocation) =
-            self.kind
-                .withdraw(&self.name, &self.field(owner), self.node.commands.pubsub)
-        else {
+        let allowance_ms = self.node.config.fair_wait_timeout.as_millis() as u64;
+        let Some(invocation) = self.kind.withdraw(
+            &self.name,
+            &self.field(owner),
+            allowance_ms,
+            self.node.commands.pubsub,
+        ) else {
             return;
         };
         self.withdraw_in_flight = true;
@@ -634,7 +637,8 @@ impl LockActor {
                     .map(Duration::from_millis)
                     .unwrap_or(NO_TTL_POLL);
                 if self.kind.per_owner() {
-                    // A fair waiter calls again before its queue deadline passes.
+                    // A fair waiter also polls every third of its allowance, so a lost
+                    // wake-up on its own channel costs no more than that.
                     ttl = ttl.min(self.node.config.fair_wait_timeout / 3);
                 }
                 self.sleep_for(ttl.min(until_deadline), ctx);

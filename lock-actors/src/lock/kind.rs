@@ -316,12 +316,14 @@ impl LockKind {
         Some(cmd)
     }
 
-    /// The fair lock's call that takes `field` out of its queue (a waiter that gave up);
+    /// The fair lock's call that takes `field` out of its queue (a waiter that gave up;
+    /// `allowance_ms` is the fair wait allowance, taken off every deadline behind it);
     /// `None` for kinds without a queue in Redis.
     pub(crate) fn withdraw(
         self,
         name: &LockName,
         field: &str,
+        allowance_ms: u64,
         pubsub: PubSub,
     ) -> Option<ScriptCall> {
         if self != LockKind::Fair {
@@ -332,7 +334,8 @@ impl LockKind {
             .key(name.fair_queue_key())
             .key(name.fair_timeout_key())
             .arg(UNLOCK_MESSAGE)
-            .arg(field);
+            .arg(field)
+            .arg(allowance_ms);
         Some(call)
     }
 
