@@ -476,14 +476,41 @@ async fn holders(server: &RedisServer, name: &str) -> Vec<String> {
         .expect("HKEYS")
 }
 
+/// The fair lock's queue, deadlines, Redis' clock and holders, for failure messages.
+async fn fair_state(server: &RedisServer, name: &str) -> String {
+    let mut conn = server.conn().await;
+    let deadlines: Vec<(String, i64)> = redis::cmd("ZRANGE")
+        .arg(fair_timeout_key(name))
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query_async(&mut conn)
+        .await
+        .expect("ZRANGE");
+    format!(
+        "queue {:?}, deadlines {deadlines:?}, now {}, holders {:?}",
+        fair_queue(server, name).await,
+        redis_now_ms(server).await,
+        holders(server, name).await
+    )
+}
+
 /// Waits until `waiter` is the `len`-th entry of the queue.
 async fn wait_for_queue(server: &RedisServer, name: &str, waiter: &str, len: usize) {
-    let what = format!("{waiter} joins the queue of {name} as entry {len}");
-    support::eventually(&what, PROMPT, || async {
+    let deadline = Instant::now() + PROMPT;
+    loop {
         let queue = fair_queue(server, name).await;
-        queue.len() == len && queue.last().map(String::as_str) == Some(waiter)
-    })
-    .await;
+        if queue.len() == len && queue.last().map(String::as_str) == Some(waiter) {
+            return;
+        }
+        if Instant::now() > deadline {
+            panic!(
+                "{waiter} did not join the queue of {name} as entry {len}: {}",
+                fair_state(server, name).await
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 /// A waiter in the mixed fair queue.
@@ -591,4 +618,164 @@ async fn fair_mixed_fifo(version: Redisson, java_holds_first: bool) {
 both_versions! {
     fair_mixed_fifo(false) => fair_fifo_behind_rust_newest, fair_fifo_behind_rust_legacy;
     fair_mixed_fifo(true) => fair_fifo_behind_java_newest, fair_fifo_behind_java_legacy;
+}
+
+async fn zscore(server: &RedisServer, key: &str, member: &str) -> Option<i64> {
+    let mut conn = server.conn().await;
+    redis::cmd("ZSCORE")
+        .arg(key)
+        .arg(member)
+        .query_async::<Option<f64>>(&mut conn)
+        .await
+        .expect("ZSCORE")
+        .map(|score| score as i64)
+}
+
+/// Redis' clock in milliseconds (the clock of the deadlines).
+async fn redis_now_ms(server: &RedisServer) -> i64 {
+    let mut conn = server.conn().await;
+    let (secs, micros): (i64, i64) = redis::cmd("TIME")
+        .query_async(&mut conn)
+        .await
+        .expect("TIME");
+    secs * 1000 + micros / 1000
+}
+
+/// Waits until `field` holds the fair lock `name`.
+async fn wait_for_holder(server: &RedisServer, name: &str, field: &str) {
+    let what = format!("{field} holds {name}");
+    support::eventually(&what, Duration::from_secs(20), || async {
+        holders(server, name).await == [field.to_string()]
+    })
+    .await;
+}
+
+/// A waiter dies mid-queue (a Java one SIGKILLed, or a Rust client that stops without a
+/// word): the live waiters keep their order, the one behind the dead is held up no longer
+/// than the dead one's deadline (Redisson's rule), and no Rust call moves a live Java
+/// waiter's deadline by anything but the allowance Redisson's rule takes off at a grant.
+async fn fair_dead_waiter(version: Redisson, java_dies: bool) {
+    let allowance = Duration::from_secs(3);
+    let allowance_ms = allowance.as_millis() as i64;
+    let server = RedisServer::start();
+    let tune = |c: ClientConfig| {
+        c.fair_wait_timeout(allowance)
+            .watchdog_timeout(SHORT_WATCHDOG)
+    };
+    let client = LockClient::connect(tune(ClientConfig::new(server.url())))
+        .await
+        .unwrap();
+    let dying_client = LockClient::connect(tune(ClientConfig::new(server.url())))
+        .await
+        .unwrap();
+    let options = || PeerOptions::new().fair_wait(allowance);
+    let mut peer = java(&server, version, options()).await;
+    let mut dying_peer = java(&server, version, options()).await;
+    let name = "interop:dead";
+    let lock = Kind::Fair.rust(&client, name);
+    let holder = lock.try_acquire().await.unwrap().expect("free");
+
+    // The queue: R1, D (the one that dies), J2, R2.
+    let r1 = LockOwner::new();
+    let r1_field = field(&client, r1);
+    let r1_waiter = rust_fair_waiter(lock.clone(), r1);
+    wait_for_queue(&server, name, &r1_field, 1).await;
+    let dead_field = if java_dies {
+        let field = dying_peer.owner("d").await;
+        dying_peer.send("d", &format!("lock fair {name}")).await;
+        field
+    } else {
+        let owner = LockOwner::new();
+        let dying_lock = Kind::Fair.rust(&dying_client, name);
+        tokio::spawn(async move {
+            let _ = dying_lock
+                .acquire_with(
+                    AcquireOptions::new()
+                        .owner(owner)
+                        .wait(Duration::from_secs(60)),
+                )
+                .await;
+        });
+        field(&dying_client, owner)
+    };
+    wait_for_queue(&server, name, &dead_field, 2).await;
+    let j2_field = peer.owner("j2").await;
+    peer.send("j2", &format!("lock fair {name}")).await;
+    wait_for_queue(&server, name, &j2_field, 3).await;
+    let j2_deadline = zscore(&server, &fair_timeout_key(name), &j2_field).await;
+    let r2 = LockOwner::new();
+    let r2_field = field(&client, r2);
+    let r2_waiter = rust_fair_waiter(lock.clone(), r2);
+    wait_for_queue(&server, name, &r2_field, 4).await;
+    assert_eq!(
+        zscore(&server, &fair_timeout_key(name), &j2_field).await,
+        j2_deadline,
+        "a Rust waiter joining behind moves no Java deadline"
+    );
+
+    if java_dies {
+        dying_peer.kill().await;
+    } else {
+        dying_client.shutdown();
+    }
+    assert_eq!(
+        fair_queue(&server, name).await,
+        [
+            r1_field.clone(),
+            dead_field.clone(),
+            j2_field.clone(),
+            r2_field.clone()
+        ],
+        "the dead waiter keeps its place until its deadline"
+    );
+    assert_eq!(holder.unlock().await.unwrap(), Released::Unlocked);
+    wait_for_holder(&server, name, &r1_field).await;
+    assert_eq!(
+        zscore(&server, &fair_timeout_key(name), &j2_field).await,
+        j2_deadline.map(|d| d - allowance_ms),
+        "a Rust grant takes exactly one allowance off a Java waiter's deadline, as Redisson's does"
+    );
+    // The dead waiter is next: its deadline bounds how long J2 waits behind it.
+    let dead_deadline = zscore(&server, &fair_timeout_key(name), &dead_field)
+        .await
+        .expect("the dead waiter is still queued");
+    let dead_in =
+        Duration::from_millis((dead_deadline - redis_now_ms(&server).await).max(0) as u64);
+    let released_at = Instant::now();
+    let FairWaiter::Rust { release, done } = r1_waiter else {
+        unreachable!()
+    };
+    let _ = release.send(());
+    done.await.unwrap();
+    let Some(reply) = peer.try_reply_within("j2", dead_in + PROMPT).await else {
+        panic!(
+            "J2 never got the lock: {}; the peer said:\n{}",
+            fair_state(&server, name).await,
+            peer.transcript()
+        );
+    };
+    assert_eq!(reply, "locked");
+    let waited = released_at.elapsed();
+    assert!(
+        waited < dead_in + Duration::from_millis(1500),
+        "J2 waited {waited:?} behind a dead waiter whose deadline was {dead_in:?} away"
+    );
+    assert_eq!(holders(&server, name).await, [j2_field.as_str()]);
+    assert!(
+        !fair_queue(&server, name).await.contains(&dead_field),
+        "the dead waiter is gone"
+    );
+    java_unlock(&mut peer, "j2", Kind::Fair, name).await;
+    wait_for_holder(&server, name, &r2_field).await;
+    let FairWaiter::Rust { release, done } = r2_waiter else {
+        unreachable!()
+    };
+    let _ = release.send(());
+    done.await.unwrap();
+    assert_clean(&server).await;
+}
+
+both_versions! {
+    fair_dead_waiter(true) => fair_dead_java_waiter_newest, fair_dead_java_waiter_legacy;
+    fair_dead_waiter(false) => fair_dead_rust_waiter_newest, fair_dead_rust_waiter_legacy;
 }

@@ -4,19 +4,28 @@
 -- | KEYS[1] | the lock's hash; field = owner, value = hold count                    |
 -- | KEYS[2] | the queue `redisson_lock_queue:{name}` (owner fields, oldest first)   |
 -- | KEYS[3] | the deadlines `redisson_lock_timeout:{name}` (owner → ms it ages out) |
+-- | KEYS[4] | the lock's channel; waiter w listens on `<KEYS[4]>:w`                 |
 -- | ARGV[1] | lease in milliseconds                                                  |
 -- | ARGV[2] | owner field `uuid:owner`                                               |
 -- | ARGV[3] | the wait allowance per waiter (Redisson's `fairLockWaitTimeout`)       |
+-- | ARGV[4] | the message that wakes a waiter (`0`)                                  |
 -- | returns | nil: acquired; integer: ms to wait at most before calling again        |
+-- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
+-- that sets it first (classic or sharded pub/sub, see connection.rs).
 --
 -- Redisson's rule, so one queue serves both languages: a waiter joins with the deadline
 -- (the previous waiter's deadline, or the lock's PTTL when first) + ARGV[3] + now, and never
 -- moves it; every grant takes ARGV[3] off every deadline left; heads whose deadline passed
 -- (dead waiters) are dropped. The keys carry no TTL: they vanish as the queue empties.
 -- Time comes from Redis (Redisson uses its client's clock; keep the clocks in sync).
+--
+-- Where this call drops dead heads and the lock is free, it wakes the new head on its own
+-- channel: a Redisson 3.x waiter may sleep until its own deadline, and would be dropped in
+-- turn by whoever calls first after it.
 local clock = redis.call('time')
 local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 local allowance = tonumber(ARGV[3])
+local dropped = false
 while true do
     local head = redis.call('lindex', KEYS[2], 0)
     if not head then
@@ -28,9 +37,13 @@ while true do
     end
     redis.call('lpop', KEYS[2])
     redis.call('zrem', KEYS[3], head)
+    dropped = true
 end
 if redis.call('exists', KEYS[1]) == 0 then
     local head = redis.call('lindex', KEYS[2], 0)
+    if head and head ~= ARGV[2] and dropped then
+        redis.call(publish_command, KEYS[4] .. ':' .. head, ARGV[4])
+    end
     if not head or head == ARGV[2] then
         if head then
             redis.call('lpop', KEYS[2])

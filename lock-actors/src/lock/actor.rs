@@ -560,6 +560,7 @@ impl LockActor {
             lease_ms,
             head.fenced,
             patience_ms,
+            self.node.commands.pubsub,
         );
         self.attempt_in_flight = true;
         self.wake_pending = false;

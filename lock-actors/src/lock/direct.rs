@@ -191,7 +191,14 @@ impl Direct {
         let lease = fixed.unwrap_or_else(|| self.watchdog_lease());
         let field = self.kind.field(self.node.owner_field(owner));
         let lease_ms = lease.as_millis() as u64;
-        let call = self.kind.acquire(&self.name, &field, lease_ms, fenced, 0);
+        let call = self.kind.acquire(
+            &self.name,
+            &field,
+            lease_ms,
+            fenced,
+            0,
+            self.node.commands.pubsub,
+        );
         // A first try that finds the lock free takes it without Lua where the kind can.
         let plain = self
             .kind

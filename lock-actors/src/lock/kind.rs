@@ -92,8 +92,8 @@ static WRITE_RECONCILE: LazyLock<PublishingScript> = LazyLock::new(|| {
         include_str!("../rwlock/write_unlock.lua"),
     ])
 });
-static FAIR_ACQUIRE: LazyLock<Script> =
-    LazyLock::new(|| script(&[include_str!("../fair/acquire.lua")]));
+static FAIR_ACQUIRE: LazyLock<PublishingScript> =
+    LazyLock::new(|| PublishingScript::new(&[include_str!("../fair/acquire.lua")]));
 static FAIR_UNLOCK: LazyLock<PublishingScript> =
     LazyLock::new(|| PublishingScript::new(&[include_str!("../fair/unlock.lua")]));
 static FAIR_RECONCILE: LazyLock<PublishingScript> = LazyLock::new(|| {
@@ -150,7 +150,7 @@ impl PublishingScript {
 /// Every lock script (both flavours of the publishing ones), for loading into Redis's
 /// cache at connect.
 pub(crate) fn all_scripts() -> Vec<&'static Script> {
-    let plain: [&'static Script; 9] = [
+    let plain: [&'static Script; 8] = [
         &REENTRANT_ACQUIRE,
         &FENCED_ACQUIRE,
         &REENTRANT_RENEW,
@@ -159,9 +159,9 @@ pub(crate) fn all_scripts() -> Vec<&'static Script> {
         &READ_ACQUIRE,
         &READ_RENEW,
         &WRITE_ACQUIRE,
-        &FAIR_ACQUIRE,
     ];
-    let publishing: [&'static PublishingScript; 13] = [
+    let publishing: [&'static PublishingScript; 14] = [
+        &FAIR_ACQUIRE,
         &REENTRANT_UNLOCK,
         &REENTRANT_RECONCILE,
         &FAST_UNLOCK,
@@ -248,7 +248,8 @@ impl LockKind {
     }
 
     /// The acquire script call; replies nil (acquired), the holder's PTTL (or, for a fair
-    /// lock, how long to wait at most), or `{token}`.
+    /// lock, how long to wait at most), or `{token}`. Only the fair lock's publishes (a wake
+    /// for the new head when it drops dead ones), in the node's `pubsub` flavour.
     pub(crate) fn acquire(
         self,
         name: &LockName,
@@ -256,6 +257,7 @@ impl LockKind {
         lease_ms: u64,
         fenced: bool,
         fair_patience_ms: u64,
+        pubsub: PubSub,
     ) -> ScriptCall {
         let mut call = match (self, fenced) {
             (LockKind::Reentrant, true) => {
@@ -272,8 +274,10 @@ impl LockKind {
             }
             (LockKind::Write, _) => ScriptCall::with_key(&WRITE_ACQUIRE, name.as_str()),
             (LockKind::Fair, _) => {
-                let mut call = ScriptCall::with_key(&FAIR_ACQUIRE, name.as_str());
-                call.key(name.fair_queue_key()).key(name.fair_timeout_key());
+                let mut call = ScriptCall::with_key(FAIR_ACQUIRE.get(pubsub), name.as_str());
+                call.key(name.fair_queue_key())
+                    .key(name.fair_timeout_key())
+                    .key(self.channel(name));
                 call
             }
         };
@@ -283,7 +287,7 @@ impl LockKind {
                 call.arg(LockKind::Write.field(field.to_string()));
             }
             LockKind::Fair => {
-                call.arg(fair_patience_ms);
+                call.arg(fair_patience_ms).arg(UNLOCK_MESSAGE);
             }
             _ => {}
         }
