@@ -779,3 +779,359 @@ both_versions! {
     fair_dead_waiter(true) => fair_dead_java_waiter_newest, fair_dead_java_waiter_legacy;
     fair_dead_waiter(false) => fair_dead_rust_waiter_newest, fair_dead_rust_waiter_legacy;
 }
+
+// ---------------------------------------------------------------------------------------
+// Read-write lock
+// ---------------------------------------------------------------------------------------
+
+/// A Java reader and a Rust reader hold together; a writer on either side excludes both.
+async fn rwlock_sharing(version: Redisson) {
+    let server = RedisServer::start();
+    let client = connect(&server, None).await;
+    let mut peer = java(&server, version, PeerOptions::new()).await;
+    let name = "interop:rw";
+    let rw = client.read_write_lock(name).unwrap();
+
+    peer.expect("r", &format!("lock read {name}"), "locked")
+        .await;
+    let ours = rw
+        .read()
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("readers share");
+    assert!(
+        rw.write().try_acquire().await.unwrap().is_none(),
+        "our writer waits for both readers"
+    );
+    assert_eq!(peer.call("w", &format!("try write {name} 0")).await, "busy");
+    peer.expect("r", &format!("unlock read {name}"), "unlocked")
+        .await;
+    assert_eq!(
+        peer.call("w", &format!("try write {name} 0")).await,
+        "busy",
+        "our reader still reads"
+    );
+    ours.unlock().await.unwrap();
+
+    // A Java writer excludes our reader and writer; ours excludes Java's.
+    peer.expect("w", &format!("lock write {name}"), "locked")
+        .await;
+    assert!(rw.read().try_acquire().await.unwrap().is_none());
+    assert!(rw.write().try_acquire().await.unwrap().is_none());
+    peer.expect("w", &format!("unlock write {name}"), "unlocked")
+        .await;
+    let writer = rw.write().try_acquire().await.unwrap().expect("free");
+    assert_eq!(peer.call("r", &format!("try read {name} 0")).await, "busy");
+    assert_eq!(peer.call("w", &format!("try write {name} 0")).await, "busy");
+    writer.unlock().await.unwrap();
+    assert_clean(&server).await;
+}
+
+/// The last reader's unlock on one side wakes a writer on the other, promptly.
+async fn rwlock_last_reader_wakes_writer(version: Redisson) {
+    let server = RedisServer::start();
+    let client = connect(&server, None).await;
+    let mut peer = java(&server, version, PeerOptions::new()).await;
+    let name = "interop:rw-wake";
+    let rw = client.read_write_lock(name).unwrap();
+    let channel = format!("redisson_rwlock:{{{name}}}");
+
+    // Java reads last; our writer waits.
+    peer.expect("r", &format!("lock read {name}"), "locked")
+        .await;
+    let ours = rw
+        .read()
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("readers share");
+    let writer = {
+        let write = rw.write().clone();
+        tokio::spawn(async move {
+            (
+                write.acquire_timeout(Duration::from_secs(60)).await,
+                Instant::now(),
+            )
+        })
+    };
+    server.wait_for_subscribers(&channel, 1).await;
+    ours.unlock().await.unwrap();
+    assert!(!writer.is_finished(), "Java still reads");
+    let unlocked_at = Instant::now();
+    peer.expect("r", &format!("unlock read {name}"), "unlocked")
+        .await;
+    let (guard, granted_at) = tokio::time::timeout(PROMPT, writer).await.unwrap().unwrap();
+    let guard = guard.expect("our writer gets it");
+    assert!(
+        granted_at - unlocked_at < WAKE_BOUND,
+        "Java's last read unlock woke our writer after {:?}",
+        granted_at - unlocked_at
+    );
+    guard.unlock().await.unwrap();
+
+    // We read last; the Java writer waits.
+    peer.expect("r", &format!("lock read {name}"), "locked")
+        .await;
+    let ours = rw
+        .read()
+        .try_acquire()
+        .await
+        .unwrap()
+        .expect("readers share");
+    peer.send("w", &format!("lock write {name}")).await;
+    server.wait_for_subscribers(&channel, 1).await;
+    peer.expect("r", &format!("unlock read {name}"), "unlocked")
+        .await;
+    assert_eq!(
+        peer.try_reply_within("w", Duration::from_millis(200)).await,
+        None,
+        "we still read"
+    );
+    let unlocked_at = Instant::now();
+    ours.unlock().await.unwrap();
+    assert_eq!(peer.reply_within("w", PROMPT).await, "locked");
+    assert!(
+        unlocked_at.elapsed() < WAKE_BOUND,
+        "our last read unlock woke Java's writer after {:?}",
+        unlocked_at.elapsed()
+    );
+    peer.expect("w", &format!("unlock write {name}"), "unlocked")
+        .await;
+    assert_clean(&server).await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Fenced lock
+// ---------------------------------------------------------------------------------------
+
+/// Tokens strictly increase across interleaved Java and Rust grants of one name.
+async fn fenced_tokens_increase(version: Redisson) {
+    let server = RedisServer::start();
+    let client = connect(&server, None).await;
+    let mut peer = java(&server, version, PeerOptions::new()).await;
+    let name = "interop:fence";
+    let lock = Kind::Fenced.rust(&client, name);
+    let mut tokens = Vec::new();
+    for round in 0..6 {
+        if round % 2 == 0 {
+            let reply = peer.call("a", &format!("lock fenced {name}")).await;
+            let token: u64 = reply
+                .strip_prefix("locked ")
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_else(|| panic!("java fenced lock: {reply}"));
+            tokens.push(("java", token));
+            java_unlock(&mut peer, "a", Kind::Fenced, name).await;
+        } else {
+            let guard = lock.acquire_timeout(PROMPT).await.unwrap();
+            tokens.push((
+                "rust",
+                guard.fencing_token().expect("a fenced guard has a token"),
+            ));
+            guard.unlock().await.unwrap();
+        }
+    }
+    for pair in tokens.windows(2) {
+        assert!(
+            pair[0].1 < pair[1].1,
+            "tokens must strictly increase: {tokens:?}"
+        );
+    }
+    assert_clean(&server).await;
+}
+
+// ---------------------------------------------------------------------------------------
+// Semaphores
+// ---------------------------------------------------------------------------------------
+
+async fn java_available(peer: &mut JavaPeer, command: &str) -> i64 {
+    let reply = peer.call("s", command).await;
+    reply
+        .strip_prefix("available ")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("java {command}: {reply}"))
+}
+
+/// Permits set on one side are seen on the other; mixed acquires never exceed them; a
+/// release on one side wakes a waiter on the other.
+async fn semaphore_shared(version: Redisson) {
+    let server = RedisServer::start();
+    let client = connect(&server, None).await;
+    let mut peer = java(&server, version, PeerOptions::new()).await;
+    let name = "interop:sem";
+    let sem = client.semaphore(name).unwrap();
+    let channel = format!("redisson_sc:{{{name}}}");
+
+    peer.expect("s", &format!("sem_try_set {name} 2"), "set true")
+        .await;
+    assert_eq!(
+        sem.available_permits().await.unwrap(),
+        2,
+        "Java's permits, seen by us"
+    );
+    assert!(!sem.try_set_permits(5).await.unwrap(), "already set");
+    let ours = sem.try_acquire(1).await.unwrap().expect("a permit is free");
+    peer.expect("a", &format!("sem_try {name} 1 0"), "acquired")
+        .await;
+    assert!(
+        sem.try_acquire(1).await.unwrap().is_none(),
+        "never more than 2 in all"
+    );
+    assert_eq!(peer.call("a", &format!("sem_try {name} 1 0")).await, "busy");
+    assert_eq!(
+        java_available(&mut peer, &format!("sem_available {name}")).await,
+        0
+    );
+
+    // Our release wakes a Java waiter.
+    peer.send("b", &format!("sem_acquire {name} 1")).await;
+    server.wait_for_subscribers(&channel, 1).await;
+    let released_at = Instant::now();
+    ours.release().await.unwrap();
+    assert_eq!(peer.reply_within("b", PROMPT).await, "acquired");
+    assert!(
+        released_at.elapsed() < WAKE_BOUND,
+        "our release woke Java after {:?}",
+        released_at.elapsed()
+    );
+
+    // Java's release wakes ours.
+    let waiter = {
+        let sem = sem.clone();
+        tokio::spawn(async move {
+            (
+                sem.acquire_timeout(1, Duration::from_secs(60)).await,
+                Instant::now(),
+            )
+        })
+    };
+    server.wait_for_subscribers(&channel, 1).await;
+    let released_at = Instant::now();
+    peer.expect("b", &format!("sem_release {name} 1"), "released")
+        .await;
+    let (permit, granted_at) = tokio::time::timeout(PROMPT, waiter).await.unwrap().unwrap();
+    let permit = permit.expect("our waiter gets the permit");
+    assert!(
+        granted_at - released_at < WAKE_BOUND,
+        "Java's release woke us after {:?}",
+        granted_at - released_at
+    );
+    permit.release().await.unwrap();
+    peer.expect("a", &format!("sem_release {name} 1"), "released")
+        .await;
+    assert_eq!(sem.available_permits().await.unwrap(), 2);
+    assert_eq!(
+        java_available(&mut peer, &format!("sem_available {name}")).await,
+        2
+    );
+}
+
+/// Permit ids cross languages: permits set here are Java's to take; a Java permit with a
+/// lease expires and comes back to us, ours to Java the same way; a release by id works
+/// from the other side; a release on one side wakes a waiter on the other.
+async fn expirable_semaphore_shared(version: Redisson) {
+    let server = RedisServer::start();
+    let client = connect(&server, None).await;
+    let mut peer = java(&server, version, PeerOptions::new()).await;
+    let name = "interop:psem";
+    let sem = client.expirable_semaphore(name).unwrap();
+    let lease = Duration::from_millis(1000);
+
+    assert!(sem.try_set_permits(1).await.unwrap());
+    assert_eq!(
+        java_available(&mut peer, &format!("psem_available {name}")).await,
+        1
+    );
+    // A Java permit with a lease: we wait, and get it when it expires.
+    let asked_at = Instant::now();
+    let reply = peer
+        .call("a", &format!("psem_acquire {name} {}", lease.as_millis()))
+        .await;
+    assert!(reply.starts_with("permit "), "java psem_acquire: {reply}");
+    let taken_at = Instant::now();
+    assert!(sem.try_acquire().await.unwrap().is_none());
+    let ours = sem
+        .acquire_with(
+            actix_distributed_lock::PermitOptions::new()
+                .wait(Duration::from_secs(10))
+                .lease(lease),
+        )
+        .await
+        .expect("the Java permit expires and comes back");
+    // The lease runs from Java's call (its clock), between these two instants.
+    let (since_ask, since_reply) = (asked_at.elapsed(), taken_at.elapsed());
+    assert!(
+        since_ask >= lease - Duration::from_millis(50)
+            && since_reply < lease + Duration::from_millis(1500),
+        "got it {since_ask:?} after asking Java, {since_reply:?} after Java had it"
+    );
+    // Ours expires the same way for Java.
+    assert_eq!(peer.call("a", &format!("psem_try {name} 0")).await, "busy");
+    let reply = peer.call("a", &format!("psem_try {name} 10000")).await;
+    assert!(reply.starts_with("permit "), "java psem_try: {reply}");
+    drop(ours); // already expired in Redis
+    let java_id = reply.trim_start_matches("permit ").to_string();
+    // A release by id from our side frees Java's permit.
+    sem.release(&java_id)
+        .await
+        .expect("we release Java's permit by its id");
+    assert_eq!(
+        java_available(&mut peer, &format!("psem_available {name}")).await,
+        1
+    );
+
+    // Our release wakes a Java waiter, and Java's wakes ours.
+    let ours = sem.try_acquire().await.unwrap().expect("free");
+    peer.send("b", &format!("psem_acquire {name}")).await;
+    server
+        .wait_for_subscribers(&format!("redisson_sc:{{{name}}}"), 1)
+        .await;
+    let released_at = Instant::now();
+    ours.release().await.unwrap();
+    let reply = peer.reply_within("b", PROMPT).await;
+    assert!(reply.starts_with("permit "), "java psem_acquire: {reply}");
+    assert!(
+        released_at.elapsed() < WAKE_BOUND,
+        "our release woke Java after {:?}",
+        released_at.elapsed()
+    );
+    let java_id = reply.trim_start_matches("permit ").to_string();
+    let waiter = {
+        let sem = sem.clone();
+        tokio::spawn(async move {
+            (
+                sem.acquire_timeout(Duration::from_secs(60)).await,
+                Instant::now(),
+            )
+        })
+    };
+    server
+        .wait_for_subscribers(&format!("redisson_sc:{{{name}}}"), 1)
+        .await;
+    let released_at = Instant::now();
+    peer.expect("b", &format!("psem_release {name} {java_id}"), "released")
+        .await;
+    let (permit, granted_at) = tokio::time::timeout(PROMPT, waiter).await.unwrap().unwrap();
+    assert!(
+        granted_at - released_at < WAKE_BOUND,
+        "Java's release woke us after {:?}",
+        granted_at - released_at
+    );
+    permit
+        .expect("our waiter gets the permit")
+        .release()
+        .await
+        .unwrap();
+    assert_eq!(
+        java_available(&mut peer, &format!("psem_available {name}")).await,
+        1
+    );
+}
+
+both_versions! {
+    rwlock_sharing() => rwlock_readers_share_writers_exclude_newest, rwlock_readers_share_writers_exclude_legacy;
+    rwlock_last_reader_wakes_writer() => rwlock_last_reader_wakes_writer_newest, rwlock_last_reader_wakes_writer_legacy;
+    fenced_tokens_increase() => fenced_tokens_increase_newest, fenced_tokens_increase_legacy;
+    semaphore_shared() => semaphore_shared_newest, semaphore_shared_legacy;
+    expirable_semaphore_shared() => expirable_semaphore_shared_newest, expirable_semaphore_shared_legacy;
+}
