@@ -4,12 +4,18 @@
 //!
 //! ```text
 //! lock_holder <redis-url> <lock-name> [--watchdog-ms N] [--lease-ms N] [--kind KIND]
+//!             [--count N --counter KEY]
 //! ```
 //!
 //! - Takes `<lock-name>` with the watchdog (lease `--watchdog-ms`, default 30 000, renewed
 //!   every third of it), or with a fixed lease of `--lease-ms` and no watchdog.
-//! - `--kind` picks the lock: `reentrant` (the default), `fast`, `read` or `write` (the two
-//!   sides of the read-write lock `<lock-name>`).
+//! - `--kind` picks the lock: `reentrant` (the default), `fast`, `fair`, `fenced`, `read` or
+//!   `write` (the two sides of the read-write lock `<lock-name>`).
+//! - `--count N --counter KEY` runs a counter loop instead: N times take the lock, read the
+//!   integer at the plain key KEY, write it back plus one, unlock; then print `counted N`
+//!   and exit. The read and the write are two commands, so only the lock keeps the count
+//!   exact (the interop tests run it beside Redisson doing the same).
+//! - `<redis-url>` may be several URLs separated by commas: the nodes of a Redis Cluster.
 //! - Prints one line `acquired <client-id> <owner-id>`: in Redis a reentrant lock is the hash
 //!   `<lock-name>` with the field `<client-id>:<owner-id>` (a reader's field is the same, a
 //!   writer's ends in `:write`; a fast lock is a string with that value).
@@ -36,14 +42,17 @@ use std::process::ExitCode;
 use std::time::Duration;
 use tokio::sync::mpsc;
 
-const USAGE: &str = "usage: lock_holder <redis-url> <lock-name> [--watchdog-ms N] [--lease-ms N] \
-                     [--kind reentrant|fast|read|write]";
+const USAGE: &str = "usage: lock_holder <redis-url>[,<url>...] <lock-name> [--watchdog-ms N] \
+                     [--lease-ms N] [--kind reentrant|fast|fair|fenced|read|write] \
+                     [--count N --counter KEY]";
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
 /// What the command line asks for.
 struct Args {
     url: String,
+    /// `Some((n, key))`: run the counter loop.
+    count: Option<(u64, String)>,
     name: String,
     watchdog: Duration,
     /// `Some`: a fixed lease, no watchdog.
@@ -56,6 +65,8 @@ struct Args {
 enum Kind {
     Reentrant,
     Fast,
+    Fair,
+    Fenced,
     Read,
     Write,
 }
@@ -65,10 +76,12 @@ impl Kind {
         match value {
             "reentrant" => Ok(Kind::Reentrant),
             "fast" => Ok(Kind::Fast),
+            "fair" => Ok(Kind::Fair),
+            "fenced" => Ok(Kind::Fenced),
             "read" => Ok(Kind::Read),
             "write" => Ok(Kind::Write),
             _ => Err(format!(
-                "--kind: `{value}` is not one of reentrant, fast, read, write"
+                "--kind: `{value}` is not one of reentrant, fast, fair, fenced, read, write"
             )),
         }
     }
@@ -77,6 +90,8 @@ impl Kind {
         match self {
             Kind::Reentrant => client.lock(name),
             Kind::Fast => client.fast_lock(name),
+            Kind::Fair => client.fair_lock(name),
+            Kind::Fenced => client.fenced_lock(name),
             Kind::Read => Ok(client.read_write_lock(name)?.read().clone()),
             Kind::Write => Ok(client.read_write_lock(name)?.write().clone()),
         }
@@ -89,6 +104,8 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut watchdog = ClientConfig::new(url.as_str()).watchdog_timeout_value();
     let mut lease = None;
     let mut kind = Kind::Reentrant;
+    let mut count = None;
+    let mut counter = None;
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let ms = || -> Result<Duration, String> {
@@ -101,11 +118,25 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--watchdog-ms" => watchdog = ms()?,
             "--lease-ms" => lease = Some(ms()?),
             "--kind" => kind = Kind::parse(&value)?,
+            "--count" => {
+                count = Some(
+                    value
+                        .parse::<u64>()
+                        .map_err(|_| format!("--count: `{value}` is not a number"))?,
+                )
+            }
+            "--counter" => counter = Some(value),
             _ => return Err(format!("unknown option `{flag}`")),
         }
     }
+    let count = match (count, counter) {
+        (Some(n), Some(key)) => Some((n, key)),
+        (None, None) => None,
+        _ => return Err("--count and --counter go together".into()),
+    };
     Ok(Args {
         url,
+        count,
         name,
         watchdog,
         lease,
@@ -137,12 +168,73 @@ fn stdin_lines() -> mpsc::UnboundedReceiver<String> {
     rx
 }
 
+/// The counter loop of `--count N --counter KEY`.
+async fn count(args: &Args, lock: &Lock, options: &AcquireOptions) -> Result<(), Failure> {
+    let Some((n, key)) = &args.count else {
+        return Ok(());
+    };
+    let urls: Vec<&str> = args.url.split(',').collect();
+    if urls.len() > 1 {
+        let cluster = redis::cluster::ClusterClient::new(urls)?;
+        count_on(
+            cluster.get_async_connection().await?,
+            lock,
+            options,
+            *n,
+            key,
+        )
+        .await
+    } else {
+        let client = redis::Client::open(args.url.as_str())?;
+        count_on(
+            client.get_multiplexed_async_connection().await?,
+            lock,
+            options,
+            *n,
+            key,
+        )
+        .await
+    }
+}
+
+async fn count_on(
+    mut conn: impl redis::aio::ConnectionLike,
+    lock: &Lock,
+    options: &AcquireOptions,
+    n: u64,
+    key: &str,
+) -> Result<(), Failure> {
+    for _ in 0..n {
+        let guard = lock.acquire_with(options.clone()).await?;
+        let value: Option<u64> = redis::cmd("GET").arg(key).query_async(&mut conn).await?;
+        let () = redis::cmd("SET")
+            .arg(key)
+            .arg(value.unwrap_or(0) + 1)
+            .query_async(&mut conn)
+            .await?;
+        guard.unlock().await?;
+    }
+    say(&format!("counted {n}"));
+    Ok(())
+}
+
 async fn run(args: Args) -> Result<(), Failure> {
-    let config = ClientConfig::new(args.url.as_str()).watchdog_timeout(args.watchdog);
-    let client = LockClient::connect(config).await?;
+    let urls: Vec<&str> = args.url.split(',').collect();
+    let config = if urls.len() > 1 {
+        ClientConfig::cluster(urls)
+    } else {
+        ClientConfig::new(args.url.as_str())
+    };
+    let client = LockClient::connect(config.watchdog_timeout(args.watchdog)).await?;
     let mut options = AcquireOptions::new();
     if let Some(lease) = args.lease {
         options = options.lease(lease);
+    }
+    if args.count.is_some() {
+        // A generous bound per acquire: the loop shares the lock with other processes.
+        options = options.wait(Duration::from_secs(120));
+        let lock = args.kind.lock(&client, &args.name)?;
+        return count(&args, &lock, &options).await;
     }
     let guard = args
         .kind

@@ -1135,3 +1135,105 @@ both_versions! {
     semaphore_shared() => semaphore_shared_newest, semaphore_shared_legacy;
     expirable_semaphore_shared() => expirable_semaphore_shared_newest, expirable_semaphore_shared_legacy;
 }
+
+// ---------------------------------------------------------------------------------------
+// Stress: 2 Java and 2 Rust processes, 500 increments each under one lock
+// ---------------------------------------------------------------------------------------
+
+/// How many increments each of the four processes makes.
+const INCREMENTS: u64 = 500;
+/// Bound for a whole counter loop, on a busy 2-core machine.
+const STRESS_BOUND: Duration = Duration::from_secs(300);
+
+impl Kind {
+    /// `lock_holder --kind` for it.
+    fn holder_kind(self) -> &'static str {
+        match self {
+            Kind::Lock => "reentrant",
+            Kind::Fair => "fair",
+            Kind::Write => "write",
+            Kind::Fenced => "fenced",
+        }
+    }
+}
+
+/// A `lock_holder --count` process: its counter loop's outcome.
+async fn rust_counter(urls: &str, kind: Kind, name: &str, counter: &str) -> Result<(), String> {
+    let output = tokio::process::Command::new(support::lock_holder_binary())
+        .args([urls, name, "--kind", kind.holder_kind(), "--count"])
+        .arg(INCREMENTS.to_string())
+        .args(["--counter", counter])
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(STRESS_BOUND, output)
+        .await
+        .map_err(|_| format!("a Rust counter loop took over {STRESS_BOUND:?}"))?
+        .map_err(|e| format!("run lock_holder: {e}"))?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if output.status.success() && stdout.trim() == format!("counted {INCREMENTS}") {
+        Ok(())
+    } else {
+        Err(format!(
+            "lock_holder --count: {}; stdout {stdout}; stderr {}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        ))
+    }
+}
+
+async fn get_counter(conn: &mut impl redis::aio::ConnectionLike, counter: &str) -> Option<u64> {
+    redis::cmd("GET")
+        .arg(counter)
+        .query_async(conn)
+        .await
+        .expect("GET counter")
+}
+
+/// Four processes, two of each language, increment one counter under one lock: the count
+/// is exact and no lock key is left.
+async fn stress(version: Redisson, kind: Kind) {
+    let server = RedisServer::start();
+    let name = "interop:stress";
+    let counter = "interop:stress:counter";
+    let mut peers = Vec::new();
+    for _ in 0..2 {
+        peers.push(java(&server, version, PeerOptions::new()).await);
+    }
+    let url = server.url();
+    let rust = [
+        rust_counter(&url, kind, name, counter),
+        rust_counter(&url, kind, name, counter),
+    ];
+    let command = format!("count {} {name} {counter} {INCREMENTS}", kind.java());
+    for peer in &mut peers {
+        peer.send("c", &command).await;
+    }
+    let java = async {
+        for peer in &peers {
+            assert_eq!(
+                peer.reply_within("c", STRESS_BOUND).await,
+                format!("counted {INCREMENTS}")
+            );
+        }
+    };
+    let (rust, ()) = tokio::join!(futures_util::future::join_all(rust), java);
+    for outcome in rust {
+        outcome.unwrap();
+    }
+    let mut conn = server.conn().await;
+    assert_eq!(get_counter(&mut conn, counter).await, Some(4 * INCREMENTS));
+    let () = redis::cmd("DEL")
+        .arg(counter)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_clean(&server).await;
+}
+
+both_versions! {
+    stress(Kind::Lock) => lock_stress_newest, lock_stress_legacy;
+    stress(Kind::Fair) => fair_stress_newest, fair_stress_legacy;
+    stress(Kind::Write) => write_stress_newest, write_stress_legacy;
+    stress(Kind::Fenced) => fenced_stress_newest, fenced_stress_legacy;
+}
