@@ -205,7 +205,7 @@ async fn count_on(
     key: &str,
 ) -> Result<(), Failure> {
     for _ in 0..n {
-        let guard = lock.acquire_with(options.clone()).await?;
+        let guard = lock.acquire_with(*options).await?;
         let value: Option<u64> = redis::cmd("GET").arg(key).query_async(&mut conn).await?;
         let () = redis::cmd("SET")
             .arg(key)
