@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! lock_holder <redis-url> <lock-name> [--watchdog-ms N] [--lease-ms N] [--kind KIND]
-//!             [--count N --counter KEY]
+//!             [--count N --counter KEY] [--pubsub auto|classic]
 //! ```
 //!
 //! - Takes `<lock-name>` with the watchdog (lease `--watchdog-ms`, default 30 000, renewed
@@ -15,7 +15,9 @@
 //!   integer at the plain key KEY, write it back plus one, unlock; then print `counted N`
 //!   and exit. The read and the write are two commands, so only the lock keeps the count
 //!   exact (the interop tests run it beside Redisson doing the same).
-//! - `<redis-url>` may be several URLs separated by commas: the nodes of a Redis Cluster.
+//! - `<redis-url>` may be several URLs separated by commas: the nodes of a Redis Cluster;
+//!   `--pubsub classic` keeps it on classic pub/sub (for Java services on Redisson < 3.23,
+//!   which do not use sharded pub/sub), `auto` (the default) uses sharded pub/sub on Redis 7+.
 //! - Prints one line `acquired <client-id> <owner-id>`: in Redis a reentrant lock is the hash
 //!   `<lock-name>` with the field `<client-id>:<owner-id>` (a reader's field is the same, a
 //!   writer's ends in `:write`; a fast lock is a string with that value).
@@ -36,7 +38,9 @@
 //! redis-cli -p 23456 shutdown nosave
 //! ```
 
-use actix_distributed_lock::{AcquireOptions, ClientConfig, Lock, LockClient, LockError};
+use actix_distributed_lock::{
+    AcquireOptions, ClientConfig, Lock, LockClient, LockError, ShardedSubscriptionMode,
+};
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -44,7 +48,7 @@ use tokio::sync::mpsc;
 
 const USAGE: &str = "usage: lock_holder <redis-url>[,<url>...] <lock-name> [--watchdog-ms N] \
                      [--lease-ms N] [--kind reentrant|fast|fair|fenced|read|write] \
-                     [--count N --counter KEY]";
+                     [--count N --counter KEY] [--pubsub auto|classic]";
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
@@ -53,6 +57,7 @@ struct Args {
     url: String,
     /// `Some((n, key))`: run the counter loop.
     count: Option<(u64, String)>,
+    pubsub: ShardedSubscriptionMode,
     name: String,
     watchdog: Duration,
     /// `Some`: a fixed lease, no watchdog.
@@ -106,6 +111,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut kind = Kind::Reentrant;
     let mut count = None;
     let mut counter = None;
+    let mut pubsub = ShardedSubscriptionMode::Auto;
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let ms = || -> Result<Duration, String> {
@@ -126,6 +132,13 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
                 )
             }
             "--counter" => counter = Some(value),
+            "--pubsub" => {
+                pubsub = match value.as_str() {
+                    "auto" => ShardedSubscriptionMode::Auto,
+                    "classic" => ShardedSubscriptionMode::Off,
+                    _ => return Err(format!("--pubsub: `{value}` is not auto or classic")),
+                }
+            }
             _ => return Err(format!("unknown option `{flag}`")),
         }
     }
@@ -137,6 +150,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     Ok(Args {
         url,
         count,
+        pubsub,
         name,
         watchdog,
         lease,
@@ -225,7 +239,10 @@ async fn run(args: Args) -> Result<(), Failure> {
     } else {
         ClientConfig::new(args.url.as_str())
     };
-    let client = LockClient::connect(config.watchdog_timeout(args.watchdog)).await?;
+    let config = config
+        .watchdog_timeout(args.watchdog)
+        .sharded_subscription(args.pubsub);
+    let client = LockClient::connect(config).await?;
     let mut options = AcquireOptions::new();
     if let Some(lease) = args.lease {
         options = options.lease(lease);

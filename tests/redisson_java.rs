@@ -11,9 +11,11 @@ mod support;
 
 use actix_distributed_lock::{
     AcquireOptions, ClientConfig, Lock, LockClient, LockError, LockOwner, Release, Released,
+    ShardedSubscriptionMode,
 };
 use std::time::{Duration, Instant};
 use support::java_peer::{JavaPeer, PeerOptions, Redisson, Target, PROMPT};
+use support::topology::RedisCluster;
 use support::RedisServer;
 
 /// How soon an unlock on one side must wake a waiter on the other (the lease is 30 s, so
@@ -1159,10 +1161,21 @@ impl Kind {
 
 /// A `lock_holder --count` process: its counter loop's outcome.
 async fn rust_counter(urls: &str, kind: Kind, name: &str, counter: &str) -> Result<(), String> {
+    rust_counter_with(urls, kind, name, counter, &[]).await
+}
+
+async fn rust_counter_with(
+    urls: &str,
+    kind: Kind,
+    name: &str,
+    counter: &str,
+    extra: &[&str],
+) -> Result<(), String> {
     let output = tokio::process::Command::new(support::lock_holder_binary())
         .args([urls, name, "--kind", kind.holder_kind(), "--count"])
         .arg(INCREMENTS.to_string())
         .args(["--counter", counter])
+        .args(extra)
         .stdin(std::process::Stdio::null())
         .kill_on_drop(true)
         .output();
@@ -1236,4 +1249,178 @@ both_versions! {
     stress(Kind::Fair) => fair_stress_newest, fair_stress_legacy;
     stress(Kind::Write) => write_stress_newest, write_stress_legacy;
     stress(Kind::Fenced) => fenced_stress_newest, fenced_stress_legacy;
+}
+
+// ---------------------------------------------------------------------------------------
+// Redis Cluster (3 primaries): exclusion, wake-up, stress
+// ---------------------------------------------------------------------------------------
+
+/// Our pub/sub flavour for a cluster shared with `version`: Redisson 4.x uses sharded pub/sub
+/// on Redis 7+ (its default `shardedSubscriptionMode` AUTO), like ours; Redisson 3.21 only
+/// has classic pub/sub, so a Rust service beside it must be set to classic too.
+fn cluster_pubsub(version: Redisson) -> ShardedSubscriptionMode {
+    match version {
+        Redisson::Newest => ShardedSubscriptionMode::Auto,
+        Redisson::Legacy => ShardedSubscriptionMode::Off,
+    }
+}
+
+async fn cluster_client(cluster: &RedisCluster, version: Redisson) -> LockClient {
+    let config =
+        ClientConfig::cluster(cluster.primary_urls()).sharded_subscription(cluster_pubsub(version));
+    tokio::time::timeout(PROMPT, LockClient::connect(config))
+        .await
+        .expect("the client connects promptly")
+        .expect("the client connects")
+}
+
+/// Subscribers of `channel` anywhere in the cluster, sharded or classic.
+async fn cluster_subscribers(cluster: &RedisCluster, channel: &str) -> i64 {
+    let mut total = cluster.sharded_subscribers(channel);
+    for port in cluster.live_ports() {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).unwrap();
+        let mut conn = client.get_multiplexed_async_connection().await.unwrap();
+        let counts: Vec<(String, i64)> = redis::cmd("PUBSUB")
+            .arg("NUMSUB")
+            .arg(channel)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        total += counts.first().map_or(0, |(_, n)| *n);
+    }
+    total
+}
+
+async fn wait_for_cluster_subscriber(cluster: &RedisCluster, channel: &str) {
+    let what = format!("a subscriber on {channel}");
+    support::eventually(&what, PROMPT, || async {
+        cluster_subscribers(cluster, channel).await >= 1
+    })
+    .await;
+}
+
+async fn assert_cluster_clean(cluster: &RedisCluster) {
+    support::eventually("no lock key is left in the cluster", PROMPT, || async {
+        cluster.keys_on_all().iter().all(|k| {
+            k.starts_with("redisson_unlock_latch:") || k.starts_with("redisson_lock_token:")
+        })
+    })
+    .await;
+}
+
+/// On the cluster: each side's hold excludes the other, and each side's unlock wakes the
+/// other's waiter promptly (on the pub/sub flavour both sides use).
+async fn cluster_exclusion_and_wake_up(version: Redisson, kind: Kind) {
+    let cluster = RedisCluster::start(3, 0);
+    let client = cluster_client(&cluster, version).await;
+    let urls = cluster.primary_urls();
+    let mut peer = JavaPeer::start(version, Target::Cluster(&urls), PeerOptions::new()).await;
+    let name = "interop:cluster";
+    let lock = kind.rust(&client, name);
+
+    // Java holds: excluded, then woken.
+    java_lock(&mut peer, "a", kind, name).await;
+    assert!(
+        lock.try_acquire().await.unwrap().is_none(),
+        "{kind:?}: Java holds it"
+    );
+    let owner = LockOwner::new();
+    let waiter = {
+        let lock = lock.clone();
+        tokio::spawn(async move {
+            let guard = lock
+                .acquire_with(
+                    AcquireOptions::new()
+                        .owner(owner)
+                        .wait(Duration::from_secs(60)),
+                )
+                .await;
+            (guard, Instant::now())
+        })
+    };
+    wait_for_cluster_subscriber(&cluster, &kind.channel(name, &field(&client, owner))).await;
+    let unlocked_at = Instant::now();
+    java_unlock(&mut peer, "a", kind, name).await;
+    let (guard, granted_at) = tokio::time::timeout(PROMPT, waiter).await.unwrap().unwrap();
+    let guard = guard.expect("our waiter gets the lock");
+    assert!(
+        granted_at - unlocked_at < WAKE_BOUND,
+        "{kind:?}: Java's unlock woke us after {:?}",
+        granted_at - unlocked_at
+    );
+
+    // We hold: excluded, then woken.
+    assert!(
+        !java_try(&mut peer, "b", kind, name, 0).await,
+        "{kind:?}: we hold it"
+    );
+    let java_field = peer.owner("b").await;
+    peer.send("b", &format!("lock {} {name}", kind.java()))
+        .await;
+    wait_for_cluster_subscriber(&cluster, &kind.channel(name, &java_field)).await;
+    let unlocked_at = Instant::now();
+    assert_eq!(guard.unlock().await.unwrap(), Released::Unlocked);
+    let reply = peer.reply_within("b", PROMPT).await;
+    assert!(kind.granted(&reply, "locked"), "java lock: {reply}");
+    assert!(
+        unlocked_at.elapsed() < WAKE_BOUND,
+        "{kind:?}: our unlock woke Java after {:?}",
+        unlocked_at.elapsed()
+    );
+    java_unlock(&mut peer, "b", kind, name).await;
+    assert_cluster_clean(&cluster).await;
+}
+
+/// The stress case on the cluster: 2 JVMs and 2 Rust processes, one counter, exact.
+async fn cluster_stress(version: Redisson, kind: Kind) {
+    let cluster = RedisCluster::start(3, 0);
+    let urls = cluster.primary_urls();
+    let name = "interop:cluster-stress";
+    let counter = "interop:cluster-stress:counter";
+    let mut peers = Vec::new();
+    for _ in 0..2 {
+        peers.push(JavaPeer::start(version, Target::Cluster(&urls), PeerOptions::new()).await);
+    }
+    let joined = urls.join(",");
+    let pubsub = match cluster_pubsub(version) {
+        ShardedSubscriptionMode::Off => "classic",
+        _ => "auto",
+    };
+    let extra = ["--pubsub", pubsub];
+    let rust = [
+        rust_counter_with(&joined, kind, name, counter, &extra),
+        rust_counter_with(&joined, kind, name, counter, &extra),
+    ];
+    let command = format!("count {} {name} {counter} {INCREMENTS}", kind.java());
+    for peer in &mut peers {
+        peer.send("c", &command).await;
+    }
+    let java = async {
+        for peer in &peers {
+            assert_eq!(
+                peer.reply_within("c", STRESS_BOUND).await,
+                format!("counted {INCREMENTS}")
+            );
+        }
+    };
+    let (rust, ()) = tokio::join!(futures_util::future::join_all(rust), java);
+    for outcome in rust {
+        outcome.unwrap();
+    }
+    let mut conn = cluster.client().get_async_connection().await.unwrap();
+    assert_eq!(get_counter(&mut conn, counter).await, Some(4 * INCREMENTS));
+    let () = redis::cmd("DEL")
+        .arg(counter)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    assert_cluster_clean(&cluster).await;
+}
+
+both_versions! {
+    cluster_exclusion_and_wake_up(Kind::Lock) => cluster_lock_newest, cluster_lock_legacy;
+    cluster_exclusion_and_wake_up(Kind::Fair) => cluster_fair_newest, cluster_fair_legacy;
+    cluster_exclusion_and_wake_up(Kind::Write) => cluster_write_newest, cluster_write_legacy;
+    cluster_exclusion_and_wake_up(Kind::Fenced) => cluster_fenced_newest, cluster_fenced_legacy;
+    cluster_stress(Kind::Lock) => cluster_lock_stress_newest, cluster_lock_stress_legacy;
 }
