@@ -18,9 +18,11 @@ use support::java_peer::{JavaPeer, PeerOptions, Redisson, Target, PROMPT};
 use support::topology::RedisCluster;
 use support::RedisServer;
 
-/// How soon an unlock on one side must wake a waiter on the other (the lease is 30 s, so
-/// only a pub/sub wake-up meets it).
-const WAKE_BOUND: Duration = Duration::from_secs(1);
+/// How soon an unlock on one side must wake a waiter on the other: the lease is 30 s, so
+/// only a pub/sub wake-up meets it. (1 s was exceeded twice in 4 runs on the 2-core CI
+/// machine at load average 11-15, a JVM reply taking 1.5 s; the bench measures the real
+/// figure.)
+const WAKE_BOUND: Duration = Duration::from_secs(2);
 /// The watchdog lease of the watchdog cases, on both sides (renewed every third of it:
 /// under CI load a JVM can stall for most of a second, so 1 s left too little slack).
 const SHORT_WATCHDOG: Duration = Duration::from_secs(2);
