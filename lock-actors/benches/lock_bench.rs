@@ -98,7 +98,9 @@ const REDLOCK_QUORUM: usize = REDLOCK_NODES / 2 + 1;
 /// CLIENT SETNAME of this program's inspection connection.
 const INSPECTOR_NAME: &str = "lock-bench-inspector";
 
-/// Redisson measured beside the library (issue 15).
+/// Redisson measured beside the library (issue 15). In a folder of its own: a file directly
+/// in benches/ would be a benchmark target of its own to cargo.
+#[path = "lock_bench/redisson.rs"]
 mod redisson;
 
 fn main() {
