@@ -28,7 +28,8 @@
 //!   the first renewal, so renewal buffers are not in the figure (unlike the library's, read
 //!   after 3 renewals). Not the library's 3 s watchdog: with it, or through the first
 //!   renewal at 10 s, Redisson 4.7.0 re-ran its chunked renew script without pause (about
-//!   20 renewals of every lock per second) and lost holds on this loaded machine.
+//!   10 to 20 renewals of every lock per second) and lost holds on this loaded machine
+//!   (side probes; possibly our use of `lockAsync(ownerId)` with ids that are no thread).
 
 use super::{median, percentile, round1, round3, Inspector, Row};
 use serde::Serialize;
