@@ -78,9 +78,7 @@ ensure_java_maven() {
         echo "error: java or mvn is not installed and apt-get is not available; install a JDK (17+) and Maven manually" >&2
         return 1
     fi
-    step "installing default-jdk-headless and maven (apt-get)"
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get update
-    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y default-jdk-headless maven
+    apt_install default-jdk-headless maven
     if ! command -v java >/dev/null 2>&1 || ! command -v mvn >/dev/null 2>&1; then
         echo "error: java or mvn still not on PATH after installing them" >&2
         return 1

@@ -98,6 +98,11 @@ const REDLOCK_QUORUM: usize = REDLOCK_NODES / 2 + 1;
 /// CLIENT SETNAME of this program's inspection connection.
 const INSPECTOR_NAME: &str = "lock-bench-inspector";
 
+/// Redisson measured beside the library (issue 15). In a folder of its own: a file directly
+/// in benches/ would be a benchmark target of its own to cargo.
+#[path = "lock_bench/redisson.rs"]
+mod redisson;
+
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     if args.iter().any(|a| a == "--list") {
@@ -189,6 +194,7 @@ struct BenchJson {
     watchdog: WatchdogJson,
     connections_per_node: Option<usize>,
     cluster: ClusterJson,
+    redisson: Option<redisson::RedissonJson>,
 }
 
 #[derive(Serialize)]
@@ -205,6 +211,8 @@ struct UncontendedJson {
     pairs_per_s: Option<f64>,
     ceiling_pairs_per_s: Option<f64>,
     ratio_to_ceiling: Option<f64>,
+    redisson_pairs_per_s: Option<f64>,
+    ratio_to_redisson: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -219,6 +227,8 @@ struct SingleTaskJson {
     acquire_p50_us: Option<f64>,
     eval_rtt_p50_us: Option<f64>,
     ratio: Option<f64>,
+    redisson_acquire_p50_us: Option<f64>,
+    ratio_to_redisson: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -228,6 +238,10 @@ struct HandoffJson {
     limit_us: Option<f64>,
     ratio_to_limit: Option<f64>,
     rslock_p50_us: Option<f64>,
+    redisson_p50_us: Option<f64>,
+    redisson_p99_us: Option<f64>,
+    ratio_to_redisson: Option<f64>,
+    p99_ratio_to_redisson: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -251,6 +265,7 @@ struct WatchdogJson {
     held: usize,
     renew_calls_per_interval: Option<f64>,
     rss_bytes_per_lock: Option<f64>,
+    redisson_rss_bytes_per_lock: Option<f64>,
 }
 
 /// One line of the human table.
@@ -292,8 +307,13 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
     } else {
         None
     };
+    let mut redisson = if knobs.wants("redisson") {
+        Some(redisson::Redisson::start(url, &mut inspector).await)
+    } else {
+        None
+    };
     let uncontended = if knobs.wants("uncontended") {
-        Some(uncontended(url, knobs, &mut rows).await)
+        Some(uncontended(url, knobs, &mut inspector, redisson.as_mut(), &mut rows).await)
     } else {
         None
     };
@@ -303,12 +323,21 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
         None
     };
     let single = if knobs.wants("single_task") {
-        Some(single_task(url, knobs.side, &mut rows).await)
+        Some(single_task(url, knobs.side, redisson.as_mut(), &mut rows).await)
     } else {
         None
     };
     let handoff = if knobs.wants("handoff") {
-        Some(handoff(url, &mut inspector, knobs.trace, &mut rows).await)
+        Some(
+            handoff(
+                url,
+                &mut inspector,
+                knobs.trace,
+                redisson.as_mut(),
+                &mut rows,
+            )
+            .await,
+        )
     } else {
         None
     };
@@ -327,6 +356,11 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
     } else {
         None
     };
+    if let Some(r) = redisson.as_mut() {
+        let rss = watchdog.map(|w| w.rss_per_lock);
+        r.memory(rss, herd.map(|h| h.connections), &mut rows).await;
+        r.shutdown().await;
+    }
     eprintln!(
         "lock_bench: done in {:.0} s",
         started.elapsed().as_secs_f64()
@@ -338,6 +372,14 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
             pairs_per_s: uncontended.map(|u| u.pairs.round()),
             ceiling_pairs_per_s: uncontended.map(|u| u.ceiling.round()),
             ratio_to_ceiling: uncontended.map(|u| round3(u.pairs / u.ceiling)),
+            redisson_pairs_per_s: redisson
+                .as_ref()
+                .and_then(|r| r.uncontended)
+                .map(f64::round),
+            ratio_to_redisson: redisson::ratio(
+                uncontended.map(|u| u.pairs),
+                redisson.as_ref().and_then(|r| r.uncontended),
+            ),
         },
         fast_lock: FastLockJson {
             pairs_per_s: fast.as_ref().map(|f| f.pairs.round()),
@@ -348,6 +390,11 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
             acquire_p50_us: single.map(|s| round1(s.acquire_us)),
             eval_rtt_p50_us: single.map(|s| round1(s.rtt_us)),
             ratio: single.map(|s| round3(s.acquire_us / s.rtt_us)),
+            redisson_acquire_p50_us: redisson::us(redisson.as_ref().and_then(|r| r.single_p50_us)),
+            ratio_to_redisson: redisson::ratio(
+                single.map(|s| s.acquire_us),
+                redisson.as_ref().and_then(|r| r.single_p50_us),
+            ),
         },
         handoff: HandoffJson {
             p50_us: handoff.map(|h| round1(h.p50_us)),
@@ -355,6 +402,16 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
             limit_us: handoff.map(|h| round1(h.limit_us)),
             ratio_to_limit: handoff.map(|h| round3(h.p50_us / h.limit_us)),
             rslock_p50_us: handoff.map(|h| round1(h.rslock_p50_us)),
+            redisson_p50_us: redisson::us(redisson.as_ref().and_then(|r| r.handoff).map(|h| h.0)),
+            redisson_p99_us: redisson::us(redisson.as_ref().and_then(|r| r.handoff).map(|h| h.1)),
+            ratio_to_redisson: redisson::ratio(
+                handoff.map(|h| h.p50_us),
+                redisson.as_ref().and_then(|r| r.handoff).map(|h| h.0),
+            ),
+            p99_ratio_to_redisson: redisson::ratio(
+                handoff.map(|h| h.p99_us),
+                redisson.as_ref().and_then(|r| r.handoff).map(|h| h.1),
+            ),
         },
         herd: HerdJson {
             waiters: HERD,
@@ -372,6 +429,7 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
             held: HELD,
             renew_calls_per_interval: watchdog.map(|w| round3(w.calls_per_interval)),
             rss_bytes_per_lock: watchdog.map(|w| w.rss_per_lock.round()),
+            redisson_rss_bytes_per_lock: redisson.as_ref().and_then(|r| r.rss_per_lock()),
         },
         connections_per_node: herd.map(|h| h.connections),
         cluster: ClusterJson {
@@ -380,6 +438,7 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
             single_node_pairs_per_s: cluster.map(|c| c.single.round()),
             ratio: cluster.map(|c| round3(c.pairs / c.single)),
         },
+        redisson: redisson.as_ref().map(redisson::Redisson::json),
     };
     let json = serde_json::to_string(&json).expect("the report serializes");
     Report { rows, json }
@@ -395,7 +454,13 @@ struct Uncontended {
     ceiling: f64,
 }
 
-async fn uncontended(url: &str, knobs: &Knobs, rows: &mut Vec<Row>) -> Uncontended {
+async fn uncontended(
+    url: &str,
+    knobs: &Knobs,
+    inspector: &mut Inspector,
+    mut redisson: Option<&mut redisson::Redisson>,
+    rows: &mut Vec<Row>,
+) -> Uncontended {
     let round = knobs.round;
     eprintln!("[uncontended] {TASKS} tasks, {ROUNDS} rounds of {round:?} each, library and ceiling interleaved");
     let client = connect(ClientConfig::new(url)).await;
@@ -428,6 +493,9 @@ async fn uncontended(url: &str, knobs: &Knobs, rows: &mut Vec<Row>) -> Uncontend
         );
         library.push(l);
         ceiling.push(c);
+        if let Some(java) = redisson.as_deref_mut() {
+            java.uncontended_round(round, inspector).await;
+        }
     }
     client.shutdown();
     let result = Uncontended {
@@ -449,6 +517,9 @@ async fn uncontended(url: &str, knobs: &Knobs, rows: &mut Vec<Row>) -> Uncontend
         Row::new("uncontended", "ratio_to_ceiling", Some(ratio))
             .target(">= 0.90", Some(ratio >= 0.90)),
     );
+    if let Some(r) = redisson {
+        r.uncontended_rows(result.pairs, rows);
+    }
     result
 }
 
@@ -631,7 +702,12 @@ struct Single {
     rtt_us: f64,
 }
 
-async fn single_task(url: &str, side: Side, rows: &mut Vec<Row>) -> Single {
+async fn single_task(
+    url: &str,
+    side: Side,
+    mut redisson: Option<&mut redisson::Redisson>,
+    rows: &mut Vec<Row>,
+) -> Single {
     eprintln!("[single_task] {ROUNDS} rounds of {SINGLE_SAMPLES} acquires and {SINGLE_SAMPLES} EVALSHA round trips");
     let client = connect(ClientConfig::new(url)).await;
     let lock = client.lock("bench:single").expect("valid name");
@@ -678,6 +754,13 @@ async fn single_task(url: &str, side: Side, rows: &mut Vec<Row>) -> Single {
         );
         acquire_p50s.push(a);
         rtt_p50s.push(e);
+        if let Some(java) = redisson.as_deref_mut() {
+            let j = java.single_round(SINGLE_SAMPLES).await;
+            eprintln!(
+                "[single_task] round {}: Redisson lock() p50 {j:.1} us",
+                r + 1
+            );
+        }
     }
     client.shutdown();
     let result = Single {
@@ -696,6 +779,9 @@ async fn single_task(url: &str, side: Side, rows: &mut Vec<Row>) -> Single {
         Some(result.rtt_us),
     ));
     rows.push(Row::new("single_task", "ratio", Some(ratio)).target("<= 1.3", Some(ratio <= 1.3)));
+    if let Some(r) = redisson {
+        r.single_rows(result.acquire_us, rows);
+    }
     result
 }
 
@@ -764,6 +850,7 @@ async fn handoff(
     url: &str,
     inspector: &mut Inspector,
     trace: bool,
+    redisson: Option<&mut redisson::Redisson>,
     rows: &mut Vec<Row>,
 ) -> Handoff {
     eprintln!("[handoff] {HANDOFFS} hand-offs between two clients");
@@ -857,6 +944,9 @@ async fn handoff(
         Row::new("handoff", "ratio_to_limit", Some(ratio)).target("<= 1.5", Some(ratio <= 1.5)),
     );
     rows.push(Row::new("handoff", "rslock p50 us", Some(rslock_p50)));
+    if let Some(r) = redisson {
+        r.handoff(inspector, (p50, p99), rows).await;
+    }
     Handoff {
         p50_us: p50,
         p99_us: p99,
