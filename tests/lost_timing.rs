@@ -62,6 +62,45 @@ async fn expiries(server: &RedisServer, keys: &[String], limit: Duration) -> Vec
     gone.into_iter().flatten().collect()
 }
 
+/// Waits until a renewal round has reached every key of `keys` on `server` since the call:
+/// its PTTL rose again.
+async fn renewed(server: &RedisServer, keys: &[String]) {
+    let mut conn = server.conn().await;
+    let mut lowest = vec![i64::MAX; keys.len()];
+    let mut seen = vec![false; keys.len()];
+    let until = Instant::now() + LEASE * 3;
+    while seen.contains(&false) {
+        assert!(Instant::now() < until, "no renewal of {keys:?} seen");
+        for (i, key) in keys.iter().enumerate() {
+            let ttl: i64 = conn.pttl(key).await.unwrap();
+            seen[i] |= ttl > lowest[i].saturating_add(100);
+            lowest[i] = lowest[i].min(ttl);
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Waits until a renewal round has moved the expiry score of all `count` permits in the
+/// zset `set` since the call.
+async fn permits_renewed(server: &RedisServer, set: &str, count: usize) {
+    let mut conn = server.conn().await;
+    let first: Vec<(Vec<u8>, u64)> = conn.zrange_withscores(set, 0, -1).await.unwrap();
+    assert_eq!(first.len(), count);
+    let until = Instant::now() + LEASE * 3;
+    loop {
+        let now: Vec<(Vec<u8>, u64)> = conn.zrange_withscores(set, 0, -1).await.unwrap();
+        let moved = first.iter().all(|(id, score)| {
+            now.iter()
+                .any(|(other, later)| other == id && later > score)
+        });
+        if moved {
+            return;
+        }
+        assert!(Instant::now() < until, "no renewal of the permits seen");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_holder_cut_off_from_redis_is_told_by_the_time_its_key_expires() {
     let server = RedisServer::start();
@@ -73,8 +112,8 @@ async fn a_holder_cut_off_from_redis_is_told_by_the_time_its_key_expires() {
         guards.push(client.lock(&name).unwrap().acquire().await.unwrap());
         keys.push(name);
     }
-    // Every hold renewed at least once: its lease now ends 300 ms before a round.
-    tokio::time::sleep(INTERVAL + INTERVAL / 4).await; // the timing is the scenario
+    // Every hold renewed by a round: its lease now ends 300 ms before a later round.
+    renewed(&server, &keys).await;
     let losts: Vec<_> = guards.iter().map(lost_at).collect();
     proxy.blackhole(true);
     let gone = expiries(&server, &keys, LEASE * 3).await;
@@ -113,10 +152,10 @@ async fn a_lease_less_permit_cut_off_from_redis_is_lost_by_its_expiry_score() {
     for _ in 0..3 {
         permits.push(semaphore.acquire().await.unwrap());
     }
-    // Every permit renewed at least once: its lease now ends 300 ms before a round.
-    tokio::time::sleep(INTERVAL + INTERVAL / 4).await; // the timing is the scenario
-                                                       // The wall clock when each guard is told: Redis runs on this machine, so its clock
-                                                       // (which scores the permits) is the same one.
+    // Every permit renewed by a round: its lease now ends 300 ms before a later round.
+    permits_renewed(&server, "{permits:timely}:timeout", permits.len()).await;
+    // The wall clock when each guard is told: Redis runs on this machine, so its clock
+    // (which scores the permits) is the same one.
     let told: Vec<_> = permits
         .iter()
         .map(|permit| {
@@ -193,8 +232,10 @@ async fn a_redlock_is_lost_by_the_time_a_majority_of_its_keys_expire() {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    // A renewal round has just passed on every node.
-    tokio::time::sleep(INTERVAL + INTERVAL / 4).await; // the timing is the scenario
+    // A renewal round has passed on every node.
+    for server in &servers {
+        renewed(server, &["lost:redlock".to_string()]).await;
+    }
     let lost = guard.lost();
     let lost = tokio::spawn(async move {
         lost.await;

@@ -36,20 +36,27 @@ fn grants_by_others(run_dir_events: &[Value], worker: u64, start: u64, end: u64)
         .count()
 }
 
+/// Lets the workers run for `secs` seconds between faults (and after the last): the
+/// history they write meanwhile is what the checker judges, so time passing is the
+/// scenario here. Every fault itself waits for conditions (a holder hit, a grant seen).
+fn traffic(secs: u64) {
+    thread::sleep(Duration::from_secs(secs));
+}
+
 #[test]
 fn partition_one_client_while_the_others_keep_access() {
     let mut run = Run::new("partition");
     let mut windows = Vec::new();
     for round in 0..rounds() {
         for slot in [round % CLIENTS, (round + 1) % CLIENTS] {
-            thread::sleep(Duration::from_secs(2));
+            traffic(2);
             let before = run.faults.len();
             run.partition(slot, 2 * LEASE + Duration::from_millis(500));
             let fault = &run.faults[before];
             windows.push((fault.worker.unwrap_or(0), fault.start, fault.end));
         }
     }
-    thread::sleep(Duration::from_secs(2));
+    traffic(2);
     let (report, events) = run.finish();
     assert!(
         report.lost + report.gone_at_unlock + report.unlock_unavailable >= 1,
@@ -67,14 +74,14 @@ fn partition_one_client_while_the_others_keep_access() {
 fn pause_a_client_and_the_server() {
     let mut run = Run::new("pause");
     for round in 0..rounds() {
-        thread::sleep(Duration::from_secs(2));
+        traffic(2);
         run.pause_worker(round % CLIENTS, 2 * LEASE);
-        thread::sleep(Duration::from_secs(2));
+        traffic(2);
         run.pause_redis(LEASE * 4 / 5);
-        thread::sleep(Duration::from_secs(2));
+        traffic(2);
         run.pause_worker((round + 1) % CLIENTS, LEASE / 2);
     }
-    thread::sleep(Duration::from_secs(2));
+    traffic(2);
     let handovers = run.handovers;
     let (report, _) = run.finish();
     // The worker frozen for two leases held a lock; another worker took it meanwhile.
@@ -88,12 +95,12 @@ fn pause_a_client_and_the_server() {
 fn kill_clients_holding_locks() {
     let mut run = Run::new("kill");
     for round in 0..rounds() {
-        thread::sleep(Duration::from_secs(2));
+        traffic(2);
         run.kill_worker(round % CLIENTS);
-        thread::sleep(Duration::from_secs(3));
+        traffic(3);
         run.kill_worker((round + 1) % CLIENTS);
     }
-    thread::sleep(Duration::from_secs(3));
+    traffic(3);
     let (report, _) = run.finish();
     assert!(report.faults >= 2 * rounds(), "{report}");
 }
@@ -102,12 +109,12 @@ fn kill_clients_holding_locks() {
 fn restart_the_server() {
     let mut run = Run::new("restart");
     for _ in 0..rounds() {
-        thread::sleep(Duration::from_secs(2));
+        traffic(2);
         run.restart_redis(Duration::from_millis(300));
-        thread::sleep(Duration::from_secs(3));
+        traffic(3);
         run.restart_redis(LEASE);
     }
-    thread::sleep(Duration::from_secs(3));
+    traffic(3);
     let (report, _) = run.finish();
     assert_eq!(report.faults, 2 * rounds(), "{report}");
 }
@@ -118,10 +125,10 @@ fn restart_the_server() {
 #[test]
 fn a_server_that_forgets_its_locks_is_caught() {
     let mut run = Run::with_persistence("forgetful", false);
-    thread::sleep(Duration::from_secs(1));
+    traffic(1);
     run.until_holding(0);
     run.restart_redis(Duration::from_millis(300));
-    thread::sleep(Duration::from_secs(4));
+    traffic(4);
     let (report, _) = run.judge();
     assert!(
         report

@@ -1,7 +1,9 @@
-//! Interoperability with Redisson 3.x: a Java service and a Rust service lock the same
-//! resource on the same Redis.
+//! The reentrant lock against DESIGN.md §4's protocol facts, checked with a hand-written
+//! imitation of the other side. This is no evidence of interop with Redisson itself: that
+//! is `tests/redisson_java.rs`, against the real Redisson jars. This file pins the facts
+//! our scripts must keep, so a drift from them fails fast and without a JVM.
 //!
-//! The Java side is simulated here from the protocol facts of DESIGN.md §4, with plain
+//! The other side is simulated here from the protocol facts of DESIGN.md §4, with plain
 //! `redis` commands and Lua scripts written in this file (deliberately not the library's
 //! `.lua` files, so a drift in either is caught):
 //!
