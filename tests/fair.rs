@@ -121,12 +121,17 @@ impl Drop for WaiterProcess {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dead_waiters_age_out_and_the_live_ones_keep_their_order() {
+    // Built (if need be) before the clock starts: a build while the queue forms starves the
+    // holder's renewals on a busy machine (CI once lost the 1 s lease of an earlier version
+    // this way, and waiter 0 took the lock before the queue had formed).
+    let _ = support::lock_holder_binary();
     let server = RedisServer::start();
     // Redisson's rule: a waiter's deadline is the one ahead of it (or the lock's lease) plus
-    // the allowance, less one allowance per grant. The holder's lease is short, and the
-    // allowance long enough that no live waiter's deadline passes while the queue forms.
-    let patience = Duration::from_secs(3);
-    let lease = Duration::from_secs(1);
+    // the allowance, less one allowance per grant. The holder's lease is short (three
+    // renewals in it), and the allowance long enough that no live waiter's deadline passes
+    // while the queue forms (two process starts, on a loaded machine).
+    let patience = Duration::from_secs(5);
+    let lease = Duration::from_secs(3);
     let tune = move |c: ClientConfig| c.fair_wait_timeout(patience).watchdog_timeout(lease);
     let holder = client_with(&server, tune).await;
     let live = client_with(&server, tune).await;
@@ -156,7 +161,18 @@ async fn dead_waiters_age_out_and_the_live_ones_keep_their_order() {
     for process in &mut doomed {
         process.kill();
     }
-    assert_eq!(queue(&server, name).await.len(), 5, "the dead stay queued");
+    let fields = queue(&server, name).await;
+    assert_eq!(fields.len(), 5, "the dead stay queued");
+    for i in [0, 2, 4] {
+        assert!(
+            fields[i].starts_with(live.id()),
+            "the queue formed in request order: {fields:?}"
+        );
+    }
+    assert!(
+        !held.is_lost(),
+        "the holder kept the lock while the queue formed"
+    );
     let released_at = Instant::now();
     held.unlock().await.unwrap();
     for waiter in live_waiters {

@@ -489,7 +489,10 @@ fn example_binary(name: &str) -> PathBuf {
     let mut build = Command::new(env!("CARGO"));
     build
         .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--example", name]);
+        // `--workspace`: the features the whole-workspace test run resolved, so only the
+        // example itself compiles (built for the facade alone, cargo would rebuild a dozen
+        // dependencies with other features: minutes of both cores on a loaded machine).
+        .args(["build", "--workspace", "--example", name]);
     match profile_dir.file_name().and_then(|n| n.to_str()) {
         Some("debug") | None => {}
         Some(profile) => {
