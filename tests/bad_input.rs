@@ -12,17 +12,11 @@ use actix_distributed_lock::{
     Released, Renew,
 };
 use std::time::Duration;
+use support::client;
 use support::RedisServer;
 
 /// Bound for anything that should answer in milliseconds.
 const PROMPT: Duration = Duration::from_secs(5);
-
-async fn connect_client(server: &RedisServer) -> LockClient {
-    tokio::time::timeout(PROMPT, LockClient::from_url(&server.url()))
-        .await
-        .expect("the client connects promptly")
-        .expect("the client connects")
-}
 
 /// One key as Redis has it: name, type, serialized value, and whether it expires.
 #[derive(Debug, PartialEq, Eq)]
@@ -153,7 +147,7 @@ fn expect_not_owner<T: std::fmt::Debug>(
 async fn empty_name_is_invalid_name() {
     let server = RedisServer::start();
     plant_bystanders(&server).await;
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let before = snapshot(&server).await;
     server.reset_stats().await;
 
@@ -171,7 +165,7 @@ async fn empty_name_is_invalid_name() {
 async fn one_mebibyte_name_is_invalid_name_and_writes_nothing() {
     let server = RedisServer::start();
     plant_bystanders(&server).await;
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let before = snapshot(&server).await;
     server.reset_stats().await;
 
@@ -201,7 +195,7 @@ async fn one_mebibyte_name_is_invalid_name_and_writes_nothing() {
 async fn names_with_control_characters_are_invalid_name() {
     let server = RedisServer::start();
     plant_bystanders(&server).await;
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let before = snapshot(&server).await;
     server.reset_stats().await;
 
@@ -233,7 +227,7 @@ async fn names_with_control_characters_are_invalid_name() {
 async fn zero_and_sub_millisecond_leases_are_invalid_config() {
     let server = RedisServer::start();
     plant_bystanders(&server).await;
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let before = snapshot(&server).await;
     server.reset_stats().await;
 
@@ -300,7 +294,7 @@ async fn zero_and_sub_millisecond_leases_are_invalid_config() {
 async fn key_holding_a_string_is_wrong_type_and_untouched() {
     let server = RedisServer::start();
     plant_bystanders(&server).await;
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let name = "feature:flags";
     let mut conn = server.conn().await;
     let () = redis::cmd("SET")
@@ -374,7 +368,7 @@ async fn key_holding_a_string_is_wrong_type_and_untouched() {
 #[tokio::test]
 async fn key_holding_a_list_is_wrong_type_and_untouched() {
     let server = RedisServer::start();
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let name = "jobs:queue";
     let mut conn = server.conn().await;
     let () = redis::cmd("RPUSH")
@@ -402,7 +396,7 @@ async fn key_holding_a_list_is_wrong_type_and_untouched() {
 #[tokio::test]
 async fn double_release_through_actor_messages_is_not_owner() {
     let server = RedisServer::start();
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let name = "report:weekly";
     let actor = client.lock_actor(name).unwrap();
     let owner = LockOwner::new();
@@ -463,7 +457,7 @@ async fn double_release_through_actor_messages_is_not_owner() {
 #[tokio::test]
 async fn unlock_after_our_own_force_unlock_is_not_owner() {
     let server = RedisServer::start();
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let name = "import:csv";
     let lock = client.lock(name).unwrap();
 
@@ -496,8 +490,8 @@ async fn unlock_after_our_own_force_unlock_is_not_owner() {
 #[tokio::test]
 async fn unlock_after_force_unlock_by_another_process_is_not_owner() {
     let server = RedisServer::start();
-    let client = connect_client(&server).await;
-    let admin = connect_client(&server).await;
+    let client = client(&server).await;
+    let admin = support::client(&server).await;
     let name = "export:pdf";
 
     let guard = client.lock(name).unwrap().acquire().await.unwrap();
@@ -607,7 +601,7 @@ async fn invalid_client_configs_are_invalid_config() {
 #[tokio::test]
 async fn input_errors_name_the_lock_they_are_about() {
     let server = RedisServer::start();
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let mut problems = Vec::new();
 
     // A refused lease on lock `lease:named`.
@@ -671,7 +665,7 @@ async fn input_errors_name_the_lock_they_are_about() {
 async fn absurdly_long_lease_is_invalid_config_and_leaves_no_lock() {
     let server = RedisServer::start();
     plant_bystanders(&server).await;
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let before = snapshot(&server).await;
     let name = "lease:forever";
     let lock = client.lock(name).unwrap();
@@ -765,7 +759,7 @@ async fn absurdly_long_watchdog_timeout_is_invalid_config() {
 #[tokio::test]
 async fn unbounded_wait_neither_panics_nor_hurts_the_current_holder() {
     let server = RedisServer::start();
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let mut problems = Vec::new();
 
     for (case, wait) in [Duration::MAX, Duration::from_secs(u64::MAX / 2)]
@@ -854,7 +848,7 @@ async fn unbounded_default_wait_is_refused_or_harmless() {
 #[tokio::test]
 async fn lock_actor_never_hands_out_a_stopped_actor() {
     let server = RedisServer::start();
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     const ROUNDS: usize = 5000;
     for round in 0..ROUNDS {
         // Each round drops its address, so the next one asks an idle name afresh.

@@ -5,24 +5,14 @@
 
 mod support;
 
-use actix_distributed_lock::{ClientConfig, LockClient, LockError, ShardedSubscriptionMode};
+use actix_distributed_lock::{ClientConfig, LockError, ShardedSubscriptionMode};
 use std::collections::HashSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::cluster_client;
 use support::eventually;
 use support::topology::RedisCluster;
-
-async fn client(
-    cluster: &RedisCluster,
-    tune: impl FnOnce(ClientConfig) -> ClientConfig,
-) -> LockClient {
-    let config =
-        ClientConfig::cluster(cluster.primary_urls()).default_wait(Duration::from_secs(20));
-    LockClient::connect(tune(config))
-        .await
-        .expect("connect to the cluster")
-}
 
 /// Until a waiter of lock `name` has subscribed to its unlock channel on the lock's shard.
 async fn until_parked(cluster: &RedisCluster, name: &str) {
@@ -51,7 +41,7 @@ fn hget(cluster: &RedisCluster, key: &str, field: &str) -> Option<u32> {
 #[actix_rt::test]
 async fn a_thousand_locks_spread_over_every_primary_and_leave_nothing_behind() {
     let cluster = RedisCluster::start(3, 0);
-    let locks = client(&cluster, |c| c).await;
+    let locks = cluster_client(&cluster, |c| c).await;
     let names: Vec<String> = (0..1000).map(|i| format!("order:{i}")).collect();
     let mut guards = Vec::new();
     for name in &names {
@@ -82,7 +72,7 @@ async fn the_watchdog_renews_locks_of_every_slot_without_cross_slot_errors() {
     // A 1.5 s lease renewed every 500 ms: a round can be a second late on a loaded machine
     // before a lock expires.
     let lease = Duration::from_millis(1500);
-    let locks = client(&cluster, |c| c.watchdog_timeout(lease)).await;
+    let locks = cluster_client(&cluster, |c| c.watchdog_timeout(lease)).await;
     let mut guards = Vec::new();
     for i in 0..200 {
         guards.push(
@@ -111,8 +101,8 @@ async fn the_watchdog_renews_locks_of_every_slot_without_cross_slot_errors() {
 #[actix_rt::test]
 async fn two_clients_contending_on_one_name_never_overlap_and_wake_by_sharded_pubsub() {
     let cluster = RedisCluster::start(3, 0);
-    let a = client(&cluster, |c| c).await;
-    let b = client(&cluster, |c| c).await;
+    let a = cluster_client(&cluster, |c| c).await;
+    let b = cluster_client(&cluster, |c| c).await;
     let inside = Arc::new(AtomicUsize::new(0));
     let entries = Arc::new(AtomicUsize::new(0));
     let mut tasks = Vec::new();
@@ -180,11 +170,11 @@ async fn two_clients_contending_on_one_name_never_overlap_and_wake_by_sharded_pu
 #[actix_rt::test]
 async fn sharded_subscription_off_uses_classic_pubsub_on_a_cluster() {
     let cluster = RedisCluster::start(3, 0);
-    let locks = client(&cluster, |c| {
+    let locks = cluster_client(&cluster, |c| {
         c.sharded_subscription(ShardedSubscriptionMode::Off)
     })
     .await;
-    let other = client(&cluster, |c| {
+    let other = cluster_client(&cluster, |c| {
         c.sharded_subscription(ShardedSubscriptionMode::Off)
     })
     .await;
@@ -231,7 +221,7 @@ async fn sharded_subscription_off_uses_classic_pubsub_on_a_cluster() {
 #[actix_rt::test]
 async fn a_name_whose_braces_would_split_its_keys_over_two_slots_is_refused() {
     let cluster = RedisCluster::start(3, 0);
-    let locks = client(&cluster, |c| c).await;
+    let locks = cluster_client(&cluster, |c| c).await;
     for bad in ["x{}y", "a{b"] {
         assert!(
             matches!(locks.lock(bad), Err(LockError::InvalidName { .. })),
@@ -266,11 +256,11 @@ async fn a_name_whose_braces_would_split_its_keys_over_two_slots_is_refused() {
 #[actix_rt::test]
 async fn a_held_lock_survives_its_slot_migrating_and_its_waiter_gets_it_after() {
     let cluster = RedisCluster::start(3, 0);
-    let holder = client(&cluster, |c| {
+    let holder = cluster_client(&cluster, |c| {
         c.watchdog_timeout(Duration::from_millis(1500))
     })
     .await;
-    let other = client(&cluster, |c| c).await;
+    let other = cluster_client(&cluster, |c| c).await;
     let name = "migrating:lock";
     let guard = holder.lock(name).unwrap().acquire().await.unwrap();
     let waiter = tokio::spawn(async move {
@@ -316,8 +306,8 @@ async fn after_a_primary_fails_over_waiters_recover_and_a_replica_synced_lock_is
             .watchdog_timeout(Duration::from_secs(6))
             .response_timeout(answer_within)
     };
-    let holder = client(&cluster, synced).await;
-    let other = client(&cluster, |c| c.response_timeout(answer_within)).await;
+    let holder = cluster_client(&cluster, synced).await;
+    let other = cluster_client(&cluster, |c| c.response_timeout(answer_within)).await;
     let name = "failover:lock";
     let guard = holder
         .lock(name)
@@ -368,7 +358,7 @@ async fn without_replica_sync_a_grant_is_handed_out_that_no_replica_has() {
     let replica = cluster.replica_of(primary);
     // A replica that cannot keep up (stopped): the window in which a failover loses locks.
     cluster.pause_node(replica);
-    let plain = client(&cluster, |c| c).await;
+    let plain = cluster_client(&cluster, |c| c).await;
     let guard = plain
         .lock(name)
         .unwrap()
@@ -376,7 +366,7 @@ async fn without_replica_sync_a_grant_is_handed_out_that_no_replica_has() {
         .await
         .expect("granted, unreplicated");
     // The same grant under replica-synced acquisition is refused, and given back.
-    let synced = client(&cluster, |c| c.sync_replicas(1, Duration::from_millis(200))).await;
+    let synced = cluster_client(&cluster, |c| c.sync_replicas(1, Duration::from_millis(200))).await;
     let same_slot = "{unreplicated}:synced";
     let result = synced.lock(same_slot).unwrap().acquire().await;
     assert!(

@@ -4,7 +4,7 @@
 
 mod support;
 
-use actix_distributed_lock::{ClientConfig, LockClient, LockGuard};
+use actix_distributed_lock::LockGuard;
 use std::time::{Duration, Instant};
 use support::topology::RedisCluster;
 
@@ -13,11 +13,13 @@ async fn a_paused_primary_stalls_only_its_own_renewals() {
     // A long node timeout: the pause must not fail the node over or take the cluster down.
     let mut cluster = RedisCluster::start_with(3, 0, Duration::from_secs(60));
     let lease = Duration::from_secs(2); // renewed every 667 ms
-    let config = ClientConfig::cluster(cluster.primary_urls())
-        .watchdog_timeout(lease)
-        .response_timeout(Duration::from_millis(800))
-        .default_wait(Duration::from_secs(10));
-    let client = LockClient::connect(config).await.expect("connect");
+    let client = support::cluster_client(&cluster, |config| {
+        config
+            .watchdog_timeout(lease)
+            .response_timeout(Duration::from_millis(800))
+            .default_wait(Duration::from_secs(10))
+    })
+    .await;
     let names: Vec<String> = (0..90).map(|i| format!("stall:{i}")).collect();
     let mut guards: Vec<(String, LockGuard)> = Vec::new();
     for name in &names {

@@ -4,27 +4,15 @@
 
 mod support;
 
-use actix_distributed_lock::{AcquireOptions, ClientConfig, LockClient, LockError, LockOwner};
+use actix_distributed_lock::{AcquireOptions, ClientConfig, LockError, LockOwner};
 use redis::AsyncCommands;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::{client, client_with};
 use support::{eventually, RedisServer};
 use tokio::time::timeout;
-
-async fn client_with(
-    server: &RedisServer,
-    tune: impl FnOnce(ClientConfig) -> ClientConfig,
-) -> LockClient {
-    LockClient::connect(tune(ClientConfig::new(server.url())))
-        .await
-        .expect("connect")
-}
-
-async fn client(server: &RedisServer) -> LockClient {
-    client_with(server, |c| c).await
-}
 
 fn queue_key(name: &str) -> String {
     format!("redisson_lock_queue:{{{name}}}")

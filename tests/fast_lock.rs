@@ -5,30 +5,16 @@
 mod support;
 
 use actix_distributed_lock::{
-    Acquire, AcquireFenced, AcquireOptions, ClientConfig, GetState, LockClient, LockError,
-    LockKind, LockOwner, Release, Released,
+    Acquire, AcquireFenced, AcquireOptions, GetState, LockClient, LockError, LockKind, LockOwner,
+    Release, Released,
 };
 use redis::AsyncCommands;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::{client, client_with};
 use support::{eventually, RedisServer};
 use tokio::time::timeout;
-
-async fn client(server: &RedisServer) -> LockClient {
-    LockClient::connect(ClientConfig::new(server.url()))
-        .await
-        .expect("connect")
-}
-
-async fn client_with(
-    server: &RedisServer,
-    tune: impl FnOnce(ClientConfig) -> ClientConfig,
-) -> LockClient {
-    LockClient::connect(tune(ClientConfig::new(server.url())))
-        .await
-        .expect("connect")
-}
 
 /// What the fast lock writes as its key's value for `owner` of `client`.
 fn value_of(client: &LockClient, owner: LockOwner) -> String {

@@ -4,22 +4,17 @@
 mod support;
 
 use actix_distributed_lock::{
-    Acquire, AcquireOptions, ClientConfig, LockClient, LockError, LockOwner, Released,
+    Acquire, AcquireOptions, ClientConfig, LockError, LockOwner, Released,
 };
 use rand::Rng;
 use redis::AsyncCommands;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::client_at;
 use support::proxy::TcpProxy;
 use support::{eventually, RedisServer};
 use tokio::time::timeout;
-
-async fn client_at(url: &str, tune: impl FnOnce(ClientConfig) -> ClientConfig) -> LockClient {
-    LockClient::connect(tune(ClientConfig::new(url)))
-        .await
-        .expect("connect")
-}
 
 fn fast_failing(config: ClientConfig) -> ClientConfig {
     config

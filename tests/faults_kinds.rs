@@ -8,15 +8,10 @@ mod support;
 use actix_distributed_lock::{ClientConfig, Lock, LockClient, LockError};
 use rand::Rng;
 use std::time::Duration;
+use support::client_at;
 use support::proxy::TcpProxy;
 use support::{eventually, RedisServer};
 use tokio::time::timeout;
-
-async fn client_at(url: &str, tune: impl FnOnce(ClientConfig) -> ClientConfig) -> LockClient {
-    LockClient::connect(tune(ClientConfig::new(url)))
-        .await
-        .expect("connect")
-}
 
 fn fast_failing(config: ClientConfig) -> ClientConfig {
     config

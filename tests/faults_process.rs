@@ -10,12 +10,13 @@
 
 mod support;
 
-use actix_distributed_lock::{AcquireOptions, ClientConfig, LockClient, LockError, Released};
+use actix_distributed_lock::{AcquireOptions, LockError, Released};
 use redis::AsyncCommands;
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
+use support::client;
 use support::RedisServer;
 use tokio::sync::mpsc;
 use tokio::time::{error::Elapsed, timeout};
@@ -134,12 +135,6 @@ impl Drop for Holder {
             let _ = self.child.wait();
         }
     }
-}
-
-async fn client(server: &RedisServer) -> LockClient {
-    LockClient::connect(ClientConfig::new(server.url()))
-        .await
-        .expect("connect")
 }
 
 async fn fields(

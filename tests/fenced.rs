@@ -18,7 +18,7 @@ async fn through_the_attribute(client: &LockClient) -> Result<Option<u64>, LockE
 #[tokio::test]
 async fn tokens_count_up_by_one_whatever_path_takes_the_lock() {
     let server = RedisServer::start();
-    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let client = support::client(&server).await;
     let lock = client.fenced_lock("ledger").unwrap();
     let mut tokens = Vec::new();
 
@@ -95,8 +95,8 @@ async fn fenced_write(
 async fn a_holder_paused_past_its_lease_is_refused_by_a_token_checking_store() {
     let server = RedisServer::start();
     let mut conn = server.conn().await;
-    let slow = LockClient::from_url(&server.url()).await.unwrap();
-    let fast = LockClient::from_url(&server.url()).await.unwrap();
+    let slow = support::client(&server).await;
+    let fast = support::client(&server).await;
 
     let lease = Duration::from_millis(800);
     let first = slow
@@ -140,7 +140,7 @@ async fn a_holder_paused_past_its_lease_is_refused_by_a_token_checking_store() {
 #[tokio::test]
 async fn a_token_key_of_the_wrong_type_writes_nothing_and_retries_stack_nothing() {
     let server = RedisServer::start();
-    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let client = support::client(&server).await;
     let mut conn = server.conn().await;
     let lock = client.fenced_lock("vault").unwrap();
     let prompt = Duration::from_secs(5);

@@ -5,7 +5,7 @@
 
 mod support;
 
-use actix_distributed_lock::{ClientConfig, LockClient, LockGuard, RedLock};
+use actix_distributed_lock::{LockClient, LockGuard, RedLock};
 use redis::AsyncCommands;
 use std::time::{Duration, Instant, SystemTime};
 use support::proxy::TcpProxy;
@@ -25,12 +25,14 @@ const INTERVAL: Duration = Duration::from_millis(600);
 /// stall gets no answer for longer than the lease, so no failure path runs early.
 async fn stallable_client(server: &RedisServer) -> (TcpProxy, LockClient) {
     let proxy = TcpProxy::start(server.port()).await;
-    let config = ClientConfig::new(proxy.url())
-        .watchdog_timeout(LEASE)
-        .renew_every(INTERVAL)
-        .response_timeout(LEASE * 2)
-        .connect_timeout(Duration::from_millis(700));
-    let client = LockClient::connect(config).await.expect("connect");
+    let client = support::client_at(&proxy.url(), |config| {
+        config
+            .watchdog_timeout(LEASE)
+            .renew_every(INTERVAL)
+            .response_timeout(LEASE * 2)
+            .connect_timeout(Duration::from_millis(700))
+    })
+    .await;
     (proxy, client)
 }
 
@@ -190,7 +192,7 @@ async fn a_lease_less_permit_cut_off_from_redis_is_lost_by_its_expiry_score() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn redis_freeing_a_lock_while_local_holds_remain_is_a_loss() {
     let server = RedisServer::start();
-    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let client = support::client(&server).await;
     let lock = client.lock("lost:outer").unwrap();
     let outer = lock.acquire().await.unwrap();
     let inner = outer.reenter(Duration::from_secs(1)).await.unwrap();

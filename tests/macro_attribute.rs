@@ -90,7 +90,7 @@ impl Worker {
 #[tokio::test]
 async fn a_free_fn_runs_under_the_lock_and_releases_it() {
     let server = RedisServer::start();
-    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let client = support::client(&server).await;
     let holds = run_job(&client, "nightly").await.unwrap();
     assert_eq!(holds, 1, "the body ran while holding the lock");
     assert!(!client
@@ -105,7 +105,7 @@ async fn a_free_fn_runs_under_the_lock_and_releases_it() {
 #[tokio::test]
 async fn question_mark_and_panic_both_release() {
     let server = RedisServer::start();
-    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let client = support::client(&server).await;
     assert!(matches!(
         failing_job(&client, "a").await,
         Err(JobError::Failed)
@@ -126,7 +126,7 @@ async fn question_mark_and_panic_both_release() {
 #[tokio::test]
 async fn nested_annotated_calls_in_one_task_reenter() {
     let server = RedisServer::start();
-    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let client = support::client(&server).await;
     let holds = tokio::time::timeout(Duration::from_secs(5), outer(&client, 7))
         .await
         .expect("a nested call deadlocked instead of re-entering")
@@ -138,7 +138,7 @@ async fn nested_annotated_calls_in_one_task_reenter() {
 #[tokio::test]
 async fn placeholders_follow_field_paths_and_keep_braces() {
     let server = RedisServer::start();
-    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let client = support::client(&server).await;
     let order = Order {
         id: 42,
         sku: "A-1".into(),
@@ -156,7 +156,7 @@ async fn placeholders_follow_field_paths_and_keep_braces() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn methods_lock_on_self_fields_and_map_failures_with_on_fail() {
     let server = RedisServer::start();
-    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let client = support::client(&server).await;
     let worker = Arc::new(Worker {
         client,
         name: "w".into(),
@@ -196,7 +196,7 @@ async fn without_a_client_option_the_process_default_is_used_or_the_error_says_h
         matches!(&missing, LockError::InvalidConfig { reason } if reason.contains("set_default_client")),
         "{missing}"
     );
-    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let client = support::client(&server).await;
     assert!(actix_distributed_lock::set_default_client(client).is_none());
     assert_eq!(with_the_default_client(2).await.unwrap(), 2);
     assert_eq!(server.keys().await, Vec::<String>::new());
@@ -244,7 +244,7 @@ async fn take_turn(client: &LockClient, id: u64) -> Result<bool, LockError> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kind_is_reachable_through_the_attribute() {
     let server = RedisServer::start();
-    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let client = support::client(&server).await;
     let inside = Arc::new(AtomicUsize::new(0));
     let peak = Arc::new(AtomicUsize::new(0));
     let gate = Arc::new(tokio::sync::Barrier::new(2));
@@ -299,7 +299,7 @@ async fn use_leased(client: &LockClient, id: u64) -> Result<i64, LockError> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semaphore_kinds_take_one_permit_for_the_body() {
     let server = RedisServer::start();
-    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let client = support::client(&server).await;
     assert!(client
         .semaphore("pool:1")
         .unwrap()
@@ -382,7 +382,7 @@ async fn pay_both(client: &LockClient, id: u64, overlap: Overlap) -> Result<[u32
 #[tokio::test]
 async fn sibling_calls_inside_one_body_take_turns_instead_of_sharing_the_lock() {
     let server = RedisServer::start();
-    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let client = support::client(&server).await;
     let limit = Duration::from_secs(10);
 
     // Under another lock: each branch is its own owner, so they exclude each other.
@@ -459,7 +459,7 @@ async fn pay_from_tasks(
 #[tokio::test]
 async fn a_spawned_task_is_another_owner_unless_given_the_owner() {
     let server = RedisServer::start();
-    let client = LockClient::from_url(&server.url()).await.unwrap();
+    let client = support::client(&server).await;
     let (alone, shared) = pay_from_tasks(&client, 4).await.unwrap();
     // The task's own owner waits for the lock its parent holds: its wait runs out.
     assert!(matches!(alone, Err(LockError::Timeout { .. })), "{alone:?}");

@@ -14,12 +14,9 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::client;
 use support::{eventually, RedisServer};
 use tokio::time::timeout;
-
-async fn client(server: &RedisServer) -> LockClient {
-    LockClient::from_url(&server.url()).await.expect("connect")
-}
 
 const NONE: Vec<String> = Vec::new();
 
@@ -409,7 +406,7 @@ async fn several_templates_take_every_lock_for_the_body_and_release_all() {
     assert_eq!(server.keys().await, NONE);
 
     // One member busy: the body does not run, the error names it, nothing else is held.
-    let other = LockClient::from_url(&server.url()).await.unwrap();
+    let other = support::client(&server).await;
     let blocker = other.lock("stock:sku-1").unwrap().acquire().await.unwrap();
     let failed = reserve(&client, 7, "sku-1").await;
     assert!(
@@ -435,7 +432,7 @@ async fn ship(path: web::Path<Shipment>) -> HttpResponse {
 #[actix_web::test]
 async fn in_a_handler_a_busy_member_is_a_409_naming_that_lock() {
     let server = RedisServer::start();
-    let locks = LockClient::from_url(&server.url()).await.unwrap();
+    let locks = support::client(&server).await;
     let app = test::init_service(
         App::new()
             .app_data(web::Data::new(locks.clone()))
@@ -450,7 +447,7 @@ async fn in_a_handler_a_busy_member_is_a_409_naming_that_lock() {
     let ok = test::call_service(&app, request()).await;
     assert_eq!(ok.status(), StatusCode::OK);
 
-    let other = LockClient::from_url(&server.url()).await.unwrap();
+    let other = support::client(&server).await;
     let blocker = other.lock("stock:sku-2").unwrap().acquire().await.unwrap();
     let busy = test::call_service(&app, request()).await;
     assert_eq!(busy.status(), StatusCode::CONFLICT);

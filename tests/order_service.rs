@@ -17,7 +17,7 @@ use support::RedisServer;
 /// The shop app with a lock client and the given gateway delay, plus any extra services.
 macro_rules! shop_app {
     ($server:expr, $delay:expr $(, $extra:expr)*) => {{
-        let locks = LockClient::from_url(&$server.url()).await.unwrap();
+        let locks = support::client(&$server).await;
         let shop = Shop::connect(&$server.url(), $delay).await.unwrap();
         let app = test::init_service(
             App::new()

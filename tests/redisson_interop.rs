@@ -15,11 +15,12 @@
 
 mod support;
 
-use actix_distributed_lock::{AcquireOptions, LockClient, LockError, LockOwner, Released};
+use actix_distributed_lock::{AcquireOptions, LockError, LockOwner, Released};
 use futures_util::StreamExt;
 use redis::aio::MultiplexedConnection;
 use std::collections::HashMap;
 use std::time::{Duration, Instant};
+use support::client;
 use support::RedisServer;
 
 /// Redisson's default lease (`lockWatchdogTimeout`, 30 s).
@@ -123,13 +124,6 @@ impl JavaClient {
     }
 }
 
-async fn connect_client(server: &RedisServer) -> LockClient {
-    tokio::time::timeout(PROMPT, LockClient::from_url(&server.url()))
-        .await
-        .expect("the client connects promptly")
-        .expect("the client connects")
-}
-
 async fn hgetall(server: &RedisServer, key: &str) -> HashMap<String, String> {
     let mut conn = server.conn().await;
     redis::cmd("HGETALL")
@@ -180,7 +174,7 @@ async fn next_message(pubsub: &mut redis::aio::PubSub) -> (String, String) {
 async fn lock_held_by_java_blocks_ours() {
     let server = RedisServer::start();
     let mut java = JavaClient::connect(&server).await;
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let name = "inventory:sku-7";
 
     assert_eq!(java.try_lock(name, 1, JAVA_LEASE).await, None);
@@ -217,7 +211,7 @@ async fn lock_held_by_java_blocks_ours() {
 async fn java_unlock_publish_wakes_our_waiter_well_before_the_ttl() {
     let server = RedisServer::start();
     let mut java = JavaClient::connect(&server).await;
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let name = "invoice:1001";
 
     assert_eq!(java.try_lock(name, 1, JAVA_LEASE).await, None);
@@ -260,7 +254,7 @@ async fn java_unlock_publish_wakes_our_waiter_well_before_the_ttl() {
 async fn our_held_lock_is_seen_as_held_by_the_java_script() {
     let server = RedisServer::start();
     let mut java = JavaClient::connect(&server).await;
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let name = "payment:77";
 
     let owner = LockOwner::new();
@@ -299,7 +293,7 @@ async fn our_held_lock_is_seen_as_held_by_the_java_script() {
 async fn our_unlock_wakes_a_java_waiter_subscribed_to_the_channel() {
     let server = RedisServer::start();
     let mut java = JavaClient::connect(&server).await;
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let name = "shipment:9";
 
     let guard = client.lock(name).unwrap().acquire().await.unwrap();
@@ -338,7 +332,7 @@ async fn our_unlock_wakes_a_java_waiter_subscribed_to_the_channel() {
 async fn our_reentrant_double_hold_is_hold_count_two_in_the_hash_field() {
     let server = RedisServer::start();
     let mut java = JavaClient::connect(&server).await;
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let name = "ledger:2024";
 
     let owner = LockOwner::new();
@@ -381,7 +375,7 @@ async fn our_reentrant_double_hold_is_hold_count_two_in_the_hash_field() {
 async fn java_reentrant_double_hold_needs_two_java_unlocks_before_we_get_it() {
     let server = RedisServer::start();
     let mut java = JavaClient::connect(&server).await;
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let name = "batch:nightly";
 
     assert_eq!(java.try_lock(name, 3, JAVA_LEASE).await, None);
@@ -417,7 +411,7 @@ async fn java_reentrant_double_hold_needs_two_java_unlocks_before_we_get_it() {
 async fn names_with_braces_use_the_braced_channel() {
     let server = RedisServer::start();
     let mut java = JavaClient::connect(&server).await;
-    let client = connect_client(&server).await;
+    let client = client(&server).await;
     let name = "{order}:42";
     let channel = "redisson_lock__channel:{order}:42";
     assert_eq!(java_channel(name), channel);

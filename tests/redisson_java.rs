@@ -85,14 +85,11 @@ impl Kind {
 }
 
 async fn connect(server: &RedisServer, watchdog: Option<Duration>) -> LockClient {
-    let mut config = ClientConfig::new(server.url());
-    if let Some(lease) = watchdog {
-        config = config.watchdog_timeout(lease);
-    }
-    tokio::time::timeout(PROMPT, LockClient::connect(config))
-        .await
-        .expect("the client connects promptly")
-        .expect("the client connects")
+    support::client_with(server, |config| match watchdog {
+        Some(lease) => config.watchdog_timeout(lease),
+        None => config,
+    })
+    .await
 }
 
 async fn java(server: &RedisServer, version: Redisson, options: PeerOptions) -> JavaPeer {
@@ -672,9 +669,7 @@ async fn fair_dead_waiter(version: Redisson, java_dies: bool) {
         c.fair_wait_timeout(allowance)
             .watchdog_timeout(SHORT_WATCHDOG)
     };
-    let client = LockClient::connect(tune(ClientConfig::new(server.url())))
-        .await
-        .unwrap();
+    let client = support::client_with(&server, tune).await;
     let options = || PeerOptions::new().fair_wait(allowance);
     let mut peer = java(&server, version, options()).await;
     let mut dying_peer = java(&server, version, options()).await;

@@ -77,8 +77,8 @@ async fn connect(
 ) -> Vec<LockClient> {
     let mut clients = Vec::new();
     for server in servers {
-        let config = tune(ClientConfig::new(server.url()));
-        clients.push(LockClient::connect(config).await.expect("connect"));
+        let url = server.url();
+        clients.push(support::clients::connect(tune(ClientConfig::new(url.as_str())), &url).await);
     }
     clients
 }

@@ -8,23 +8,9 @@ use redis::AsyncCommands;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use support::{client, client_with};
 use support::{eventually, RedisServer};
 use tokio::time::timeout;
-
-async fn client(server: &RedisServer) -> LockClient {
-    LockClient::connect(ClientConfig::new(server.url()))
-        .await
-        .expect("connect")
-}
-
-async fn client_with(
-    server: &RedisServer,
-    tune: impl FnOnce(ClientConfig) -> ClientConfig,
-) -> LockClient {
-    LockClient::connect(tune(ClientConfig::new(server.url())))
-        .await
-        .expect("connect")
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_cycles_on_distinct_names_leave_no_key() {

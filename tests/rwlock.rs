@@ -8,8 +8,7 @@
 mod support;
 
 use actix_distributed_lock::{
-    AcquireOptions, ClientConfig, LockClient, LockError, LockGuard, LockOwner, ReadWriteLock,
-    Released,
+    AcquireOptions, LockClient, LockError, LockGuard, LockOwner, ReadWriteLock, Released,
 };
 use futures_util::StreamExt;
 use rand::{Rng, SeedableRng};
@@ -19,26 +18,12 @@ use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::{client, client_with};
 use support::{eventually, RedisServer};
 use tokio::time::timeout;
 
 /// Bound for a message or a hand-off that should come at once.
 const PROMPT: Duration = Duration::from_secs(5);
-
-async fn client(server: &RedisServer) -> LockClient {
-    LockClient::connect(ClientConfig::new(server.url()))
-        .await
-        .expect("connect")
-}
-
-async fn client_with(
-    server: &RedisServer,
-    tune: impl FnOnce(ClientConfig) -> ClientConfig,
-) -> LockClient {
-    LockClient::connect(tune(ClientConfig::new(server.url())))
-        .await
-        .expect("connect")
-}
 
 /// A reader's field: `<client uuid>:<owner id>`.
 fn reader_field(client: &LockClient, owner: LockOwner) -> String {

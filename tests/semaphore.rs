@@ -13,26 +13,12 @@ use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::proxy::TcpProxy;
+use support::{client, client_with};
 use support::{eventually, RedisServer};
 use tokio::time::timeout;
 
 /// The longest a waiter sleeps without news (the actor's fallback poll).
 const FALLBACK: Duration = Duration::from_secs(5);
-
-async fn client(server: &RedisServer) -> LockClient {
-    LockClient::connect(ClientConfig::new(server.url()))
-        .await
-        .expect("connect")
-}
-
-async fn client_with(
-    server: &RedisServer,
-    tune: impl FnOnce(ClientConfig) -> ClientConfig,
-) -> LockClient {
-    LockClient::connect(tune(ClientConfig::new(server.url())))
-        .await
-        .expect("connect")
-}
 
 /// Permit ids as Redisson stores them in the zset: the raw bytes of the hex id.
 fn raw_id(hex: &str) -> Vec<u8> {

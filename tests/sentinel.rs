@@ -4,22 +4,11 @@
 
 mod support;
 
-use actix_distributed_lock::{ClientConfig, Deployment, LockClient};
+use actix_distributed_lock::{Deployment, LockClient};
 use std::time::Duration;
 use support::eventually;
+use support::sentinel_client;
 use support::topology::SentinelSetup;
-
-async fn client(
-    setup: &SentinelSetup,
-    tune: impl FnOnce(ClientConfig) -> ClientConfig,
-) -> LockClient {
-    let config = ClientConfig::sentinel(setup.sentinel_urls(), setup.master_name())
-        .response_timeout(Duration::from_millis(500))
-        .connect_timeout(Duration::from_secs(2));
-    LockClient::connect(tune(config))
-        .await
-        .expect("connect through the sentinels")
-}
 
 /// Until a call through `locks` reaches a primary again (each failed call makes the client
 /// ask the sentinels anew).
@@ -35,7 +24,7 @@ async fn until_reachable(locks: &LockClient) {
 #[actix_rt::test]
 async fn a_waiter_acquires_on_the_new_primary_after_a_failover() {
     let mut setup = SentinelSetup::start();
-    let holder = client(&setup, |c| {
+    let holder = sentinel_client(&setup, |c| {
         c.sync_replicas(1, Duration::from_secs(1))
             .watchdog_timeout(Duration::from_secs(9))
     })
@@ -44,7 +33,7 @@ async fn a_waiter_acquires_on_the_new_primary_after_a_failover() {
         holder.config().deployment(),
         Deployment::Sentinel { .. }
     ));
-    let other = client(&setup, |c| c).await;
+    let other = sentinel_client(&setup, |c| c).await;
     let guard = holder
         .lock("job:nightly")
         .unwrap()
@@ -125,7 +114,7 @@ async fn a_waiter_acquires_on_the_new_primary_after_a_failover() {
 #[actix_rt::test]
 async fn a_client_follows_the_primary_and_refuses_unreplicated_grants() {
     let mut setup = SentinelSetup::start();
-    let locks = client(&setup, |c| c.sync_replicas(1, Duration::from_millis(300))).await;
+    let locks = sentinel_client(&setup, |c| c.sync_replicas(1, Duration::from_millis(300))).await;
     let guard = locks
         .lock("a")
         .unwrap()

@@ -1524,7 +1524,7 @@ fn script_inner_commands() -> HashSet<String> {
 
 // The tests' support code starts and stops the cluster (redis-server + redis-cli).
 #[path = "../../tests/support/mod.rs"]
-#[allow(dead_code, unused_imports)]
+#[allow(unused_imports)]
 mod support;
 
 const CLUSTER_PRIMARIES: usize = 3;

@@ -7,12 +7,16 @@
 //! Dependencies: std, tokio (via the redis async API), redis, libc, and the crate under
 //! test for the checks that read a client's state.
 #![allow(dead_code)]
+pub mod clients;
 pub mod history;
 pub mod java_peer;
 pub mod nemesis;
 pub mod netns;
 pub mod proxy;
 pub mod topology;
+
+#[allow(unused_imports)] // each test file uses some of them
+pub use clients::{client, client_at, client_with, cluster_client, sentinel_client};
 
 use std::fs::{self, File};
 use std::io::{Read, Write};
