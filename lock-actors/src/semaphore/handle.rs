@@ -2,8 +2,7 @@
 
 use super::{
     ask, AcquireExpirablePermits, AcquirePermits, AddPermits, AvailablePermits, Kind, PermitGuard,
-    Registry, ReleasePermit, ReleasePermits, SemaphoreActor, SemaphorePermits, SetPermits,
-    TrySetPermits,
+    ReleasePermit, ReleasePermits, SemaphoreActor, SemaphorePermits, SetPermits, TrySetPermits,
 };
 use crate::client::LockClient;
 use crate::error::LockError;
@@ -267,11 +266,7 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub fn actor(&self) -> Result<Addr<SemaphoreActor>, LockError> {
-        Ok(Registry::actor(
-            self.client.node()?,
-            Kind::Plain,
-            &self.name,
-        ))
+        super::actor(&self.client, Kind::Plain, &self.name)
     }
 }
 
@@ -632,10 +627,6 @@ impl PermitExpirableSemaphore {
     /// # Ok(()) }
     /// ```
     pub fn actor(&self) -> Result<Addr<SemaphoreActor>, LockError> {
-        Ok(Registry::actor(
-            self.client.node()?,
-            Kind::Expirable,
-            &self.name,
-        ))
+        super::actor(&self.client, Kind::Expirable, &self.name)
     }
 }
