@@ -26,7 +26,13 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     (
         "handles",
-        &["lock::handle", "rwlock", "semaphore::handle", "compose"],
+        &[
+            "lock::handle",
+            "rwlock",
+            "semaphore::handle",
+            "semaphore::entry",
+            "compose",
+        ],
     ),
     ("client: registries of actors, renewal", &["client"]),
     // The guards are what the actors hand out (an `Acquire` replies with a `LockGuard`).

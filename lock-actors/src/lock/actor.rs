@@ -3,9 +3,9 @@ use super::guard::ReleaseHold;
 use super::guard::{HoldStatus, StatusSender};
 use super::kind::LockKind;
 use super::kind::{actor_key, ActorKey};
-use super::read_state;
 use super::reply::{Deferred, ReplySlot};
-use super::watch::{renew_confirmed, WatchRegistry};
+use super::state::read_state;
+use super::watch::{renew_confirmed, HoldLost, WatchRegistry};
 use super::{
     Acquire, AcquireFenced, ForceRelease, GetState, LockGuard, LockOwner, LockState, Release,
     Released, Renew,
@@ -202,16 +202,6 @@ fn disarm(timers: Option<[SpawnHandle; 2]>, ctx: &mut Context<LockActor>) {
     for timer in timers.into_iter().flatten() {
         ctx.cancel_future(timer);
     }
-}
-
-/// The watchdog found `owner`'s hold gone (sent by the watchdog).
-pub(crate) struct HoldLost {
-    pub(crate) owner: LockOwner,
-    pub(crate) watch_id: u64,
-}
-
-impl Message for HoldLost {
-    type Result = ();
 }
 
 impl LockActor {
@@ -854,7 +844,7 @@ impl LockActor {
                     self.kind,
                     self.name.clone(),
                     owner,
-                    ctx.address().downgrade(),
+                    ctx.address().recipient().downgrade(),
                     since + watchdog_lease,
                 ));
             }

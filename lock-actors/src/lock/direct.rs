@@ -226,7 +226,7 @@ impl Direct {
                         self.kind,
                         self.name.clone(),
                         owner,
-                        actor.downgrade(),
+                        actor.clone().recipient().downgrade(),
                         sent + lease,
                     )
                 });

@@ -7,13 +7,13 @@ mod handle;
 mod kind;
 mod owner;
 mod reply;
+mod state;
 pub(crate) mod watch;
 
 pub use actor::LockActor;
 pub(crate) use actor::LockRegistry;
 pub(crate) use direct::Direct;
 pub use guard::LockGuard;
-pub(crate) use handle::read_state;
 pub use handle::{AcquireOptions, Lock};
 pub use kind::LockKind;
 pub(crate) use kind::{actor_key, all_scripts, PublishingScript};

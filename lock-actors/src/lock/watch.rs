@@ -3,14 +3,13 @@
 //! client's renewal service (`crate::client::renewal`) batches and sends the renewals and
 //! reads here which holds to renew and which ran out.
 
-use super::actor::HoldLost;
 use super::kind::LockKind;
-use super::{LockActor, LockOwner};
+use super::LockOwner;
 use crate::keys::LockName;
 use crate::node::Commands;
 use crate::script::ScriptCall;
 use actix::prelude::*;
-use actix::WeakAddr;
+use actix::WeakRecipient;
 use redis::cluster_routing::Slot;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -41,7 +40,7 @@ struct WatchEntry {
     kind: LockKind,
     name: LockName,
     owner: LockOwner,
-    actor: WeakAddr<LockActor>,
+    actor: WeakRecipient<HoldLost>,
     /// Past this instant the lease may have run out in Redis: no renewal was confirmed.
     /// It is the send time of the last confirmed renewal (or of the acquire) plus the
     /// lease, so it never lies after the key's expiry in Redis.
@@ -68,7 +67,7 @@ impl WatchRegistry {
         kind: LockKind,
         name: LockName,
         owner: LockOwner,
-        actor: WeakAddr<LockActor>,
+        actor: WeakRecipient<HoldLost>,
         valid_until: Instant,
     ) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -232,6 +231,17 @@ impl WatchRegistry {
             });
         }
     }
+}
+
+/// The renewal service found `owner`'s hold gone, or no renewal confirmed it within its
+/// lease (sent to the lock actor that registered it).
+pub(crate) struct HoldLost {
+    pub(crate) owner: LockOwner,
+    pub(crate) watch_id: u64,
+}
+
+impl Message for HoldLost {
+    type Result = ();
 }
 
 /// A hold registered with an earlier end than the deadline timer's: arm it again.
