@@ -69,9 +69,27 @@ const NOT_IN_NODE: &[&str] = &[
 /// Largest source file, in lines of code (doc comments and blank lines aside).
 const MAX_CODE_LINES: usize = 600;
 
+/// Circles still left inside one kind's files: the actor and the guard it hands out name
+/// each other (the actor builds the guard, the guard sends the actor its release), and the
+/// permit leases extend the semaphore actor from a child file. They go with the wait-queue
+/// rewrite of `lock/actor.rs` and `semaphore/actor.rs` (issue 16). This list may only
+/// shrink: a circle that is not within one entry fails, and so does an entry that no
+/// longer is a circle (remove it).
+const KNOWN_CIRCLES: &[&[&str]] = &[
+    &["lock::actor", "lock::direct", "lock::guard"],
+    &[
+        "semaphore::actor",
+        "semaphore::actor::leases",
+        "semaphore::guard",
+    ],
+];
+
+/// Files still over [`MAX_CODE_LINES`], split by the same rewrite; may only shrink, as above.
+const KNOWN_LONG: &[&str] = &["lock::actor", "semaphore::actor"];
+
 struct SourceFile {
     module: ModPath,
-    /// Whether this file is a `mod.rs`/`lib.rs`/`x.rs` with children (a directory `x/`).
+    /// The code, without comments, string contents and `#[cfg(test)]` items.
     code: String,
     lines_of_code: usize,
 }
@@ -560,15 +578,35 @@ fn no_import_circle() {
     let krate = Crate::load();
     let graph = krate.graph();
     let found = circles(&graph);
+    let new: Vec<&Vec<String>> = found
+        .iter()
+        .filter(|circle| {
+            !KNOWN_CIRCLES
+                .iter()
+                .any(|known| circle.iter().all(|file| known.contains(&file.as_str())))
+        })
+        .collect();
     assert!(
-        found.is_empty(),
+        new.is_empty(),
         "import circles in lock-actors:\n{}\ngraph:\n{}",
-        found
-            .iter()
+        new.iter()
             .map(|c| format!("  {}", c.join(" <-> ")))
             .collect::<Vec<_>>()
             .join("\n"),
         describe(&graph)
+    );
+    let gone: Vec<String> = KNOWN_CIRCLES
+        .iter()
+        .filter(|known| {
+            !found
+                .iter()
+                .any(|circle| circle.iter().all(|file| known.contains(&file.as_str())))
+        })
+        .map(|known| known.join(" <-> "))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "no longer circles; remove them from KNOWN_CIRCLES: {gone:?}"
     );
 }
 
@@ -621,10 +659,14 @@ fn the_node_knows_no_lock_kinds() {
 #[test]
 fn no_source_file_is_too_long() {
     let krate = Crate::load();
-    let long: Vec<String> = krate
+    let long: Vec<&SourceFile> = krate
         .files
         .values()
         .filter(|file| file.lines_of_code > MAX_CODE_LINES)
+        .collect();
+    let new: Vec<String> = long
+        .iter()
+        .filter(|file| !KNOWN_LONG.contains(&name(&file.module).as_str()))
         .map(|file| {
             format!(
                 "  {}: {} lines of code",
@@ -634,9 +676,17 @@ fn no_source_file_is_too_long() {
         })
         .collect();
     assert!(
-        long.is_empty(),
+        new.is_empty(),
         "source files over {MAX_CODE_LINES} lines of code (doc comments aside):\n{}",
-        long.join("\n")
+        new.join("\n")
+    );
+    let gone: Vec<&&str> = KNOWN_LONG
+        .iter()
+        .filter(|known| !long.iter().any(|file| name(&file.module) == **known))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "no longer too long; remove them from KNOWN_LONG: {gone:?}"
     );
 }
 
