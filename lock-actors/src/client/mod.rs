@@ -1,4 +1,6 @@
-//! `LockClient`: the cheap-to-clone handle users hold, and where every lock starts.
+//! `LockClient`: the cheap-to-clone handle users hold. It owns its node's actors (the
+//! registries of lock and semaphore actors, see `actors`) and the renewal service (see
+//! `renewal`); the handles of every lock kind start from it.
 
 mod actors;
 pub(crate) mod renewal;

@@ -1,4 +1,5 @@
-//! The lock actor, its messages, the guard a holder keeps, owners, and the watchdog.
+//! The lock actor, its messages, the guard a holder keeps, owners, and the watch list of
+//! watchdog-leased holds (renewed by the client's renewal service).
 
 mod actor;
 mod direct;

@@ -1,9 +1,9 @@
 //! The supervisor of a node's subscription connection: subscribes channels for the
 //! actors that listen on them, routes each message to its listeners, and reconnects.
 
-use super::LockError;
 use crate::config::ClientConfig;
 use crate::connection::{PubSub, SubscriptionTarget};
+use crate::error::LockError;
 use actix::prelude::*;
 use actix::WeakRecipient;
 use redis::aio::PubSubSink;
