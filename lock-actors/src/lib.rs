@@ -68,6 +68,7 @@ mod macro_owner;
 pub mod macro_support;
 mod node;
 mod redact;
+mod registry;
 mod runtime;
 mod rwlock;
 mod script;

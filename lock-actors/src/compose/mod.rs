@@ -7,11 +7,9 @@
 
 mod multi;
 mod redlock;
-mod redlock_guard;
 
 pub use multi::{MultiLock, MultiLockGuard};
-pub use redlock::RedLock;
-pub use redlock_guard::RedLockGuard;
+pub use redlock::{RedLock, RedLockGuard};
 
 use crate::error::LockError;
 use crate::identity::ServerIdentity;

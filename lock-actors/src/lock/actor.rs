@@ -2,9 +2,10 @@ use super::direct::{Direct, DirectHold};
 use super::guard::ReleaseHold;
 use super::guard::{HoldStatus, StatusSender};
 use super::kind::LockKind;
-use super::read_state;
+use super::kind::{actor_key, ActorKey};
 use super::reply::{Deferred, ReplySlot};
-use super::watchdog::renew_confirmed;
+use super::state::read_state;
+use super::watch::{renew_confirmed, HoldLost, WatchRegistry};
 use super::{
     Acquire, AcquireFenced, ForceRelease, GetState, LockGuard, LockOwner, LockState, Release,
     Released, Renew,
@@ -13,11 +14,15 @@ use crate::config::{clock_drift, positive_millis};
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::node::{Commands, Node, Subscription, Unsubscribe, Wake};
+use crate::registry::Registry;
 use crate::script::ScriptCall;
 use actix::prelude::*;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// The live lock actors of one node, each with what it shares with fast-path callers.
+pub(crate) type LockRegistry = Registry<ActorKey, LockActor, Arc<Direct>>;
 
 /// Retry delay after a Redis error while waiting (the wait bound still applies).
 const ERROR_RETRY: Duration = Duration::from_millis(100);
@@ -75,6 +80,10 @@ pub struct LockActor {
     keepalive: Option<Addr<LockActor>>,
     /// What the actor shares with fast-path callers (see `super::direct`).
     direct: Arc<Direct>,
+    /// The registry this actor leaves when it stops.
+    registry: Arc<LockRegistry>,
+    /// The node's watch list: watchdog-leased holds go on it.
+    watchdog: Arc<WatchRegistry>,
     next_waiter: u64,
     /// Holds Redis may count that we do not (a lost reply); settled before any new try.
     reconciles: VecDeque<Reconcile>,
@@ -195,16 +204,6 @@ fn disarm(timers: Option<[SpawnHandle; 2]>, ctx: &mut Context<LockActor>) {
     }
 }
 
-/// The watchdog found `owner`'s hold gone (sent by the watchdog).
-pub(crate) struct HoldLost {
-    pub(crate) owner: LockOwner,
-    pub(crate) watch_id: u64,
-}
-
-impl Message for HoldLost {
-    type Result = ();
-}
-
 impl LockActor {
     pub(crate) fn new(
         node: Arc<Node>,
@@ -213,6 +212,7 @@ impl LockActor {
         owner: Option<LockOwner>,
         id: u64,
         direct: Arc<Direct>,
+        registry: Arc<LockRegistry>,
     ) -> Self {
         let owner = owner.filter(|_| kind.per_owner());
         LockActor {
@@ -230,7 +230,9 @@ impl LockActor {
             sleep: None,
             subscription: Subscription::NEVER,
             keepalive: None,
+            watchdog: direct.watchdog.clone(),
             direct,
+            registry,
             next_waiter: 1,
             reconciles: VecDeque::new(),
             reconcile_in_flight: false,
@@ -271,7 +273,7 @@ impl LockActor {
             Some(holder) => {
                 // The owner also holds it through us: one watchdog entry is enough.
                 if let Some(watch_id) = watch_id {
-                    self.node.watchdog.unregister(watch_id);
+                    self.watchdog.unregister(watch_id);
                 }
                 holder.holds.push(hold);
                 holder.merged.push(status);
@@ -298,7 +300,7 @@ impl LockActor {
 
     /// What stands for `owner` in this lock's Redis data.
     fn field(&self, owner: LockOwner) -> String {
-        self.kind.field(self.node.owner_field(owner))
+        self.kind.field(self.node.owner_field(owner.id()))
     }
 
     fn watchdog_lease(&self) -> Duration {
@@ -838,18 +840,18 @@ impl LockActor {
         let watched = holder.holds.iter().any(|h| h.lease.is_none());
         match (watched, holder.watch_id) {
             (true, None) => {
-                holder.watch_id = Some(self.node.watchdog.register(
+                holder.watch_id = Some(self.watchdog.register(
                     self.kind,
                     self.name.clone(),
                     owner,
-                    ctx.address().downgrade(),
+                    ctx.address().recipient().downgrade(),
                     since + watchdog_lease,
                 ));
             }
             (true, Some(_)) => {}
             (false, watch_id) => {
                 if let Some(id) = watch_id {
-                    self.node.watchdog.unregister(id);
+                    self.watchdog.unregister(id);
                     holder.watch_id = None;
                 }
                 let lease = holder
@@ -871,7 +873,7 @@ impl LockActor {
     fn lose(&mut self, owner: LockOwner, why: &str, ctx: &mut Context<Self>) {
         if let Some(holder) = self.holders.remove(&owner) {
             if let Some(id) = holder.watch_id {
-                self.node.watchdog.unregister(id);
+                self.watchdog.unregister(id);
             }
             if why == RELEASED {
                 holder.set_status(HoldStatus::Released);
@@ -958,7 +960,7 @@ impl LockActor {
             // Renewal stops here, before the unlock is even sent.
             if let Some(holder) = self.holders.remove(&owner) {
                 if let Some(id) = holder.watch_id {
-                    self.node.watchdog.unregister(id);
+                    self.watchdog.unregister(id);
                 }
                 if let Some(expiry) = holder.expiry {
                     ctx.cancel_future(expiry);
@@ -1053,12 +1055,8 @@ impl Actor for LockActor {
     /// meanwhile: both happen under the registry's lock, so it never hands out a stopping
     /// actor.
     fn stopping(&mut self, ctx: &mut Context<Self>) -> Running {
-        if self
-            .node
-            .retire_actor(self.kind, &self.name, self.owner, self.id, || {
-                ctx.connected()
-            })
-        {
+        let key = actor_key(self.kind, &self.name, self.owner);
+        if self.registry.retire(&key, self.id, || ctx.connected()) {
             Running::Stop
         } else {
             Running::Continue
@@ -1067,7 +1065,7 @@ impl Actor for LockActor {
 
     fn stopped(&mut self, _: &mut Context<Self>) {
         if let Some(watch_id) = self.direct.absorb().and_then(|taken| taken.watch_id) {
-            self.node.watchdog.unregister(watch_id);
+            self.watchdog.unregister(watch_id);
         }
         if self.subscription != (Subscription::NEVER) {
             self.node.supervisor.do_send(Unsubscribe {
@@ -1077,7 +1075,7 @@ impl Actor for LockActor {
         }
         for (_, holder) in self.holders.drain() {
             if let Some(id) = holder.watch_id {
-                self.node.watchdog.unregister(id);
+                self.watchdog.unregister(id);
             }
         }
     }

@@ -20,6 +20,7 @@
 use super::actor::{run_acquire, Adopt, Doubt, SettleUnlock};
 use super::guard::{HoldStatus, StatusSender};
 use super::kind::LockKind;
+use super::watch::WatchRegistry;
 use super::{LockActor, LockGuard, LockOwner, Released};
 use crate::error::LockError;
 use crate::keys::LockName;
@@ -73,6 +74,8 @@ impl State {
 /// What a lock's actor and its callers share (one per actor).
 pub(crate) struct Direct {
     node: Arc<Node>,
+    /// The node's watch list: a watchdog-leased hold taken here goes on it.
+    pub(crate) watchdog: Arc<WatchRegistry>,
     kind: LockKind,
     name: LockName,
     /// Hold ids, drawn by the actor and by fast-path callers alike.
@@ -96,7 +99,12 @@ pub(crate) enum Tried {
 }
 
 impl Direct {
-    pub(crate) fn new(node: Arc<Node>, kind: LockKind, name: LockName) -> Self {
+    pub(crate) fn new(
+        node: Arc<Node>,
+        watchdog: Arc<WatchRegistry>,
+        kind: LockKind,
+        name: LockName,
+    ) -> Self {
         // A fair lock's waiters must all go through the queue in Redis: never direct.
         let mode = if kind.per_owner() {
             Mode::Actor
@@ -105,6 +113,7 @@ impl Direct {
         };
         Direct {
             node,
+            watchdog,
             kind,
             name,
             next_hold: AtomicU64::new(1),
@@ -189,7 +198,7 @@ impl Direct {
             state.keepalive = Some(actor.clone());
         }
         let lease = fixed.unwrap_or_else(|| self.watchdog_lease());
-        let field = self.kind.field(self.node.owner_field(owner));
+        let field = self.kind.field(self.node.owner_field(owner.id()));
         let lease_ms = lease.as_millis() as u64;
         let call = self.kind.acquire(
             &self.name,
@@ -213,11 +222,11 @@ impl Direct {
         match reply {
             Ok((None, token)) => {
                 let watch_id = fixed.is_none().then(|| {
-                    self.node.watchdog.register(
+                    self.watchdog.register(
                         self.kind,
                         self.name.clone(),
                         owner,
-                        actor.downgrade(),
+                        actor.clone().recipient().downgrade(),
                         sent + lease,
                     )
                 });
@@ -291,9 +300,9 @@ impl Direct {
         let lease = self.watchdog_lease();
         // Renewal stops before the unlock is even sent.
         if let Some(watch_id) = taken.watch_id {
-            self.node.watchdog.unregister(watch_id);
+            self.watchdog.unregister(watch_id);
         }
-        let field = self.kind.field(self.node.owner_field(owner));
+        let field = self.kind.field(self.node.owner_field(owner.id()));
         let call = self.kind.unlock(
             &self.name,
             &field,

@@ -2,7 +2,8 @@
 
 use super::actor::AfterDirect;
 use super::direct::Tried;
-use super::kind::{all_scripts, LockKind};
+use super::kind::LockKind;
+use super::state::read_state;
 use crate::client::LockClient;
 use crate::config::positive_millis;
 use crate::error::LockError;
@@ -10,61 +11,8 @@ use crate::keys::LockName;
 use crate::lock::{
     Acquire, AcquireFenced, ForceRelease, LockActor, LockGuard, LockOwner, LockState,
 };
-use crate::node::Commands;
 use actix::Addr;
 use std::time::Duration;
-
-/// Loads every script into Redis's script cache, so first uses do not pay a NOSCRIPT round
-/// trip (the first watchdog round would otherwise hit it once per batch). Best effort: a
-/// script missing later (Redis restarted) is loaded on its first NOSCRIPT anyway.
-pub(crate) async fn preload_scripts(conn: &mut crate::connection::Connection) {
-    for script in all_scripts() {
-        if let Err(error) = conn.load_script(script).await {
-            tracing::debug!(%error, "could not preload a lock script; it loads on first use");
-        }
-    }
-}
-
-/// Reads a lock's state: key type (to refuse non-lock data), PTTL, and one owner's holds.
-pub(crate) async fn read_state(
-    commands: Commands,
-    kind: LockKind,
-    name: LockName,
-    field: Option<String>,
-) -> Result<LockState, LockError> {
-    let mut pipe = redis::pipe();
-    pipe.cmd("TYPE")
-        .arg(name.as_str())
-        .cmd("PTTL")
-        .arg(name.as_str());
-    let (kind_found, pttl): (String, i64) = commands.clone().query(pipe, name.clone()).await?;
-    let (key_type, locked) = (kind.key_type(), kind_found == kind.key_type());
-    if kind_found != key_type && kind_found != "none" {
-        return Err(LockError::WrongType {
-            name: name.to_string(),
-        });
-    }
-    let hold_count = match field {
-        Some(field) if locked && kind == LockKind::Fast => {
-            let mut pipe = redis::pipe();
-            pipe.cmd("GET").arg(name.as_str());
-            let (holder,): (Option<String>,) = commands.query(pipe, name.clone()).await?;
-            u32::from(holder.as_deref() == Some(field.as_str()))
-        }
-        Some(field) if locked => {
-            let mut pipe = redis::pipe();
-            pipe.cmd("HGET").arg(name.as_str()).arg(field);
-            let (count,): (Option<u32>,) = commands.query(pipe, name.clone()).await?;
-            count.unwrap_or(0)
-        }
-        _ => 0,
-    };
-    Ok(LockState {
-        locked,
-        ttl: u64::try_from(pttl).ok().map(Duration::from_millis),
-        hold_count,
-    })
-}
 
 /// How to take a lock: who, how long to wait, which lease.
 ///
@@ -180,6 +128,115 @@ pub struct Lock {
     kind: LockKind,
     name: LockName,
     fenced: bool,
+}
+
+/// Where every kind of [`Lock`] starts: the client hands out the handles.
+impl LockClient {
+    /// A handle to the reentrant lock `name`. Checks the name; talks to nobody yet.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let lock = client.lock("order:42")?;
+    /// assert!(client.lock("").is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn lock(&self, name: &str) -> Result<Lock, LockError> {
+        Ok(Lock::new(
+            self.clone(),
+            LockKind::Reentrant,
+            self.name(name)?,
+            false,
+        ))
+    }
+
+    /// A handle to lock `name` whose every acquisition draws a fencing token
+    /// ([`LockGuard::fencing_token`](crate::LockGuard::fencing_token)): the same reentrant
+    /// lock in Redis, plus the counter `redisson_lock_token:{name}`, which never expires.
+    ///
+    /// Use it when the protected storage can check a token: a holder that lost its lock while
+    /// paused is refused by the storage even before it learns of the loss.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = client.fenced_lock("ledger")?.acquire().await?;
+    /// assert!(guard.fencing_token().is_some());
+    /// # Ok(()) }
+    /// ```
+    pub fn fenced_lock(&self, name: &str) -> Result<Lock, LockError> {
+        Ok(Lock::new(
+            self.clone(),
+            LockKind::Reentrant,
+            self.name(name)?,
+            true,
+        ))
+    }
+
+    /// A handle to the non-reentrant fast lock `name`: one string key, `SET NX PX` with the
+    /// owner as value, released by a compare-and-delete that publishes on the same channel
+    /// as the reentrant lock. Waiters, the watchdog and `lost()` work as for the reentrant
+    /// lock; taking it again with the same owner is [`LockError::AlreadyHeld`], not a
+    /// deadlock. Use it on hot uncontended paths: each acquire and release is one short
+    /// script.
+    ///
+    /// What it does not do: re-entry, and interoperate with Redisson's `RLock` on the same
+    /// name (Redisson has no such string lock; a Java `RLock` on the name sees the wrong
+    /// key type). Like every single-node lock, a Redis failover can lose it.
+    ///
+    /// ```no_run
+    /// # use actix_distributed_lock::{AcquireOptions, LockError, LockOwner};
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let lock = client.fast_lock("counter:7")?;
+    /// let me = LockOwner::new();
+    /// let guard = lock.acquire_with(AcquireOptions::new().owner(me)).await?;
+    /// let again = lock.acquire_with(AcquireOptions::new().owner(me)).await;
+    /// assert!(matches!(again, Err(LockError::AlreadyHeld { .. })));
+    /// guard.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fast_lock(&self, name: &str) -> Result<Lock, LockError> {
+        Ok(Lock::new(
+            self.clone(),
+            LockKind::Fast,
+            self.name(name)?,
+            false,
+        ))
+    }
+
+    /// A handle to the fair lock `name` (Redisson's `RFairLock`): a reentrant lock granted
+    /// in request order, across every process that uses it.
+    ///
+    /// Every waiter waits in the Redis queue `redisson_lock_queue:{name}`, with a deadline
+    /// in `redisson_lock_timeout:{name}` set by Redisson's rule, so Java `RFairLock` waiters
+    /// and ours share one queue in order: the deadline of the waiter ahead (or the lock's
+    /// remaining lease) plus [`ClientConfig::fair_wait_timeout`] (5 min by default, as
+    /// Redisson's), less that allowance again at every grant. An unlock wakes only the next
+    /// waiter, on its own channel `redisson_lock__channel:{name}:uuid:owner`. A waiter that
+    /// gives up (timeout, cancelled future) leaves the queue at once; one that dies is
+    /// skipped once its deadline passes, so the queue cannot stick; both keys vanish when
+    /// the queue is empty.
+    ///
+    /// What it does not guarantee: order between requests that reach Redis within the same
+    /// instant from different processes (Redis decides), order after a waiter was skipped
+    /// as dead (a paused process, or a live waiter whose turn came later than its deadline,
+    /// joins again at the back), and anything across a
+    /// Redis failover. Each waiting owner has an actor of its own
+    /// ([`fair_lock_actor`](LockClient::fair_lock_actor)).
+    ///
+    /// ```no_run
+    /// # use std::time::Duration;
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let turn = client.fair_lock("printer")?.acquire_timeout(Duration::from_secs(30)).await?;
+    /// turn.unlock().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn fair_lock(&self, name: &str) -> Result<Lock, LockError> {
+        Ok(Lock::new(
+            self.clone(),
+            LockKind::Fair,
+            self.name(name)?,
+            false,
+        ))
+    }
 }
 
 impl std::fmt::Debug for Lock {
@@ -321,8 +378,8 @@ impl Lock {
         }
         {
             // The uncontended fast path: straight to Redis when the actor is idle.
-            let node = self.client.node()?;
-            let (actor, direct) = node.lock_actor_direct(self.kind, &self.name, Some(owner));
+            let actors = self.client.actors()?;
+            let (actor, direct) = actors.lock_actor_direct(self.kind, &self.name, Some(owner));
             match direct.try_acquire(actor, owner, self.fenced, lease).await {
                 Tried::Acquired(guard) => return Ok(guard),
                 Tried::Error(error) => return Err(error),
@@ -419,7 +476,10 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub fn actor(&self) -> Result<Addr<LockActor>, LockError> {
-        Ok(self.client.node()?.lock_actor(self.kind, &self.name, None))
+        Ok(self
+            .client
+            .actors()?
+            .lock_actor(self.kind, &self.name, None))
     }
 
     /// The client this lock talks through (the composed locks order and group members by
@@ -440,7 +500,7 @@ impl Lock {
 
     async fn state(&self, owner: Option<LockOwner>) -> Result<LockState, LockError> {
         let node = self.client.node()?;
-        let field = owner.map(|owner| self.kind.field(node.owner_field(owner)));
+        let field = owner.map(|owner| self.kind.field(node.owner_field(owner.id())));
         read_state(node.commands.clone(), self.kind, self.name.clone(), field).await
     }
 }

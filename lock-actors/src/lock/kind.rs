@@ -1,6 +1,7 @@
 //! Lock kinds: which scripts, keys and channel each kind of lock uses, so one lock actor
 //! drives them all.
 
+use super::LockOwner;
 use crate::connection::PubSub;
 use crate::keys::{LockName, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::script::ScriptCall;
@@ -452,4 +453,13 @@ impl LockKind {
             .arg(self.key_type());
         call
     }
+}
+
+/// Which actor serves a lock: its kind, its name, and for per-owner kinds (the fair lock)
+/// its owner.
+pub(crate) type ActorKey = (LockKind, LockName, Option<LockOwner>);
+
+/// The key of the actor that serves `owner`'s `kind` lock `name`.
+pub(crate) fn actor_key(kind: LockKind, name: &LockName, owner: Option<LockOwner>) -> ActorKey {
+    (kind, name.clone(), owner.filter(|_| kind.per_owner()))
 }

@@ -1,4 +1,5 @@
-//! The lock actor, its messages, the guard a holder keeps, owners, and the watchdog.
+//! The lock actor, its messages, the guard a holder keeps, owners, and the watch list of
+//! watchdog-leased holds (renewed by the client's renewal service).
 
 mod actor;
 mod direct;
@@ -7,15 +8,16 @@ mod handle;
 mod kind;
 mod owner;
 mod reply;
-pub(crate) mod watchdog;
+mod state;
+pub(crate) mod watch;
 
 pub use actor::LockActor;
+pub(crate) use actor::LockRegistry;
 pub(crate) use direct::Direct;
 pub use guard::LockGuard;
-pub(crate) use handle::{preload_scripts, read_state};
 pub use handle::{AcquireOptions, Lock};
 pub use kind::LockKind;
-pub(crate) use kind::PublishingScript;
+pub(crate) use kind::{actor_key, all_scripts, PublishingScript};
 pub use owner::LockOwner;
 pub use reply::Deferred;
 pub(crate) use reply::ReplySlot;

@@ -14,6 +14,7 @@ use crate::error::LockError;
 use crate::keys::LockName;
 use crate::lock::{Deferred, ReplySlot};
 use crate::node::{Node, Subscription, Unsubscribe, Wake};
+use crate::registry::Registry;
 use crate::script::ScriptCall;
 use actix::prelude::*;
 use leases::Grant;
@@ -31,6 +32,9 @@ const ERROR_RETRY: Duration = Duration::from_millis(100);
 const LONGEST_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 /// Most permits one permit-expirable acquire may take: each is a zset member and an argument.
 const MOST_EXPIRABLE_PERMITS: u32 = 10_000;
+/// The live semaphore actors of one node: one per (kind, name) with local interest.
+pub(crate) type SemaphoreRegistry = Registry<(Kind, LockName), SemaphoreActor>;
+
 /// The actor of one semaphore on one node, plain or permit-expirable: it takes and releases
 /// permits for every local caller and queues local waiters in FIFO order.
 ///
@@ -64,6 +68,8 @@ const MOST_EXPIRABLE_PERMITS: u32 = 10_000;
 /// ```
 pub struct SemaphoreActor {
     node: Arc<Node>,
+    /// The registry this actor leaves when it stops.
+    registry: Arc<SemaphoreRegistry>,
     name: LockName,
     kind: Kind,
     keys: SemaphoreKeys,
@@ -162,10 +168,17 @@ fn disarm(timer: Option<SpawnHandle>, ctx: &mut Context<SemaphoreActor>) {
 }
 
 impl SemaphoreActor {
-    pub(crate) fn new(node: Arc<Node>, name: LockName, kind: Kind, id: u64) -> Self {
+    pub(crate) fn new(
+        node: Arc<Node>,
+        registry: Arc<SemaphoreRegistry>,
+        name: LockName,
+        kind: Kind,
+        id: u64,
+    ) -> Self {
         SemaphoreActor {
             keys: SemaphoreKeys::new(&name, kind),
             node,
+            registry,
             name,
             kind,
             id,
@@ -655,11 +668,8 @@ impl Actor for SemaphoreActor {
     /// Leaves the registry and stops, unless someone took our address from the registry
     /// meanwhile (both happen under the registry's lock).
     fn stopping(&mut self, ctx: &mut Context<Self>) -> Running {
-        if self
-            .node
-            .semaphores
-            .retire(self.kind, &self.name, self.id, || ctx.connected())
-        {
+        let key = (self.kind, self.name.clone());
+        if self.registry.retire(&key, self.id, || ctx.connected()) {
             Running::Stop
         } else {
             Running::Continue

@@ -2,8 +2,7 @@
 
 use super::{
     ask, AcquireExpirablePermits, AcquirePermits, AddPermits, AvailablePermits, Kind, PermitGuard,
-    Registry, ReleasePermit, ReleasePermits, SemaphoreActor, SemaphorePermits, SetPermits,
-    TrySetPermits,
+    ReleasePermit, ReleasePermits, SemaphoreActor, SemaphorePermits, SetPermits, TrySetPermits,
 };
 use crate::client::LockClient;
 use crate::error::LockError;
@@ -267,11 +266,7 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub fn actor(&self) -> Result<Addr<SemaphoreActor>, LockError> {
-        Ok(Registry::actor(
-            self.client.node()?,
-            Kind::Plain,
-            &self.name,
-        ))
+        super::actor(&self.client, Kind::Plain, &self.name)
     }
 }
 
@@ -632,10 +627,68 @@ impl PermitExpirableSemaphore {
     /// # Ok(()) }
     /// ```
     pub fn actor(&self) -> Result<Addr<SemaphoreActor>, LockError> {
-        Ok(Registry::actor(
-            self.client.node()?,
-            Kind::Expirable,
-            &self.name,
-        ))
+        super::actor(&self.client, Kind::Expirable, &self.name)
+    }
+}
+
+/// Where semaphores start: the client hands out the handles.
+impl LockClient {
+    /// A handle to the semaphore `name` (Redisson's `RSemaphore`). Checks the name; talks to
+    /// nobody yet. Set its permits once with [`Semaphore::try_set_permits`].
+    ///
+    /// Guarantees: at most the set number of permits are out at once while Redis keeps its
+    /// data. Not guaranteed: permits of a holder that dies are never returned (use
+    /// [`expirable_semaphore`](LockClient::expirable_semaphore) for that); a Redis failover
+    /// can lose or duplicate permits.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let pool = client.semaphore("db-connections")?;
+    /// pool.try_set_permits(10).await?;
+    /// let permits = pool.acquire(1).await?;
+    /// // ... use one connection ...
+    /// permits.release().await?;
+    /// assert!(client.semaphore("").is_err());
+    /// # Ok(()) }
+    /// ```
+    pub fn semaphore(&self, name: &str) -> Result<Semaphore, LockError> {
+        let name = LockName::new(name, self.config().max_name_len)?;
+        Ok(Semaphore::new(self.clone(), name))
+    }
+
+    /// A handle to the permit-expirable semaphore `name` (Redisson's
+    /// `RPermitExpirableSemaphore`): each permit has an id and a lease, so a dead holder's
+    /// permits come back on their own. Checks the name; talks to nobody yet.
+    ///
+    /// Guarantees: at most the set number of permits are out at once while Redis keeps its
+    /// data and holders' leases hold; a permit whose holder stopped renewing returns within
+    /// its lease (on the next acquire). Not guaranteed: a holder paused longer than its lease
+    /// keeps working after its permit went to someone else (watch
+    /// [`PermitGuard::lost`]); a Redis failover can lose or duplicate permits.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let workers = client.expirable_semaphore("render-slots")?;
+    /// workers.try_set_permits(4).await?;
+    /// let permit = workers.acquire().await?; // renewed while `permit` lives
+    /// println!("holding permit {}", permit.permit_id());
+    /// permit.release().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn expirable_semaphore(&self, name: &str) -> Result<PermitExpirableSemaphore, LockError> {
+        let name = LockName::new(name, self.config().max_name_len)?;
+        Ok(PermitExpirableSemaphore::new(self.clone(), name))
+    }
+
+    /// How many semaphore actors this client runs now (one per semaphore name and kind in
+    /// use; an idle one stops on its own).
+    ///
+    /// ```no_run
+    /// # fn demo(client: actix_distributed_lock::LockClient) {
+    /// println!("{} semaphores in use", client.active_semaphores());
+    /// # }
+    /// ```
+    pub fn active_semaphores(&self) -> usize {
+        self.actors().map_or(0, |actors| actors.semaphore_actors())
     }
 }

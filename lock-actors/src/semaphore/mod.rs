@@ -34,25 +34,23 @@
 //! back, but a plain acquire that did run keeps its permits taken (there is no id to undo).
 
 mod actor;
+mod entry;
 mod guard;
 mod handle;
 
 pub use actor::SemaphoreActor;
+pub(crate) use actor::SemaphoreRegistry;
+pub(crate) use entry::{actor, ask};
 pub use guard::{PermitGuard, SemaphorePermits};
 pub use handle::{PermitExpirableSemaphore, PermitOptions, Semaphore};
 
-use crate::client::LockClient;
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::lock::PublishingScript;
-use crate::node::Node;
 use crate::script::ScriptCall;
-use actix::dev::ToEnvelope;
-use actix::{Addr, Handler, MailboxError, Message, WeakAddr};
+use actix::Message;
 use redis::Script;
-use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::LazyLock;
 use std::time::Duration;
 
 /// Builds a script from the shared helpers and one body (both `.lua` files here).
@@ -123,169 +121,6 @@ impl SemaphoreKeys {
             invocation.key(timeouts.as_str());
         }
         invocation
-    }
-}
-
-/// Registered actors by (kind, name): each with its id, so a stopping actor removes only
-/// its own entry.
-type Actors = HashMap<(Kind, LockName), (u64, WeakAddr<SemaphoreActor>)>;
-
-/// The live semaphore actors of one node: one per (kind, name) with local interest.
-#[derive(Default)]
-pub(crate) struct Registry {
-    actors: Mutex<Actors>,
-    /// Actor ids, also their subscriber ids on the node's pub/sub routes.
-    next_id: AtomicU64,
-}
-
-impl Registry {
-    fn lock(&self) -> std::sync::MutexGuard<'_, Actors> {
-        self.actors.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The live actor of semaphore `name`, started on the client's arbiter if there is none.
-    pub(crate) fn actor(node: &Arc<Node>, kind: Kind, name: &LockName) -> Addr<SemaphoreActor> {
-        let registry = &node.semaphores;
-        let mut actors = registry.lock();
-        let key = (kind, name.clone());
-        if let Some((_, weak)) = actors.get(&key) {
-            if let Some(addr) = weak.upgrade() {
-                if addr.connected() {
-                    return addr;
-                }
-            }
-        }
-        // Far above any lock actor's id: a channel never has two subscribers with one id.
-        let id = registry.next_id.fetch_add(1, Ordering::Relaxed) | (1 << 62);
-        let actor_node = node.clone();
-        let actor_name = name.clone();
-        let addr = actix::Actor::start_in_arbiter(&node.arbiter, move |_| {
-            SemaphoreActor::new(actor_node, actor_name, kind, id)
-        });
-        actors.insert(key, (id, addr.downgrade()));
-        addr
-    }
-
-    /// Called by an actor about to stop: it may, and leaves the registry, unless
-    /// `still_wanted` (someone took its address meanwhile) says otherwise.
-    pub(crate) fn retire(
-        &self,
-        kind: Kind,
-        name: &LockName,
-        id: u64,
-        still_wanted: impl FnOnce() -> bool,
-    ) -> bool {
-        let mut actors = self.lock();
-        if still_wanted() {
-            return false;
-        }
-        let key = (kind, name.clone());
-        if actors.get(&key).is_some_and(|(live, _)| *live == id) {
-            actors.remove(&key);
-        }
-        true
-    }
-
-    fn evict(&self, kind: Kind, name: &LockName, addr: &Addr<SemaphoreActor>) {
-        let mut actors = self.lock();
-        let key = (kind, name.clone());
-        let stale = actors
-            .get(&key)
-            .is_some_and(|(_, weak)| weak.upgrade().is_none_or(|live| &live == addr));
-        if stale {
-            actors.remove(&key);
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.lock().len()
-    }
-}
-
-/// Sends `msg` to the actor of semaphore `name`, once more to a fresh actor if that one
-/// had just stopped.
-pub(crate) async fn ask<M>(
-    client: &LockClient,
-    kind: Kind,
-    name: &LockName,
-    msg: M,
-) -> Result<M::Result, LockError>
-where
-    M: Message + Clone + Send + 'static,
-    M::Result: Send,
-    SemaphoreActor: Handler<M>,
-    <SemaphoreActor as actix::Actor>::Context: ToEnvelope<SemaphoreActor, M>,
-{
-    for _ in 0..2 {
-        let node = client.node()?;
-        let actor = Registry::actor(node, kind, name);
-        match actor.send(msg.clone()).await {
-            Ok(reply) => return Ok(reply),
-            Err(MailboxError::Closed) => node.semaphores.evict(kind, name, &actor),
-            Err(MailboxError::Timeout) => break,
-        }
-    }
-    Err(LockError::Shutdown)
-}
-
-impl LockClient {
-    /// A handle to the semaphore `name` (Redisson's `RSemaphore`). Checks the name; talks to
-    /// nobody yet. Set its permits once with [`Semaphore::try_set_permits`].
-    ///
-    /// Guarantees: at most the set number of permits are out at once while Redis keeps its
-    /// data. Not guaranteed: permits of a holder that dies are never returned (use
-    /// [`expirable_semaphore`](LockClient::expirable_semaphore) for that); a Redis failover
-    /// can lose or duplicate permits.
-    ///
-    /// ```no_run
-    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
-    /// let pool = client.semaphore("db-connections")?;
-    /// pool.try_set_permits(10).await?;
-    /// let permits = pool.acquire(1).await?;
-    /// // ... use one connection ...
-    /// permits.release().await?;
-    /// assert!(client.semaphore("").is_err());
-    /// # Ok(()) }
-    /// ```
-    pub fn semaphore(&self, name: &str) -> Result<Semaphore, LockError> {
-        let name = LockName::new(name, self.config().max_name_len)?;
-        Ok(Semaphore::new(self.clone(), name))
-    }
-
-    /// A handle to the permit-expirable semaphore `name` (Redisson's
-    /// `RPermitExpirableSemaphore`): each permit has an id and a lease, so a dead holder's
-    /// permits come back on their own. Checks the name; talks to nobody yet.
-    ///
-    /// Guarantees: at most the set number of permits are out at once while Redis keeps its
-    /// data and holders' leases hold; a permit whose holder stopped renewing returns within
-    /// its lease (on the next acquire). Not guaranteed: a holder paused longer than its lease
-    /// keeps working after its permit went to someone else (watch
-    /// [`PermitGuard::lost`]); a Redis failover can lose or duplicate permits.
-    ///
-    /// ```no_run
-    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
-    /// let workers = client.expirable_semaphore("render-slots")?;
-    /// workers.try_set_permits(4).await?;
-    /// let permit = workers.acquire().await?; // renewed while `permit` lives
-    /// println!("holding permit {}", permit.permit_id());
-    /// permit.release().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn expirable_semaphore(&self, name: &str) -> Result<PermitExpirableSemaphore, LockError> {
-        let name = LockName::new(name, self.config().max_name_len)?;
-        Ok(PermitExpirableSemaphore::new(self.clone(), name))
-    }
-
-    /// How many semaphore actors this client runs now (one per semaphore name and kind in
-    /// use; an idle one stops on its own).
-    ///
-    /// ```no_run
-    /// # fn demo(client: actix_distributed_lock::LockClient) {
-    /// println!("{} semaphores in use", client.active_semaphores());
-    /// # }
-    /// ```
-    pub fn active_semaphores(&self) -> usize {
-        self.node().map_or(0, |node| node.semaphores.len())
     }
 }
 

@@ -1,10 +1,16 @@
-//! `LockClient`: the cheap-to-clone handle users hold, and where every lock starts.
+//! `LockClient`: the cheap-to-clone handle users hold. It owns its node's actors (the
+//! registries of lock and semaphore actors, see `actors`) and the renewal service (see
+//! `renewal`); the handles of every lock kind start from it.
+
+mod actors;
+pub(crate) mod renewal;
+
+pub(crate) use actors::NodeActors;
 
 use crate::config::{ClientConfig, Deployment};
 use crate::error::LockError;
 use crate::keys::LockName;
-use crate::lock::LockActor;
-use crate::lock::{Lock, LockKind, LockOwner};
+use crate::lock::{all_scripts, LockActor, LockKind, LockOwner};
 use crate::node::Node;
 use crate::runtime::ActorRuntime;
 use actix::dev::ToEnvelope;
@@ -50,7 +56,7 @@ pub struct LockClient {
 struct ClientInner {
     id: Arc<str>,
     config: Arc<ClientConfig>,
-    node: Arc<Node>,
+    actors: NodeActors,
     runtime: ActorRuntime,
     shut_down: AtomicBool,
 }
@@ -58,7 +64,7 @@ struct ClientInner {
 impl Drop for ClientInner {
     fn drop(&mut self) {
         self.runtime.stop();
-        self.node.stop();
+        self.actors.stop();
     }
 }
 
@@ -88,7 +94,8 @@ impl LockClient {
         let config = Arc::new(config);
         let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
         let runtime = ActorRuntime::start()?;
-        let node = match Node::connect(config.clone(), id.clone(), &runtime).await {
+        let connecting = Node::connect(config.clone(), id.clone(), &runtime, all_scripts());
+        let node = match connecting.await {
             Ok(node) => node,
             Err(error) => {
                 runtime.stop();
@@ -98,9 +105,9 @@ impl LockClient {
         tracing::debug!(client = %id, node = node.commands.label(), "lock client connected");
         Ok(LockClient {
             inner: Arc::new(ClientInner {
+                actors: NodeActors::start(node, id.clone()),
                 id,
                 config,
-                node,
                 runtime,
                 shut_down: AtomicBool::new(false),
             }),
@@ -117,76 +124,6 @@ impl LockClient {
     /// ```
     pub async fn from_url(url: &str) -> Result<Self, LockError> {
         Self::connect(ClientConfig::new(url)).await
-    }
-
-    /// A handle to the reentrant lock `name`. Checks the name; talks to nobody yet.
-    ///
-    /// ```no_run
-    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
-    /// let lock = client.lock("order:42")?;
-    /// assert!(client.lock("").is_err());
-    /// # Ok(()) }
-    /// ```
-    pub fn lock(&self, name: &str) -> Result<Lock, LockError> {
-        Ok(Lock::new(
-            self.clone(),
-            LockKind::Reentrant,
-            self.name(name)?,
-            false,
-        ))
-    }
-
-    /// A handle to lock `name` whose every acquisition draws a fencing token
-    /// ([`LockGuard::fencing_token`](crate::LockGuard::fencing_token)): the same reentrant
-    /// lock in Redis, plus the counter `redisson_lock_token:{name}`, which never expires.
-    ///
-    /// Use it when the protected storage can check a token: a holder that lost its lock while
-    /// paused is refused by the storage even before it learns of the loss.
-    ///
-    /// ```no_run
-    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
-    /// let guard = client.fenced_lock("ledger")?.acquire().await?;
-    /// assert!(guard.fencing_token().is_some());
-    /// # Ok(()) }
-    /// ```
-    pub fn fenced_lock(&self, name: &str) -> Result<Lock, LockError> {
-        Ok(Lock::new(
-            self.clone(),
-            LockKind::Reentrant,
-            self.name(name)?,
-            true,
-        ))
-    }
-
-    /// A handle to the non-reentrant fast lock `name`: one string key, `SET NX PX` with the
-    /// owner as value, released by a compare-and-delete that publishes on the same channel
-    /// as the reentrant lock. Waiters, the watchdog and `lost()` work as for the reentrant
-    /// lock; taking it again with the same owner is [`LockError::AlreadyHeld`], not a
-    /// deadlock. Use it on hot uncontended paths: each acquire and release is one short
-    /// script.
-    ///
-    /// What it does not do: re-entry, and interoperate with Redisson's `RLock` on the same
-    /// name (Redisson has no such string lock; a Java `RLock` on the name sees the wrong
-    /// key type). Like every single-node lock, a Redis failover can lose it.
-    ///
-    /// ```no_run
-    /// # use actix_distributed_lock::{AcquireOptions, LockError, LockOwner};
-    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
-    /// let lock = client.fast_lock("counter:7")?;
-    /// let me = LockOwner::new();
-    /// let guard = lock.acquire_with(AcquireOptions::new().owner(me)).await?;
-    /// let again = lock.acquire_with(AcquireOptions::new().owner(me)).await;
-    /// assert!(matches!(again, Err(LockError::AlreadyHeld { .. })));
-    /// guard.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn fast_lock(&self, name: &str) -> Result<Lock, LockError> {
-        Ok(Lock::new(
-            self.clone(),
-            LockKind::Fast,
-            self.name(name)?,
-            false,
-        ))
     }
 
     /// The address of the actor for lock `name`, for sending it messages from other actors.
@@ -213,43 +150,7 @@ impl LockClient {
     /// ```
     pub fn lock_actor_of(&self, kind: LockKind, name: &str) -> Result<Addr<LockActor>, LockError> {
         let name = self.name(name)?;
-        Ok(self.node()?.lock_actor(kind, &name, None))
-    }
-
-    /// A handle to the fair lock `name` (Redisson's `RFairLock`): a reentrant lock granted
-    /// in request order, across every process that uses it.
-    ///
-    /// Every waiter waits in the Redis queue `redisson_lock_queue:{name}`, with a deadline
-    /// in `redisson_lock_timeout:{name}` set by Redisson's rule, so Java `RFairLock` waiters
-    /// and ours share one queue in order: the deadline of the waiter ahead (or the lock's
-    /// remaining lease) plus [`ClientConfig::fair_wait_timeout`] (5 min by default, as
-    /// Redisson's), less that allowance again at every grant. An unlock wakes only the next
-    /// waiter, on its own channel `redisson_lock__channel:{name}:uuid:owner`. A waiter that
-    /// gives up (timeout, cancelled future) leaves the queue at once; one that dies is
-    /// skipped once its deadline passes, so the queue cannot stick; both keys vanish when
-    /// the queue is empty.
-    ///
-    /// What it does not guarantee: order between requests that reach Redis within the same
-    /// instant from different processes (Redis decides), order after a waiter was skipped
-    /// as dead (a paused process, or a live waiter whose turn came later than its deadline,
-    /// joins again at the back), and anything across a
-    /// Redis failover. Each waiting owner has an actor of its own
-    /// ([`fair_lock_actor`](LockClient::fair_lock_actor)).
-    ///
-    /// ```no_run
-    /// # use std::time::Duration;
-    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
-    /// let turn = client.fair_lock("printer")?.acquire_timeout(Duration::from_secs(30)).await?;
-    /// turn.unlock().await?;
-    /// # Ok(()) }
-    /// ```
-    pub fn fair_lock(&self, name: &str) -> Result<Lock, LockError> {
-        Ok(Lock::new(
-            self.clone(),
-            LockKind::Fair,
-            self.name(name)?,
-            false,
-        ))
+        Ok(self.actors()?.lock_actor(kind, &name, None))
     }
 
     /// The actor that takes the fair lock `name` for `owner` (a fair lock has one actor
@@ -272,7 +173,9 @@ impl LockClient {
         owner: LockOwner,
     ) -> Result<Addr<LockActor>, LockError> {
         let name = self.name(name)?;
-        Ok(self.node()?.lock_actor(LockKind::Fair, &name, Some(owner)))
+        Ok(self
+            .actors()?
+            .lock_actor(LockKind::Fair, &name, Some(owner)))
     }
 
     /// Checks a lock name against this client's limits.
@@ -321,7 +224,7 @@ impl LockClient {
     /// # }
     /// ```
     pub fn active_locks(&self) -> usize {
-        self.inner.node.actor_count()
+        self.inner.actors.lock_actors()
     }
 
     /// How many holds the watchdog is keeping alive now.
@@ -332,7 +235,7 @@ impl LockClient {
     /// # }
     /// ```
     pub fn watched_holds(&self) -> usize {
-        self.inner.node.watchdog.len()
+        self.inner.actors.watchdog.len()
     }
 
     /// Stops the client's actors now, for every clone: renewal ends (held locks expire at
@@ -347,15 +250,20 @@ impl LockClient {
         if !self.inner.shut_down.swap(true, Ordering::SeqCst) {
             tracing::debug!(client = %self.inner.id, "lock client shutting down");
             self.inner.runtime.stop();
-            self.inner.node.stop();
+            self.inner.actors.stop();
         }
     }
 
     pub(crate) fn node(&self) -> Result<&Arc<Node>, LockError> {
+        Ok(&self.actors()?.node)
+    }
+
+    /// The node's actors (registries and renewal), unless the client was shut down.
+    pub(crate) fn actors(&self) -> Result<&NodeActors, LockError> {
         if self.inner.shut_down.load(Ordering::SeqCst) {
             return Err(LockError::Shutdown);
         }
-        Ok(&self.inner.node)
+        Ok(&self.inner.actors)
     }
 
     /// Sends `msg` to the actor of `name`, once more to a fresh actor if that one had just
@@ -374,11 +282,11 @@ impl LockClient {
         <LockActor as actix::Actor>::Context: ToEnvelope<LockActor, M>,
     {
         for _ in 0..2 {
-            let node = self.node()?;
-            let actor = node.lock_actor(kind, name, owner);
+            let actors = self.actors()?;
+            let actor = actors.lock_actor(kind, name, owner);
             match actor.send(msg.clone()).await {
                 Ok(reply) => return Ok(reply),
-                Err(MailboxError::Closed) => node.evict_actor(kind, name, owner, &actor),
+                Err(MailboxError::Closed) => actors.evict_lock_actor(kind, name, owner, &actor),
                 Err(MailboxError::Timeout) => break,
             }
         }

@@ -1,0 +1,139 @@
+//! The actors of one node, owned by the client: the registries of its lock actors and
+//! semaphore actors (one per name in use, started on demand) and the renewal service that
+//! keeps its watchdog-leased holds alive.
+
+use super::renewal::Watchdog;
+use crate::keys::LockName;
+use crate::lock::watch::WatchRegistry;
+use crate::lock::{actor_key, Direct, LockActor, LockKind, LockOwner, LockRegistry};
+use crate::node::Node;
+use crate::registry::Registry;
+use crate::semaphore::{Kind, SemaphoreActor, SemaphoreRegistry};
+use actix::{Actor, Addr};
+use std::sync::Arc;
+
+/// Semaphore actor ids sit far above any lock actor's: a channel never has two
+/// subscribers with one id.
+const SEMAPHORE_IDS: u64 = 1 << 62;
+
+/// A node and the actors of one client on it.
+pub(crate) struct NodeActors {
+    pub(crate) node: Arc<Node>,
+    locks: Arc<LockRegistry>,
+    semaphores: Arc<SemaphoreRegistry>,
+    /// The holds the renewal service keeps alive.
+    pub(crate) watchdog: Arc<WatchRegistry>,
+    _renewal: Addr<Watchdog>,
+}
+
+impl NodeActors {
+    /// Empty registries for `node`, and its renewal service started on the node's arbiter.
+    pub(crate) fn start(node: Arc<Node>, client_id: Arc<str>) -> Self {
+        let watchdog = Arc::new(WatchRegistry::new(client_id));
+        let registry = watchdog.clone();
+        let commands = node.commands.clone();
+        let lease = node.config.watchdog_timeout;
+        let interval = node.config.renew_interval();
+        let renewal = Watchdog::start_in_arbiter(&node.arbiter, move |_| {
+            Watchdog::new(registry, commands, lease, interval)
+        });
+        NodeActors {
+            node,
+            locks: Arc::new(Registry::new(0)),
+            semaphores: Arc::new(Registry::new(SEMAPHORE_IDS)),
+            watchdog,
+            _renewal: renewal,
+        }
+    }
+
+    /// The live lock actor for the `kind` lock `name`, started if there is none.
+    /// `owner` picks the actor of a per-owner kind (the fair lock); other kinds ignore it.
+    pub(crate) fn lock_actor(
+        &self,
+        kind: LockKind,
+        name: &LockName,
+        owner: Option<LockOwner>,
+    ) -> Addr<LockActor> {
+        self.lock_actor_direct(kind, name, owner).0
+    }
+
+    /// [`lock_actor`](Self::lock_actor), with what the actor shares with fast-path callers.
+    pub(crate) fn lock_actor_direct(
+        &self,
+        kind: LockKind,
+        name: &LockName,
+        owner: Option<LockOwner>,
+    ) -> (Addr<LockActor>, Arc<Direct>) {
+        self.locks.get_or_start(actor_key(kind, name, owner), |id| {
+            let node = self.node.clone();
+            let registry = self.locks.clone();
+            let actor_name = name.clone();
+            let direct = Arc::new(Direct::new(
+                node.clone(),
+                self.watchdog.clone(),
+                kind,
+                name.clone(),
+            ));
+            let shared = direct.clone();
+            let addr = LockActor::start_in_arbiter(&self.node.arbiter, move |_| {
+                LockActor::new(node, kind, actor_name, owner, id, shared, registry)
+            });
+            (addr, direct)
+        })
+    }
+
+    /// Drops a registry entry whose lock actor turned out to be stopped.
+    pub(crate) fn evict_lock_actor(
+        &self,
+        kind: LockKind,
+        name: &LockName,
+        owner: Option<LockOwner>,
+        addr: &Addr<LockActor>,
+    ) {
+        self.locks.evict(&actor_key(kind, name, owner), addr);
+    }
+
+    /// The live actor of semaphore `name`, started on the client's arbiter if there is none.
+    pub(crate) fn semaphore_actor(&self, kind: Kind, name: &LockName) -> Addr<SemaphoreActor> {
+        let (addr, ()) = self.semaphores.get_or_start((kind, name.clone()), |id| {
+            let node = self.node.clone();
+            let registry = self.semaphores.clone();
+            let actor_name = name.clone();
+            let addr = SemaphoreActor::start_in_arbiter(&self.node.arbiter, move |_| {
+                SemaphoreActor::new(node, registry, actor_name, kind, id)
+            });
+            (addr, ())
+        });
+        addr
+    }
+
+    /// Drops a registry entry whose semaphore actor turned out to be stopped.
+    pub(crate) fn evict_semaphore_actor(
+        &self,
+        kind: Kind,
+        name: &LockName,
+        addr: &Addr<SemaphoreActor>,
+    ) {
+        self.semaphores.evict(&(kind, name.clone()), addr);
+    }
+
+    /// How many lock actors are registered (live or stopping).
+    pub(crate) fn lock_actors(&self) -> usize {
+        self.locks.len()
+    }
+
+    /// How many semaphore actors are registered (live or stopping).
+    pub(crate) fn semaphore_actors(&self) -> usize {
+        self.semaphores.len()
+    }
+
+    /// Marks the node stopped when the client stops, so the fast paths refuse as the actors
+    /// do (the connection may outlive the actor thread by a moment), and empties the lock
+    /// actor registry. Each entry's fast-path state holds the node, so entries left behind
+    /// by actors dropped with the thread (they never retire) would keep the node, and with
+    /// it its connections, alive for good.
+    pub(crate) fn stop(&self) {
+        self.node.stop();
+        self.locks.clear();
+    }
+}

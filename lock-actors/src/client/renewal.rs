@@ -1,0 +1,191 @@
+//! The renewal service of one node: keeps watchdog-leased locks alive. Every renew
+//! interval, batched scripts (512 holds each) renew every hold on the watch list, one
+//! batch at a time on a single primary and every slot's batch side by side on a cluster;
+//! a batch that fails retries on its own with backoff while the others go on. A timer on
+//! the nearest `valid_until` reports a hold lost to its lock actor the moment no
+//! confirmed renewal covers it any more (less the clock drift allowance), so the holder
+//! hears it no later than Redis lets the key go. On a Redis Cluster a batch holds locks
+//! of one hash slot only (a script's keys must share a slot), so batches are grouped by
+//! kind and slot.
+
+use crate::config::clock_drift;
+use crate::lock::watch::{renew_confirmed, Rearm, WatchRegistry};
+use crate::lock::LockKind;
+use crate::node::Commands;
+use actix::prelude::*;
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The first retry after a failed renewal batch.
+const RETRY_FIRST: Duration = Duration::from_millis(25);
+
+/// Holds renewed per script call; keeps one call from blocking Redis for long.
+const BATCH: usize = 512;
+
+/// Holds of one kind (and slot) renewed in one script call.
+struct Batch {
+    kind: LockKind,
+    ids: Vec<u64>,
+    /// The wait before sending it again if this try fails.
+    retry_in: Duration,
+}
+
+/// The renewal actor of one node.
+pub(crate) struct Watchdog {
+    registry: Arc<WatchRegistry>,
+    commands: Commands,
+    lease: Duration,
+    interval: Duration,
+    /// Batches waiting for their turn to be sent, with the backoff of their next retry.
+    queue: VecDeque<Batch>,
+    /// Batches on the way.
+    in_flight: usize,
+    /// How many batches may be on the way at once. One primary (a single server or a
+    /// Sentinel-managed one): one at a time, so only one batch's command is ever built and
+    /// the memory of a large watch list stays flat. A cluster: every slot's batch at
+    /// once, so a stalled primary holds back only its own batches.
+    max_in_flight: usize,
+    /// The deadline timer: reports holds whose `valid_until` has come.
+    deadline: Option<SpawnHandle>,
+}
+
+impl Watchdog {
+    pub(crate) fn new(
+        registry: Arc<WatchRegistry>,
+        commands: Commands,
+        lease: Duration,
+        interval: Duration,
+    ) -> Self {
+        let commands_is_cluster = commands.is_cluster();
+        Watchdog {
+            registry,
+            commands,
+            lease,
+            interval,
+            queue: VecDeque::new(),
+            in_flight: 0,
+            max_in_flight: if commands_is_cluster { usize::MAX } else { 1 },
+            deadline: None,
+        }
+    }
+
+    /// Starts a round: every hold not already in a batch, grouped by kind (and slot on a
+    /// cluster) into batches, queued to go out (see `max_in_flight`).
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        let batches = self.registry.round(self.commands.is_cluster(), BATCH);
+        self.queue
+            .extend(batches.into_iter().map(|(kind, ids)| Batch {
+                kind,
+                ids,
+                retry_in: RETRY_FIRST,
+            }));
+        self.pump(ctx);
+    }
+
+    /// Sends queued batches while fewer than `max_in_flight` are on the way.
+    fn pump(&mut self, ctx: &mut Context<Self>) {
+        while self.in_flight < self.max_in_flight {
+            let Some(batch) = self.queue.pop_front() else {
+                return;
+            };
+            self.send_batch(batch, ctx);
+        }
+    }
+
+    /// Renews the holds of `batch` still registered in one script call; on failure,
+    /// queues the same batch again after its backoff (doubling up to the interval) while
+    /// any of them is still registered, and the other batches go on meanwhile. Holds whose
+    /// lease runs out are reported by the deadline timer, not here.
+    fn send_batch(&mut self, batch: Batch, ctx: &mut Context<Self>) {
+        let Batch {
+            kind,
+            ids,
+            retry_in,
+        } = batch;
+        let Some((invocation, sent_ids, first)) = self.registry.renewal(kind, ids, self.lease)
+        else {
+            return;
+        };
+        let sent = Instant::now();
+        self.in_flight += 1;
+        let renewing = renew_confirmed(self.commands.clone(), invocation, first);
+        ctx.spawn(
+            renewing
+                .into_actor(self)
+                .map(move |result, act, ctx| {
+                    act.in_flight -= 1;
+                    match result {
+                        Ok(renewed) => act.apply(&sent_ids, &renewed, sent),
+                        Err(err) => {
+                            tracing::warn!(node = act.commands.label(), holds = sent_ids.len(),
+                                error = %err, ?retry_in, "lock renewal failed; retrying this batch");
+                            let again = Batch {
+                                kind,
+                                ids: sent_ids,
+                                retry_in: (retry_in * 2).min(act.interval),
+                            };
+                            ctx.run_later(retry_in, move |act, ctx| {
+                                act.queue.push_front(again);
+                                act.pump(ctx);
+                            });
+                        }
+                    }
+                    act.pump(ctx);
+                }),
+        );
+    }
+
+    fn apply(&mut self, ids: &[u64], renewed: &[i64], sent: Instant) {
+        for id in self.registry.confirm(ids, renewed, sent, self.lease) {
+            self.registry
+                .report_lost(id, "renewal found the lock gone from Redis");
+        }
+    }
+
+    /// Reports every hold whose lease may have run out unconfirmed (counting the clock
+    /// drift allowance, so the holder hears of it before Redis lets the key go), then arms
+    /// the timer for the next such instant.
+    fn expire(&mut self, ctx: &mut Context<Self>) {
+        self.deadline = None;
+        let now = Instant::now() + clock_drift(self.lease);
+        // Whatever is armed below; until then a new hold must not rely on this timer.
+        for id in self.registry.due(now) {
+            self.registry
+                .report_lost(id, "no renewal confirmed within the lease");
+        }
+        self.arm(ctx);
+    }
+
+    /// Arms the deadline timer at the earliest `valid_until` of the registered holds.
+    fn arm(&mut self, ctx: &mut Context<Self>) {
+        let next = self.registry.arm_next();
+        if let Some(old) = self.deadline.take() {
+            ctx.cancel_future(old);
+        }
+        if let Some(next) = next {
+            let wait = next
+                .saturating_duration_since(Instant::now())
+                .saturating_sub(clock_drift(self.lease));
+            self.deadline = Some(ctx.run_later(wait, |act, ctx| act.expire(ctx)));
+        }
+    }
+}
+
+impl Handler<Rearm> for Watchdog {
+    type Result = ();
+
+    fn handle(&mut self, _: Rearm, ctx: &mut Context<Self>) {
+        self.arm(ctx);
+    }
+}
+
+impl Actor for Watchdog {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.registry.attach(ctx.address().recipient());
+        ctx.run_interval(self.interval, |act, ctx| act.tick(ctx));
+        self.arm(ctx);
+    }
+}

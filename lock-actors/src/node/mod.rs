@@ -1,0 +1,228 @@
+//! One Redis node: its command connection and its subscription connection (owned by the
+//! `NodeSupervisor` actor), which routes the messages of each channel to the actors that
+//! listen on it. Knows channels and connections, not lock kinds.
+
+mod supervisor;
+
+pub use supervisor::NodeSupervisor;
+pub(crate) use supervisor::{Subscription, Unsubscribe, Wake};
+
+use crate::config::{ClientConfig, ReplicaSync};
+use crate::connection::{Connection, PubSub, SubscriptionTarget};
+use crate::error::LockError;
+use crate::identity::ServerIdentity;
+use crate::keys::LockName;
+use crate::runtime::ActorRuntime;
+use crate::script::ScriptCall;
+use actix::prelude::*;
+use redis::{FromRedisValue, Script};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Sends commands to one node, each bounded by the response timeout.
+///
+/// A clone shares the one multiplexed connection: concurrent commands pipeline on it.
+#[derive(Clone)]
+pub(crate) struct Commands {
+    conn: Connection,
+    timeout: Duration,
+    label: Arc<str>,
+    /// Which publish command this node's lock scripts use.
+    pub(crate) pubsub: PubSub,
+    replica_sync: Option<ReplicaSync>,
+}
+
+impl Commands {
+    /// Runs a script about lock `name`; Redis errors become [`LockError`]s.
+    ///
+    /// The connection manager bounds every request by the response timeout (and a
+    /// reconnect by the connect timeout, tried twice), so no extra timer is armed here:
+    /// on the hot path that timer cost more than the actor hops.
+    pub(crate) async fn eval<T: FromRedisValue>(
+        mut self,
+        call: ScriptCall,
+        name: LockName,
+    ) -> Result<T, LockError> {
+        let reply = self
+            .conn
+            .eval(&call)
+            .await
+            .and_then(|value| Ok(redis::from_redis_value(value)?));
+        reply.map_err(|err| self.error(&err, &name))
+    }
+
+    /// Runs one plain command about lock `name` and returns its reply.
+    pub(crate) async fn command(
+        mut self,
+        cmd: redis::Cmd,
+        name: LockName,
+    ) -> Result<redis::Value, LockError> {
+        let reply = self.conn.send(&cmd).await;
+        reply.map_err(|err| self.error(&err, &name))
+    }
+
+    /// Runs a plain command (or pipeline) about lock `name`.
+    pub(crate) async fn query<T: FromRedisValue>(
+        mut self,
+        pipe: redis::Pipeline,
+        name: LockName,
+    ) -> Result<T, LockError> {
+        let reply = pipe.query_async(&mut self.conn).await;
+        reply.map_err(|err| self.error(&err, &name))
+    }
+
+    fn error(&self, err: &redis::RedisError, name: &LockName) -> LockError {
+        let demoted = err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly);
+        if err.is_timeout() {
+            self.no_answer()
+        } else if demoted && !matches!(self.conn, Connection::Single(_)) {
+            // Behind a cluster or the sentinels, a read-only node is a primary a failover
+            // demoted a moment ago: the connection follows the new one, so try again.
+            LockError::Unavailable {
+                node: self.label.to_string(),
+                reason: "READONLY: the primary was demoted by a failover; following the new one"
+                    .into(),
+            }
+        } else {
+            LockError::from_redis(err, name.as_str(), &self.label)
+        }
+    }
+
+    fn no_answer(&self) -> LockError {
+        LockError::Unavailable {
+            node: self.label.to_string(),
+            reason: format!("no answer within the response timeout ({:?})", self.timeout),
+        }
+    }
+
+    pub(crate) fn label(&self) -> &str {
+        &self.label
+    }
+
+    /// Whether this node is a Redis Cluster (a script's keys must then share a slot).
+    pub(crate) fn is_cluster(&self) -> bool {
+        matches!(self.conn, Connection::Cluster(_))
+    }
+
+    /// With replica-synced acquisition on: waits until enough replicas confirmed every
+    /// write sent so far on the connection that serves `name` (so the hold just taken or
+    /// renewed), else [`LockError::NotReplicated`]. Without it: `Ok` at once.
+    pub(crate) async fn confirm_replicated(mut self, name: LockName) -> Result<(), LockError> {
+        let Some(sync) = self.replica_sync else {
+            return Ok(());
+        };
+        let confirmed = self
+            .conn
+            .wait_replicas(&name, sync.replicas, sync.timeout)
+            .await
+            .map_err(|err| self.error(&err, &name))?;
+        if confirmed >= sync.replicas {
+            return Ok(());
+        }
+        tracing::warn!(lock = %name, confirmed, wanted = sync.replicas,
+            "too few replicas confirmed the lock");
+        Err(LockError::NotReplicated {
+            name: name.to_string(),
+            wanted: sync.replicas,
+            confirmed,
+            timeout: sync.timeout,
+        })
+    }
+}
+
+/// Everything an actor needs to know about its node. Shared and immutable, but for the
+/// stopped flag.
+pub(crate) struct Node {
+    pub(crate) commands: Commands,
+    pub(crate) supervisor: Addr<NodeSupervisor>,
+    pub(crate) config: Arc<ClientConfig>,
+    /// Which server(s) this node is, as they report it.
+    pub(crate) server: ServerIdentity,
+    client_id: Arc<str>,
+    pub(crate) arbiter: actix_rt::ArbiterHandle,
+    /// Set when the client stops: fast paths, which bypass the actors, refuse from then on.
+    stopped: AtomicBool,
+}
+
+impl Node {
+    /// Connects to the node, loads `scripts` into its script cache (best effort) and
+    /// starts its supervisor on the client's thread.
+    pub(crate) async fn connect(
+        config: Arc<ClientConfig>,
+        client_id: Arc<str>,
+        runtime: &ActorRuntime,
+        scripts: Vec<&'static Script>,
+    ) -> Result<Arc<Node>, LockError> {
+        let label: Arc<str> = config.label().into();
+        let target = SubscriptionTarget::new(&config, &label)?;
+        let arbiter = runtime.arbiter().clone();
+        let setup_config = config.clone();
+        let setup_label = label.clone();
+        let (commands, server, supervisor) = runtime
+            .run(async move {
+                let mut conn = Connection::open(&setup_config, &setup_label).await?;
+                let pubsub = conn
+                    .pubsub(setup_config.sharded_subscription, &setup_label)
+                    .await?;
+                preload_scripts(&mut conn, scripts).await;
+                let server = ServerIdentity::read(&mut conn, &setup_config, &setup_label).await;
+                let commands = Commands {
+                    conn,
+                    timeout: setup_config.response_timeout,
+                    label: setup_label.clone(),
+                    pubsub,
+                    replica_sync: setup_config.replica_sync,
+                };
+                let supervisor_label = setup_label.clone();
+                let supervisor_config = setup_config.clone();
+                let supervisor = Supervisor::start(move |_| {
+                    NodeSupervisor::new(target, pubsub, supervisor_label, &supervisor_config)
+                });
+                Ok((commands, server, supervisor))
+            })
+            .await??;
+        Ok(Arc::new(Node {
+            commands,
+            supervisor,
+            config,
+            server,
+            client_id,
+            arbiter,
+            stopped: AtomicBool::new(false),
+        }))
+    }
+
+    /// The hash field that stands for owner id `owner` in Redis: `<client-uuid>:<owner-id>`.
+    pub(crate) fn owner_field(&self, owner: u64) -> String {
+        use std::fmt::Write;
+        // Sized up front (a u64 has at most 20 digits): this runs on every acquire and
+        // unlock, and `format!` would grow the string twice.
+        let mut field = String::with_capacity(self.client_id.len() + 21);
+        field.push_str(&self.client_id);
+        let _ = write!(field, ":{owner}"); // writing to a String cannot fail
+        field
+    }
+
+    /// Marks the node stopped when the client stops, so the fast paths refuse as the actors
+    /// do (the connection may outlive the actor thread by a moment).
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+    }
+
+    /// True once the client has stopped (see [`Node::stop`]).
+    pub(crate) fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+}
+
+/// Loads every script into Redis's script cache, so first uses do not pay a NOSCRIPT round
+/// trip (the first watchdog round would otherwise hit it once per batch). Best effort: a
+/// script missing later (Redis restarted) is loaded on its first NOSCRIPT anyway.
+async fn preload_scripts(conn: &mut Connection, scripts: Vec<&'static Script>) {
+    for script in scripts {
+        if let Err(error) = conn.load_script(script).await {
+            tracing::debug!(%error, "could not preload a lock script; it loads on first use");
+        }
+    }
+}
