@@ -3,8 +3,9 @@
 
 mod support;
 
+use actix_distributed_lock::messages::Acquire;
 use actix_distributed_lock::{
-    Acquire, AcquireOptions, ClientConfig, LockError, LockOwner, Released,
+    AcquireOptions, ClientConfig, LockError, LockOwner, Released,
 };
 use rand::Rng;
 use redis::AsyncCommands;

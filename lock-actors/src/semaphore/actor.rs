@@ -3,7 +3,7 @@
 
 mod leases;
 
-use super::guard::{PermitGuard, PermitId, PermitStatus, ReturnPermits, SemaphorePermits};
+use super::guard::{PermitGuard, PermitId, PermitStatus, ReturnPermits, SemaphoreGuard};
 use super::{
     AcquireExpirablePermits, AcquirePermits, AddPermits, AvailablePermits, Kind, ReleasePermits,
     SemaphoreKeys, SetPermits, TrySetPermits, ACQUIRE, ADD, AVAILABLE, EXPIRABLE_ACQUIRE, SET,
@@ -97,7 +97,7 @@ pub struct SemaphoreActor {
 
 /// Where a waiter's answer goes: a guard of the semaphore's kind.
 enum Reply {
-    Plain(ReplySlot<Result<SemaphorePermits, LockError>>),
+    Plain(ReplySlot<Result<SemaphoreGuard, LockError>>),
     Expirable(ReplySlot<Result<PermitGuard, LockError>>),
 }
 
@@ -555,8 +555,7 @@ impl SemaphoreActor {
         match waiter.reply {
             Reply::Plain(slot) => {
                 self.plain_out += u64::from(waiter.permits);
-                let permits =
-                    SemaphorePermits::new(ctx.address(), self.name.clone(), waiter.permits);
+                let permits = SemaphoreGuard::new(ctx.address(), self.name.clone(), waiter.permits);
                 // An undelivered guard is dropped here, and its drop gives the permits back.
                 let _ = slot.send(Ok(permits));
             }
@@ -689,7 +688,7 @@ impl Actor for SemaphoreActor {
 }
 
 impl Handler<AcquirePermits> for SemaphoreActor {
-    type Result = Deferred<Result<SemaphorePermits, LockError>>;
+    type Result = Deferred<Result<SemaphoreGuard, LockError>>;
 
     fn handle(&mut self, msg: AcquirePermits, ctx: &mut Context<Self>) -> Self::Result {
         if self.kind != Kind::Plain {
