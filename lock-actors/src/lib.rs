@@ -92,27 +92,3 @@ pub use rwlock::ReadWriteLock;
 pub use semaphore::{
     PermitExpirableSemaphore, PermitGuard, PermitOptions, Semaphore, SemaphoreActor, SemaphoreGuard,
 };
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn assert_send_sync_static<T: Send + Sync + 'static>() {}
-    fn assert_send_static<T: Send + 'static>() {}
-
-    /// Pins the bounds users rely on: handles go into tasks, app_data and actor state.
-    #[test]
-    fn public_types_keep_their_bounds() {
-        assert_send_sync_static::<LockClient>();
-        assert_send_sync_static::<Lock>();
-        assert_send_sync_static::<LockGuard>();
-        assert_send_sync_static::<LockError>();
-        assert_send_sync_static::<LockOwner>();
-        assert_send_sync_static::<ClientConfig>();
-        assert_send_sync_static::<MultiLock>();
-        assert_send_sync_static::<MultiLockGuard>();
-        assert_send_sync_static::<RedLock>();
-        assert_send_sync_static::<RedLockGuard>();
-        assert_send_static::<actix::Addr<LockActor>>();
-    }
-}
