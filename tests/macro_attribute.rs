@@ -320,6 +320,22 @@ async fn use_leased(client: &LockClient, id: u64) -> Result<i64, LockError> {
         .await
 }
 
+#[distributed_lock("pool:<id>", client = client, kind = semaphore, permits = 2, wait = "0s")]
+async fn use_two(client: &LockClient, id: u64) -> Result<i64, LockError> {
+    client
+        .semaphore(&format!("pool:{id}"))?
+        .available_permits()
+        .await
+}
+
+#[distributed_lock("leased:<id>", client = client, kind = expirable_semaphore, permits = 3)]
+async fn use_three_leased(client: &LockClient, id: u64) -> Result<i64, LockError> {
+    client
+        .expirable_semaphore(&format!("leased:{id}"))?
+        .available_permits()
+        .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semaphore_kinds_take_one_permit_for_the_body() {
     let server = RedisServer::start();
@@ -361,6 +377,12 @@ async fn semaphore_kinds_take_one_permit_for_the_body() {
         2,
         "one permit taken inside"
     );
+    assert_eq!(leased.available_permits().await.unwrap(), 3);
+
+    // `permits = N` takes N for the body, and gives all N back.
+    assert_eq!(use_two(&client, 1).await.unwrap(), 0, "both permits inside");
+    assert_eq!(pool.available_permits().await.unwrap(), 2);
+    assert_eq!(use_three_leased(&client, 1).await.unwrap(), 0);
     assert_eq!(leased.available_permits().await.unwrap(), 3);
 }
 
