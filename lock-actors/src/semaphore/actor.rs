@@ -56,7 +56,8 @@ pub(crate) type SemaphoreRegistry = Registry<(Kind, LockName), SemaphoreActor>;
 /// # Example
 ///
 /// ```no_run
-/// use actix_distributed_lock::{AcquirePermits, LockClient, TrySetPermits};
+/// use actix_distributed_lock::messages::{AcquirePermits, TrySetPermits};
+/// use actix_distributed_lock::LockClient;
 /// use std::time::Duration;
 ///
 /// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
