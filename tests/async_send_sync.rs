@@ -5,7 +5,7 @@
 //! spawned tasks.
 //!
 //! Nothing here runs against Redis: the functions below are type-checked, never called.
-#![allow(dead_code, unused_must_use, clippy::let_underscore_future)]
+#![allow(dead_code, unused_must_use, clippy::too_many_arguments)]
 
 use actix_distributed_lock::messages::{
     Acquire, AcquireExpirablePermits, AcquireFenced, AcquirePermits, AddPermits, AvailablePermits,
