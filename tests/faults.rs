@@ -4,9 +4,7 @@
 mod support;
 
 use actix_distributed_lock::messages::Acquire;
-use actix_distributed_lock::{
-    AcquireOptions, ClientConfig, LockError, LockOwner, Released,
-};
+use actix_distributed_lock::{AcquireOptions, ClientConfig, LockError, LockOwner, Released};
 use rand::Rng;
 use redis::AsyncCommands;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
