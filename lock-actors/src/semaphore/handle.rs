@@ -678,7 +678,7 @@ impl LockClient {
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
     /// let workers = client.expirable_semaphore("render-slots")?;
     /// workers.try_set_permits(4).await?;
-    /// let permit = workers.acquire().await?; // renewed while `permit` lives
+    /// let permit = workers.acquire(1).await?; // renewed while `permit` lives
     /// println!("holding permit {}", permit.permit_id());
     /// permit.release().await?;
     /// # Ok(()) }
