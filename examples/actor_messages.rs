@@ -19,10 +19,8 @@
 //! ```
 
 use actix::prelude::*;
-use actix_distributed_lock::{
-    Acquire, GetState, LockActor, LockClient, LockError, LockGuard, LockOwner, LockState, Release,
-    Released,
-};
+use actix_distributed_lock::messages::{Acquire, GetState, LockState, Release, Released};
+use actix_distributed_lock::{LockActor, LockClient, LockError, LockGuard, LockOwner};
 use std::time::Duration;
 
 const LOCK_NAME: &str = "report:daily";

@@ -68,14 +68,20 @@ pub use lock_actors::*;
 /// |---|---|---|
 /// | `wait = "5s"` | how long to wait for a busy lock (`ms`, `s`, `m`, `h`, combined: `"1m30s"`); `"0s"` tries once | the client's `default_wait` |
 /// | `lease = "30s"` | a fixed lease, no watchdog | watchdog lease, renewed while the body runs |
-/// | `kind = reentrant` | the lock kind: `reentrant`, `fair`, `read`, `write`, `fast` (non-reentrant: a nested call is `AlreadyHeld`) or `fenced`; or one permit of a semaphore: `semaphore` (no lease) or `expirable_semaphore` (set its permits at start-up with `try_set_permits`; permits are not reentrant: a nested call takes a second one) | `reentrant` |
+/// | `kind = reentrant` | the lock kind: `reentrant`, `fair`, `read`, `write`, `fast` (non-reentrant: a nested call is `AlreadyHeld`) or `fenced`; or permits of a semaphore: `semaphore` (no lease) or `expirable_semaphore` (set its permits at start-up with `try_set_permits`; permits are not reentrant: a nested call takes more). Checked at compile time: each name is a variant of one enum the runtime matches | `reentrant` |
+/// | `permits = 2` | how many permits the body holds (semaphore kinds only) | `1` |
 /// | `client = expr` | the client: a `LockClient`, a reference to one, an `Arc`, or `web::Data<LockClient>` | see below |
 /// | `on_fail = path` | a `fn(LockError) -> E` whose result is returned as `Err(E)` | see below |
 ///
 /// # Where the client comes from, and what a failure returns
 ///
-/// - **actix-web handlers** (a free fn taking an extractor such as `web::Path`/`Json`/
-///   `Data`/`HttpRequest`, or returning `HttpResponse`/`impl Responder`, and no `client =`):
+/// - **actix-web handlers** (no `client =`, and a free fn that is actix-web's: it has an
+///   actix-web route attribute written below `#[distributed_lock]` (`#[get]`, `#[post]`,
+///   `#[route]`, `#[actix_web::put]`, …), or a parameter whose type is written as
+///   actix-web's (`HttpRequest`, `web::Path<_>`, `web::Json<_>`, `web::Data<_>`,
+///   `actix_web::…`), or it returns `HttpResponse`/`impl Responder`). A type that is only
+///   *named* like an extractor (`&std::path::Path`, your own `Path` or `Json`, or an
+///   extractor imported bare as `Path<_>`) does not make a handler: write `web::Path<_>`.
 ///   the client comes from `App::app_data(web::Data::new(client))` through a hidden
 ///   extractor, and is a clear 500 when missing. The return type becomes
 ///   `Either<LockRejection, T>`: a wait that times out is 409 Conflict with
@@ -136,9 +142,12 @@ pub use lock_actors::*;
 ///
 /// # Compile errors
 ///
-/// An unknown placeholder (the message lists the parameters), a non-async fn, a malformed
-/// duration, an unknown option or kind, an empty template, or `kind = fenced` with several
-/// templates are compile errors on the offending token.
+/// These are compile errors on the offending token, never failures at run time: an unknown
+/// placeholder (the message lists the parameters), a non-async fn, a malformed duration, a
+/// zero lease, an unknown option or kind, an option given twice, an empty template;
+/// `lease` with `kind = semaphore` (its permits have no lease: use `expirable_semaphore`);
+/// `permits` with a lock kind (or no kind) and `permits = 0`; several templates with
+/// `kind = fenced` or a semaphore kind.
 ///
 /// # Example outside actix-web
 ///

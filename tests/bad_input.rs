@@ -7,9 +7,9 @@
 
 mod support;
 
+use actix_distributed_lock::messages::{Acquire, GetState, Release, Renew};
 use actix_distributed_lock::{
-    Acquire, AcquireOptions, ClientConfig, GetState, LockClient, LockError, LockOwner, Release,
-    Released, Renew,
+    AcquireOptions, ClientConfig, LockClient, LockError, LockOwner, Released,
 };
 use std::time::Duration;
 use support::client;

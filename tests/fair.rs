@@ -327,7 +327,7 @@ async fn reentry_the_watchdog_and_the_owner_actor() {
     // The actor of another owner refuses to take it for `me`.
     let other = client.fair_lock_actor(name, LockOwner::new()).unwrap();
     let refused = other
-        .send(actix_distributed_lock::Acquire {
+        .send(actix_distributed_lock::messages::Acquire {
             owner: me,
             lease: None,
             wait: Duration::ZERO,

@@ -4,9 +4,9 @@
 
 mod support;
 
+use actix_distributed_lock::messages::{Acquire, AcquireFenced, GetState, Release};
 use actix_distributed_lock::{
-    Acquire, AcquireFenced, AcquireOptions, GetState, LockClient, LockError, LockKind, LockOwner,
-    Release, Released,
+    AcquireOptions, LockClient, LockError, LockKind, LockOwner, Released,
 };
 use redis::AsyncCommands;
 use std::sync::atomic::{AtomicUsize, Ordering};

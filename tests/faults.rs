@@ -3,9 +3,8 @@
 
 mod support;
 
-use actix_distributed_lock::{
-    Acquire, AcquireOptions, ClientConfig, LockError, LockOwner, Released,
-};
+use actix_distributed_lock::messages::Acquire;
+use actix_distributed_lock::{AcquireOptions, ClientConfig, LockError, LockOwner, Released};
 use rand::Rng;
 use redis::AsyncCommands;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};

@@ -3,9 +3,8 @@
 
 mod support;
 
-use actix_distributed_lock::{
-    distributed_lock, AcquireFenced, AcquireOptions, LockClient, LockError, LockOwner,
-};
+use actix_distributed_lock::messages::AcquireFenced;
+use actix_distributed_lock::{distributed_lock, AcquireOptions, LockClient, LockError, LockOwner};
 use redis::AsyncCommands;
 use std::time::Duration;
 use support::RedisServer;

@@ -152,7 +152,7 @@ async fn a_lease_less_permit_cut_off_from_redis_is_lost_by_its_expiry_score() {
     semaphore.try_set_permits(3).await.unwrap();
     let mut permits = Vec::new();
     for _ in 0..3 {
-        permits.push(semaphore.acquire().await.unwrap());
+        permits.push(semaphore.acquire(1).await.unwrap());
     }
     // Every permit renewed by a round: its lease now ends 300 ms before a later round.
     permits_renewed(&server, "{permits:timely}:timeout", permits.len()).await;

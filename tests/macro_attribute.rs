@@ -188,6 +188,27 @@ async fn with_the_default_client(key: u32) -> Result<u32, LockError> {
     Ok(key)
 }
 
+/// Types named like actix-web's extractors that are not actix-web's.
+mod store {
+    /// A path in some store: not `web::Path`.
+    pub struct Path(pub &'static str);
+    /// A JSON document: not `web::Json`.
+    pub struct Json(pub &'static str);
+}
+
+/// A plain async fn taking `Path`s that are not actix-web's: not a handler, so its signature
+/// is kept as written (no hidden extractor, no `Either` response) and the default client is
+/// used. Issue 16: the macro used to take any type named `Path` for `web::Path`.
+#[distributed_lock("file:<name>")]
+async fn file_name_len(
+    file: &std::path::Path,
+    blob: store::Path,
+    doc: &store::Json,
+    name: &str,
+) -> Result<usize, LockError> {
+    Ok(file.as_os_str().len() + blob.0.len() + doc.0.len() + name.len())
+}
+
 #[tokio::test]
 async fn without_a_client_option_the_process_default_is_used_or_the_error_says_how() {
     let server = RedisServer::start();
@@ -199,6 +220,9 @@ async fn without_a_client_option_the_process_default_is_used_or_the_error_says_h
     let client = support::client(&server).await;
     assert!(actix_distributed_lock::set_default_client(client).is_none());
     assert_eq!(with_the_default_client(2).await.unwrap(), 2);
+    let file = std::path::Path::new("/tmp");
+    let len = file_name_len(file, store::Path("ab"), &store::Json("c"), "d");
+    assert_eq!(len.await.unwrap(), 4 + 2 + 1 + 1);
     assert_eq!(server.keys().await, Vec::<String>::new());
 }
 
@@ -296,6 +320,22 @@ async fn use_leased(client: &LockClient, id: u64) -> Result<i64, LockError> {
         .await
 }
 
+#[distributed_lock("pool:<id>", client = client, kind = semaphore, permits = 2, wait = "0s")]
+async fn use_two(client: &LockClient, id: u64) -> Result<i64, LockError> {
+    client
+        .semaphore(&format!("pool:{id}"))?
+        .available_permits()
+        .await
+}
+
+#[distributed_lock("leased:<id>", client = client, kind = expirable_semaphore, permits = 3)]
+async fn use_three_leased(client: &LockClient, id: u64) -> Result<i64, LockError> {
+    client
+        .expirable_semaphore(&format!("leased:{id}"))?
+        .available_permits()
+        .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn semaphore_kinds_take_one_permit_for_the_body() {
     let server = RedisServer::start();
@@ -337,6 +377,12 @@ async fn semaphore_kinds_take_one_permit_for_the_body() {
         2,
         "one permit taken inside"
     );
+    assert_eq!(leased.available_permits().await.unwrap(), 3);
+
+    // `permits = N` takes N for the body, and gives all N back.
+    assert_eq!(use_two(&client, 1).await.unwrap(), 0, "both permits inside");
+    assert_eq!(pool.available_permits().await.unwrap(), 2);
+    assert_eq!(use_three_leased(&client, 1).await.unwrap(), 0);
     assert_eq!(leased.available_permits().await.unwrap(), 3);
 }
 

@@ -9,8 +9,9 @@
 
 mod support;
 
+use actix_distributed_lock::messages::Release;
 use actix_distributed_lock::{
-    AcquireOptions, ClientConfig, Lock, LockClient, LockError, LockOwner, Release, Released,
+    AcquireOptions, ClientConfig, Lock, LockClient, LockError, LockOwner, Released,
     ShardedSubscriptionMode,
 };
 use std::time::{Duration, Instant};
@@ -1058,7 +1059,7 @@ async fn expirable_semaphore_shared(version: Redisson) {
         .await;
     assert!(reply.starts_with("permit "), "java psem_acquire: {reply}");
     let taken_at = Instant::now();
-    assert!(sem.try_acquire().await.unwrap().is_none());
+    assert!(sem.try_acquire(1).await.unwrap().is_none());
     let ours = sem
         .acquire_with(
             actix_distributed_lock::PermitOptions::new()
@@ -1090,7 +1091,7 @@ async fn expirable_semaphore_shared(version: Redisson) {
     );
 
     // Our release wakes a Java waiter, and Java's wakes ours.
-    let ours = sem.try_acquire().await.unwrap().expect("free");
+    let ours = sem.try_acquire(1).await.unwrap().expect("free");
     peer.send("b", &format!("psem_acquire {name}")).await;
     server
         .wait_for_subscribers(&format!("redisson_sc:{{{name}}}"), 1)
@@ -1109,7 +1110,7 @@ async fn expirable_semaphore_shared(version: Redisson) {
         let sem = sem.clone();
         tokio::spawn(async move {
             (
-                sem.acquire_timeout(Duration::from_secs(60)).await,
+                sem.acquire_timeout(1, Duration::from_secs(60)).await,
                 Instant::now(),
             )
         })

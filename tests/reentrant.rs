@@ -67,7 +67,7 @@ async fn same_owner_reenters_and_frees_after_last_release() {
     assert_eq!(lock.hold_count(me).await.unwrap(), 2);
 
     // Another owner's unlock is refused and changes nothing.
-    let stranger = actix_distributed_lock::Release {
+    let stranger = actix_distributed_lock::messages::Release {
         owner: LockOwner::new(),
     };
     let refused = lock.actor().unwrap().send(stranger).await.unwrap();

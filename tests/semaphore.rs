@@ -4,10 +4,10 @@
 
 mod support;
 
-use actix_distributed_lock::{
-    AcquireExpirablePermits, AcquirePermits, ClientConfig, LockClient, LockError, PermitOptions,
-    ReleasePermit, ReleasePermits,
+use actix_distributed_lock::messages::{
+    AcquireExpirablePermits, AcquirePermits, ReleasePermit, ReleasePermits,
 };
+use actix_distributed_lock::{ClientConfig, LockClient, LockError, PermitOptions};
 use redis::AsyncCommands;
 use std::sync::atomic::{AtomicI64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -138,7 +138,7 @@ async fn expirable_holders_never_exceed_the_count_under_64_tasks() {
         tasks.push(tokio::spawn(async move {
             for round in 0..4 {
                 let guard = semaphore
-                    .acquire_timeout(Duration::from_secs(60))
+                    .acquire_timeout(1, Duration::from_secs(60))
                     .await
                     .unwrap();
                 assert_eq!(guard.permit_id().len(), 32);
@@ -182,7 +182,7 @@ async fn dead_holders_permit_returns_within_its_lease_and_is_never_renewed_after
     let survivor = client(&server).await;
     let theirs = dying.expirable_semaphore("jobs").unwrap();
     assert!(theirs.try_set_permits(1).await.unwrap());
-    let held = theirs.acquire().await.unwrap();
+    let held = theirs.acquire(1).await.unwrap();
     let id = held.permit_id().to_string();
 
     // Renewal works while the holder lives: the expiry moves forward.
@@ -201,7 +201,7 @@ async fn dead_holders_permit_returns_within_its_lease_and_is_never_renewed_after
 
     let ours = survivor.expirable_semaphore("jobs").unwrap();
     let waiting = tokio::spawn(async move {
-        let guard = ours.acquire_timeout(Duration::from_secs(30)).await;
+        let guard = ours.acquire_timeout(1, Duration::from_secs(30)).await;
         (Instant::now(), guard)
     });
     server.wait_for_subscribers("redisson_sc:{jobs}", 1).await;
@@ -386,12 +386,12 @@ async fn acquire_and_release_n_and_bounded_waits_time_out() {
     // The permit-expirable kind times out the same way.
     let slots = client.expirable_semaphore("slot").unwrap();
     slots.set_permits(1).await.unwrap();
-    let held = slots.acquire().await.unwrap();
+    let held = slots.acquire(1).await.unwrap();
     let started = Instant::now();
     let error = other
         .expirable_semaphore("slot")
         .unwrap()
-        .acquire_timeout(Duration::from_millis(400))
+        .acquire_timeout(1, Duration::from_millis(400))
         .await
         .unwrap_err();
     assert!(error.is_timeout(), "{error}");
@@ -400,7 +400,7 @@ async fn acquire_and_release_n_and_bounded_waits_time_out() {
     assert!(other
         .expirable_semaphore("slot")
         .unwrap()
-        .try_acquire()
+        .try_acquire(1)
         .await
         .unwrap()
         .is_none());
@@ -551,11 +551,11 @@ async fn a_waiter_is_woken_by_pubsub_long_before_the_fallback() {
     // here) or the fallback, yet the release wakes it at once.
     let slots = holder.expirable_semaphore("slot-handoff").unwrap();
     slots.set_permits(1).await.unwrap();
-    let held = slots.acquire().await.unwrap();
+    let held = slots.acquire(1).await.unwrap();
     let gets = server.command_calls("get").await;
     let theirs = waiter.expirable_semaphore("slot-handoff").unwrap();
     let waiting = tokio::spawn(async move {
-        let guard = theirs.acquire_timeout(Duration::from_secs(30)).await;
+        let guard = theirs.acquire_timeout(1, Duration::from_secs(30)).await;
         (Instant::now(), guard)
     });
     wait_until_parked(&server, "redisson_sc:{slot-handoff}", gets).await;
@@ -655,7 +655,7 @@ async fn a_cancelled_acquire_leaves_no_permit_taken() {
         .await
         .unwrap();
     slots
-        .try_acquire()
+        .try_acquire(1)
         .await
         .unwrap()
         .expect("free")
@@ -669,7 +669,7 @@ async fn a_cancelled_acquire_leaves_no_permit_taken() {
         let acquiring = tokio::spawn(async move {
             if expirable {
                 slots
-                    .acquire_timeout(Duration::from_secs(30))
+                    .acquire_timeout(1, Duration::from_secs(30))
                     .await
                     .map(drop)
             } else {
@@ -821,7 +821,7 @@ async fn bad_input_is_refused_with_clear_errors() {
         "refused releases add nothing"
     );
     // Releasing twice: the second is refused and adds nothing.
-    let guard = slots.acquire().await.unwrap();
+    let guard = slots.acquire(1).await.unwrap();
     let id = guard.permit_id().to_string();
     slots.release(&id).await.unwrap();
     assert!(
@@ -857,7 +857,7 @@ async fn bad_input_is_refused_with_clear_errors() {
         expect_wrong_type(plain.try_set_permits(1).await, name, "try_set");
         expect_wrong_type(plain.add_permits(1).await, name, "add");
         let expirable = client.expirable_semaphore(name).unwrap();
-        expect_wrong_type(expirable.acquire().await, name, "expirable acquire");
+        expect_wrong_type(expirable.acquire(1).await, name, "expirable acquire");
         expect_wrong_type(
             expirable.available_permits().await,
             name,
@@ -867,7 +867,7 @@ async fn bad_input_is_refused_with_clear_errors() {
     let _: () = conn.set("tagged", 1).await.unwrap();
     let tagged = client.expirable_semaphore("tagged").unwrap();
     expect_wrong_type(
-        tagged.acquire().await,
+        tagged.acquire(1).await,
         "tagged",
         "a timeout key that is no zset",
     );
@@ -892,7 +892,7 @@ async fn names_with_braces_keep_their_own_hash_tag() {
     let client = client(&server).await;
     let slots = client.expirable_semaphore("{tenant-7}:exports").unwrap();
     slots.set_permits(2).await.unwrap();
-    let guard = slots.acquire().await.unwrap();
+    let guard = slots.acquire(1).await.unwrap();
     let mut keys = server.keys().await;
     keys.sort();
     assert_eq!(
@@ -910,6 +910,6 @@ fn public_semaphore_types_keep_their_bounds() {
     send_sync_static::<actix_distributed_lock::Semaphore>();
     send_sync_static::<actix_distributed_lock::PermitExpirableSemaphore>();
     send_sync_static::<actix_distributed_lock::PermitGuard>();
-    send_sync_static::<actix_distributed_lock::SemaphorePermits>();
+    send_sync_static::<actix_distributed_lock::SemaphoreGuard>();
     send_static::<actix::Addr<actix_distributed_lock::SemaphoreActor>>();
 }

@@ -33,8 +33,8 @@
 //! # The pieces
 //!
 //! - [`LockClient`]: the handle you keep; one per process, cheap to clone.
-//! - [`LockActor`]: one per lock name in use; its messages ([`Acquire`], [`Release`],
-//!   [`Renew`], [`ForceRelease`], [`GetState`]) are the API for other actors.
+//! - [`LockActor`] and [`SemaphoreActor`]: one per lock (or semaphore) name in use; their
+//!   messages, in [`messages`], are the API for other actors.
 //! - [`LockGuard`]: one hold; releases on drop; [`LockGuard::lost`] tells you if the lock
 //!   was lost while you held it.
 //! - [`NodeSupervisor`]: owns the subscription connection of the node and reconnects it.
@@ -66,6 +66,7 @@ mod lock;
 mod macro_owner;
 #[doc(hidden)]
 pub mod macro_support;
+pub mod messages;
 mod node;
 mod redact;
 mod registry;
@@ -83,40 +84,11 @@ pub use error::{LockError, ServerReply};
 pub use keys::LockName;
 #[doc(hidden)]
 pub use lock::Deferred;
-pub use lock::{
-    Acquire, AcquireFenced, AcquireOptions, ForceRelease, GetState, Lock, LockActor, LockGuard,
-    LockKind, LockOwner, LockState, Release, Released, Renew,
-};
+pub use lock::{AcquireOptions, Lock, LockActor, LockGuard, LockKind, LockOwner, Released};
 pub use macro_support::{default_client, fencing_token, set_default_client};
 pub use node::NodeSupervisor;
 pub use redact::redact_url;
 pub use rwlock::ReadWriteLock;
 pub use semaphore::{
-    AcquireExpirablePermits, AcquirePermits, AddPermits, AvailablePermits,
-    PermitExpirableSemaphore, PermitGuard, PermitOptions, ReleasePermit, ReleasePermits, Semaphore,
-    SemaphoreActor, SemaphorePermits, SetPermits, TrySetPermits,
+    PermitExpirableSemaphore, PermitGuard, PermitOptions, Semaphore, SemaphoreActor, SemaphoreGuard,
 };
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn assert_send_sync_static<T: Send + Sync + 'static>() {}
-    fn assert_send_static<T: Send + 'static>() {}
-
-    /// Pins the bounds users rely on: handles go into tasks, app_data and actor state.
-    #[test]
-    fn public_types_keep_their_bounds() {
-        assert_send_sync_static::<LockClient>();
-        assert_send_sync_static::<Lock>();
-        assert_send_sync_static::<LockGuard>();
-        assert_send_sync_static::<LockError>();
-        assert_send_sync_static::<LockOwner>();
-        assert_send_sync_static::<ClientConfig>();
-        assert_send_sync_static::<MultiLock>();
-        assert_send_sync_static::<MultiLockGuard>();
-        assert_send_sync_static::<RedLock>();
-        assert_send_sync_static::<RedLockGuard>();
-        assert_send_static::<actix::Addr<LockActor>>();
-    }
-}

@@ -83,13 +83,13 @@ impl Turn {
     pub async fn take(
         client: &LockClient,
         names: &[String],
-        kind: &str,
+        kind: crate::macro_support::Kind,
         wait: Option<Duration>,
     ) -> Result<Turn, LockError> {
         let wait = wait.unwrap_or(client.config().default_wait);
         let started = Instant::now();
         let deadline = started + wait;
-        if kind.ends_with("semaphore") {
+        if kind.is_semaphore() {
             // Permits have no owner: nothing to re-enter, nothing to take turns on.
             return Ok(Turn {
                 call: None,

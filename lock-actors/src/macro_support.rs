@@ -5,8 +5,8 @@ use crate::client::LockClient;
 use crate::compose::{MultiLock, MultiLockGuard};
 use crate::error::LockError;
 use crate::lock::{AcquireOptions, Lock};
-use crate::lock::{LockGuard, LockOwner};
-use crate::semaphore::{PermitGuard, PermitOptions, SemaphorePermits};
+use crate::lock::{LockGuard, LockKind, LockOwner};
+use crate::semaphore::{PermitGuard, PermitOptions, SemaphoreGuard};
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -75,30 +75,113 @@ pub fn require_default_client() -> Result<LockClient, LockError> {
     })
 }
 
-/// Takes lock `name` for `owner` as the attribute's options say.
+/// What `kind = …` names: the one list of kinds the attribute accepts.
+///
+/// The attribute turns `kind = fair` into the path `Kind::Fair` at compile time, so a kind
+/// is checked by the compiler, never matched from a string at run time; the attribute also
+/// refuses at compile time the options a kind cannot take (`lease` on a plain semaphore,
+/// `permits` on a lock).
+///
+/// ```
+/// use actix_distributed_lock::macro_support::Kind;
+/// assert!(Kind::ExpirableSemaphore.is_semaphore());
+/// assert_eq!(Kind::Fenced.lock_kind(), Some(actix_distributed_lock::LockKind::Reentrant));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// `kind = reentrant` (the default): [`LockClient::lock`].
+    Reentrant,
+    /// `kind = fenced`: [`LockClient::fenced_lock`], a reentrant lock whose holds draw a token.
+    Fenced,
+    /// `kind = fair`: [`LockClient::fair_lock`].
+    Fair,
+    /// `kind = read`: the read side of [`LockClient::read_write_lock`].
+    Read,
+    /// `kind = write`: the write side of [`LockClient::read_write_lock`].
+    Write,
+    /// `kind = fast`: [`LockClient::fast_lock`], not reentrant.
+    Fast,
+    /// `kind = semaphore`: permits of [`LockClient::semaphore`] (no lease, no owner).
+    Semaphore,
+    /// `kind = expirable_semaphore`: permits of [`LockClient::expirable_semaphore`].
+    ExpirableSemaphore,
+}
+
+impl Kind {
+    /// Whether the attribute takes permits of a semaphore rather than a lock.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::macro_support::Kind;
+    /// assert!(!Kind::Fair.is_semaphore());
+    /// ```
+    pub const fn is_semaphore(self) -> bool {
+        matches!(self, Kind::Semaphore | Kind::ExpirableSemaphore)
+    }
+
+    /// The lock kind a lock `Kind` stores in Redis (`None` for the semaphores).
+    ///
+    /// ```
+    /// # use actix_distributed_lock::{macro_support::Kind, LockKind};
+    /// assert_eq!(Kind::Write.lock_kind(), Some(LockKind::Write));
+    /// assert_eq!(Kind::Semaphore.lock_kind(), None);
+    /// ```
+    pub const fn lock_kind(self) -> Option<LockKind> {
+        match self {
+            Kind::Reentrant | Kind::Fenced => Some(LockKind::Reentrant),
+            Kind::Fair => Some(LockKind::Fair),
+            Kind::Read => Some(LockKind::Read),
+            Kind::Write => Some(LockKind::Write),
+            Kind::Fast => Some(LockKind::Fast),
+            Kind::Semaphore | Kind::ExpirableSemaphore => None,
+        }
+    }
+}
+
+/// What the attribute asks for besides the name and the wait: the kind, a fixed lease, and
+/// (for the semaphore kinds) how many permits.
+///
+/// ```
+/// use actix_distributed_lock::macro_support::{Kind, Request};
+/// let request = Request { kind: Kind::Semaphore, lease: None, permits: 2 };
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Request {
+    /// `kind = …`.
+    pub kind: Kind,
+    /// `lease = …`; the watchdog (or permit renewal) when `None`.
+    pub lease: Option<Duration>,
+    /// `permits = …`; 1 when not given. Semaphore kinds only.
+    pub permits: u32,
+}
+
+/// Takes lock (or permits) `name` for `owner` as the attribute's options say, waiting at
+/// most `wait` (the client's default wait when `None`).
 pub async fn acquire(
     client: &LockClient,
     name: &str,
     owner: LockOwner,
     wait: Option<Duration>,
-    lease: Option<Duration>,
-    kind: &str,
+    request: Request,
 ) -> Result<Held, LockError> {
     let wait_for = wait.unwrap_or(client.config().default_wait);
-    match kind {
-        "semaphore" => {
-            if lease.is_some() {
+    match request.kind {
+        Kind::Semaphore => {
+            if request.lease.is_some() {
+                // The attribute refuses this at compile time; a hand-made request gets an error.
                 return Err(LockError::invalid_config(
                     "#[distributed_lock(kind = semaphore)] permits have no lease; use \
                      kind = expirable_semaphore for leased permits",
                 ));
             }
-            let permits = client.semaphore(name)?.acquire_timeout(1, wait_for).await?;
+            let permits = client
+                .semaphore(name)?
+                .acquire_timeout(request.permits, wait_for)
+                .await?;
             Ok(Held::Permits(permits))
         }
-        "expirable_semaphore" => {
-            let mut options = PermitOptions::new().permits(1).wait(wait_for);
-            if let Some(lease) = lease {
+        Kind::ExpirableSemaphore => {
+            let mut options = PermitOptions::new().permits(request.permits).wait(wait_for);
+            if let Some(lease) = request.lease {
                 options = options.lease(lease);
             }
             let permit = client
@@ -107,10 +190,11 @@ pub async fn acquire(
                 .await?;
             Ok(Held::Permit(permit))
         }
-        _ => {
+        kind => {
             let lock = lock_of(client, name, kind)?;
             Ok(Held::Lock(
-                lock.acquire_with(options(owner, wait, lease)).await?,
+                lock.acquire_with(options(owner, wait, request.lease))
+                    .await?,
             ))
         }
     }
@@ -122,7 +206,7 @@ pub enum Held {
     /// A lock of any kind.
     Lock(LockGuard),
     /// One permit of a semaphore (`kind = semaphore`).
-    Permits(SemaphorePermits),
+    Permits(SemaphoreGuard),
     /// One permit of a permit-expirable semaphore (`kind = expirable_semaphore`).
     Permit(PermitGuard),
 }
@@ -144,15 +228,14 @@ pub async fn acquire_many(
     names: &[String],
     owner: LockOwner,
     wait: Option<Duration>,
-    lease: Option<Duration>,
-    kind: &str,
+    request: Request,
 ) -> Result<MultiLockGuard, LockError> {
     let locks = names
         .iter()
-        .map(|name| lock_of(client, name, kind))
+        .map(|name| lock_of(client, name, request.kind))
         .collect::<Result<Vec<_>, _>>()?;
     MultiLock::new(locks)?
-        .acquire_with(options(owner, wait, lease))
+        .acquire_with(options(owner, wait, request.lease))
         .await
 }
 
@@ -179,18 +262,19 @@ fn options(owner: LockOwner, wait: Option<Duration>, lease: Option<Duration>) ->
     options
 }
 
-fn lock_of(client: &LockClient, name: &str, kind: &str) -> Result<Lock, LockError> {
+fn lock_of(client: &LockClient, name: &str, kind: Kind) -> Result<Lock, LockError> {
     Ok(match kind {
-        "fenced" => client.fenced_lock(name)?,
-        "fast" => client.fast_lock(name)?,
-        "fair" => client.fair_lock(name)?,
-        "read" => client.read_write_lock(name)?.read().clone(),
-        "write" => client.read_write_lock(name)?.write().clone(),
-        "reentrant" => client.lock(name)?,
-        other => {
-            return Err(LockError::invalid_config(format!(
-                "#[distributed_lock] kind `{other}` is unknown"
-            )))
+        Kind::Reentrant => client.lock(name)?,
+        Kind::Fenced => client.fenced_lock(name)?,
+        Kind::Fast => client.fast_lock(name)?,
+        Kind::Fair => client.fair_lock(name)?,
+        Kind::Read => client.read_write_lock(name)?.read().clone(),
+        Kind::Write => client.read_write_lock(name)?.write().clone(),
+        Kind::Semaphore | Kind::ExpirableSemaphore => {
+            // The attribute refuses several templates of a semaphore kind at compile time.
+            return Err(LockError::invalid_config(
+                "#[distributed_lock] takes permits of one semaphore, not a MultiLock of them",
+            ));
         }
     })
 }

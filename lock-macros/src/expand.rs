@@ -84,7 +84,14 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
         quote!(#private::typed::<#original_output, _>(async move #block))
     };
 
-    let kind = attribute.kind.as_str();
+    let kind = {
+        let variant = attribute.kind.variant(attribute.kind_span);
+        quote!(#private::Kind::#variant)
+    };
+    let permits = attribute.permits;
+    let request = quote! {
+        #private::Request { kind: #kind, lease: #lease, permits: #permits }
+    };
     let locked = if names.len() == 1 {
         let name = &names[0];
         let acquire = quote_spanned! {span=>
@@ -93,8 +100,7 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
                 &__adl_name,
                 __adl_turn.owner(),
                 __adl_turn.wait_left(),
-                #lease,
-                #kind,
+                #request,
             )
         };
         quote! {
@@ -135,8 +141,7 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
                 &__adl_names,
                 __adl_turn.owner(),
                 __adl_turn.wait_left(),
-                #lease,
-                #kind,
+                #request,
             )
         };
         let (joined, on_error) = if respond {

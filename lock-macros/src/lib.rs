@@ -6,6 +6,8 @@
 
 mod duration;
 mod expand;
+mod handler;
+mod kind;
 mod parse;
 
 use proc_macro::TokenStream;

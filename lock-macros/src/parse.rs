@@ -1,10 +1,12 @@
 //! What the user wrote: the attribute's templates and options, checked against the fn.
 
 use crate::duration::parse_millis;
+use crate::handler;
+use crate::kind::{self, KindName};
 use proc_macro2::{Span, TokenStream};
 use quote::quote_spanned;
 use syn::parse::{ParseStream, Parser};
-use syn::{Expr, FnArg, Ident, ItemFn, LitStr, Pat, Path, Token};
+use syn::{Expr, FnArg, Ident, ItemFn, LitInt, LitStr, Pat, Path, Token};
 
 /// The attribute, parsed and checked.
 pub(crate) struct Attribute {
@@ -14,8 +16,11 @@ pub(crate) struct Attribute {
     pub(crate) lease_ms: Option<u64>,
     pub(crate) client: Option<Expr>,
     pub(crate) on_fail: Option<Path>,
-    /// `kind = …`, as written (`reentrant` when not given).
-    pub(crate) kind: String,
+    /// `kind = …` (`reentrant` when not given), and the span to name it with.
+    pub(crate) kind: KindName,
+    pub(crate) kind_span: Span,
+    /// `permits = …` (semaphore kinds only), 1 when not given.
+    pub(crate) permits: u32,
     /// Wrap as an actix-web handler: client from `web::Data`, failures as responses.
     pub(crate) handler: bool,
 }
@@ -27,32 +32,7 @@ pub(crate) struct Template {
     pub(crate) literal: LitStr,
 }
 
-const KINDS: &[&str] = &[
-    "reentrant",
-    "fair",
-    "read",
-    "write",
-    "fenced",
-    "fast",
-    "semaphore",
-    "expirable_semaphore",
-];
-const OPTIONS: &str = "wait, lease, kind, client, on_fail";
-
-/// Extractor and response types that mark an actix-web handler.
-const HANDLER_PARAM_TYPES: &[&str] = &[
-    "Path",
-    "Json",
-    "Query",
-    "Form",
-    "Data",
-    "HttpRequest",
-    "Payload",
-    "Bytes",
-    "ReqData",
-    "Header",
-];
-const HANDLER_RETURN_TYPES: &[&str] = &["HttpResponse", "Responder"];
+const OPTIONS: &str = "wait, lease, kind, permits, client, on_fail";
 
 impl Attribute {
     pub(crate) fn parse(args: TokenStream, item: &ItemFn) -> syn::Result<Attribute> {
@@ -71,42 +51,77 @@ impl Attribute {
                 "#[distributed_lock] needs a lock name template, e.g. #[distributed_lock(\"order:<id>\")]",
             ));
         }
-        if let (Some(kind), true) = (&raw.kind, raw.templates.len() > 1) {
-            if kind == "fenced" {
-                return Err(syn::Error::new(
-                    kind.span(),
-                    "`kind = fenced` takes one template: each lock of a MultiLock has its own token, but \
-                     `fencing_token()` returns one; take a `MultiLock` of fenced locks by hand",
-                ));
-            }
-            if kind.to_string().ends_with("semaphore") {
-                return Err(syn::Error::new(
-                    kind.span(),
-                    format!("`kind = {kind}` takes one template: a MultiLock is made of locks, not semaphores"),
-                ));
-            }
-        }
-        let handler = raw.client.is_none() && looks_like_handler(item);
+        let (kind, kind_span) = match &raw.kind {
+            Some(ident) => (kind::lookup(ident)?, ident.span()),
+            None => (kind::DEFAULT, Span::call_site()),
+        };
+        check_combination(&raw, kind, kind_span)?;
+        let handler = raw.client.is_none() && handler::is_handler(item);
         Ok(Attribute {
             templates: raw.templates,
             wait_ms: raw.wait_ms,
-            lease_ms: raw.lease_ms,
+            lease_ms: raw.lease.map(|(_, ms)| ms),
             client: raw.client,
             on_fail: raw.on_fail,
-            kind: raw
-                .kind
-                .map_or_else(|| "reentrant".to_string(), |kind| kind.to_string()),
+            kind,
+            kind_span,
+            permits: raw.permits.map_or(1, |(_, permits)| permits),
             handler,
         })
     }
+}
+
+/// The options a kind cannot take, refused on the offending option.
+fn check_combination(raw: &RawArgs, kind: KindName, kind_span: Span) -> syn::Result<()> {
+    let name = kind.name;
+    if raw.templates.len() > 1 {
+        if name == "fenced" {
+            return Err(syn::Error::new(
+                kind_span,
+                "`kind = fenced` takes one template: each lock of a MultiLock has its own token, but \
+                 `fencing_token()` returns one; take a `MultiLock` of fenced locks by hand",
+            ));
+        }
+        if kind.semaphore {
+            return Err(syn::Error::new(
+                kind_span,
+                format!("`kind = {name}` takes one template: a MultiLock is made of locks, not semaphores"),
+            ));
+        }
+    }
+    if let (Some((span, _)), "semaphore") = (raw.lease, name) {
+        return Err(syn::Error::new(
+            span,
+            "`kind = semaphore` permits have no lease (they are held until released); \
+             use `kind = expirable_semaphore` for permits that come back on their own",
+        ));
+    }
+    if let (Some((span, _)), false) = (raw.permits, kind.semaphore) {
+        return Err(syn::Error::new(
+            span,
+            format!(
+                "`permits` is for `kind = semaphore` or `kind = expirable_semaphore`; \
+                 a `{name}` lock has one holder{}",
+                if raw.kind.is_none() {
+                    " (no `kind` given: `reentrant`)"
+                } else {
+                    ""
+                }
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[derive(Default)]
 struct RawArgs {
     templates: Vec<Template>,
     wait_ms: Option<u64>,
-    lease_ms: Option<u64>,
+    /// The lease in ms, and the span of the `lease` option.
+    lease: Option<(Span, u64)>,
     kind: Option<Ident>,
+    /// The permits, and the span of the `permits` option.
+    permits: Option<(Span, u32)>,
     client: Option<Expr>,
     on_fail: Option<Path>,
 }
@@ -131,12 +146,19 @@ fn parse_args(input: ParseStream, params: &[String]) -> syn::Result<RawArgs> {
                             "a lease must be at least 1ms",
                         ));
                     }
-                    raw.lease_ms.replace(ms).is_some()
+                    raw.lease.replace((key.span(), ms)).is_some()
                 }
-                "kind" => {
-                    let kind: Ident = input.parse()?;
-                    check_kind(&kind)?;
-                    raw.kind.replace(kind).is_some()
+                "kind" => raw.kind.replace(input.parse()?).is_some(),
+                "permits" => {
+                    let literal: LitInt = input.parse()?;
+                    let permits: u32 = literal.base10_parse()?;
+                    if permits == 0 {
+                        return Err(syn::Error::new(
+                            literal.span(),
+                            "`permits` must be at least 1",
+                        ));
+                    }
+                    raw.permits.replace((key.span(), permits)).is_some()
                 }
                 "client" => raw.client.replace(input.parse()?).is_some(),
                 "on_fail" => raw.on_fail.replace(input.parse()?).is_some(),
@@ -164,21 +186,6 @@ fn parse_args(input: ParseStream, params: &[String]) -> syn::Result<RawArgs> {
 fn parse_duration(input: ParseStream) -> syn::Result<u64> {
     let literal: LitStr = input.parse()?;
     parse_millis(&literal.value()).map_err(|message| syn::Error::new(literal.span(), message))
-}
-
-fn check_kind(kind: &Ident) -> syn::Result<()> {
-    let name = kind.to_string();
-    if KINDS.contains(&name.as_str()) {
-        Ok(())
-    } else {
-        Err(syn::Error::new(
-            kind.span(),
-            format!(
-                "unknown lock kind `{name}`; the kinds are: {}",
-                KINDS.join(", ")
-            ),
-        ))
-    }
 }
 
 /// Splits `"order:<id>"` into `"order:{}"` and the expression `id`. Braces stay literal.
@@ -295,31 +302,4 @@ fn collect_bindings(pat: &Pat, names: &mut Vec<String>) {
         Pat::Type(typed) => collect_bindings(&typed.pat, names),
         _ => {}
     }
-}
-
-/// A free fn that takes an actix-web extractor or returns an actix-web response.
-fn looks_like_handler(item: &ItemFn) -> bool {
-    let mut has_receiver = false;
-    let mut extractor = false;
-    for input in &item.sig.inputs {
-        match input {
-            FnArg::Receiver(_) => has_receiver = true,
-            FnArg::Typed(typed) => {
-                extractor |= mentions(&typed.ty, HANDLER_PARAM_TYPES);
-            }
-        }
-    }
-    let responds = match &item.sig.output {
-        syn::ReturnType::Default => false,
-        syn::ReturnType::Type(_, ty) => mentions(ty, HANDLER_RETURN_TYPES),
-    };
-    !has_receiver && (extractor || responds)
-}
-
-/// Whether any path segment or trait bound in `ty` is one of `names`.
-fn mentions(ty: &syn::Type, names: &[&str]) -> bool {
-    let tokens = quote::quote!(#ty).to_string();
-    tokens
-        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .any(|word| names.contains(&word))
 }

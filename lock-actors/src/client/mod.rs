@@ -159,7 +159,7 @@ impl LockClient {
     /// [`LockError::InvalidConfig`].
     ///
     /// ```no_run
-    /// # use actix_distributed_lock::{Acquire, LockOwner};
+    /// # use actix_distributed_lock::{messages::Acquire, LockOwner};
     /// # use std::time::Duration;
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), Box<dyn std::error::Error>> {
     /// let me = LockOwner::new();

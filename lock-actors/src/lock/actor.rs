@@ -47,7 +47,8 @@ const LONGEST_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 /// # Example
 ///
 /// ```no_run
-/// use actix_distributed_lock::{Acquire, LockClient, LockOwner};
+/// use actix_distributed_lock::messages::Acquire;
+/// use actix_distributed_lock::{LockClient, LockOwner};
 /// use std::time::Duration;
 ///
 /// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {

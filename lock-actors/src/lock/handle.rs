@@ -488,7 +488,7 @@ impl Lock {
         &self.client
     }
 
-    /// Extends `owner`'s hold to `lease` from now, as [`Renew`](crate::Renew) does: `true`
+    /// Extends `owner`'s hold to `lease` from now, as [`Renew`](crate::messages::Renew) does: `true`
     /// when renewed, `false` when Redis no longer has the hold. RedLock renews its
     /// fixed-lease members with it.
     pub(crate) async fn renew(&self, owner: LockOwner, lease: Duration) -> Result<bool, LockError> {

@@ -39,7 +39,8 @@ use std::time::Duration;
 /// # Example
 ///
 /// ```no_run
-/// use actix_distributed_lock::{Acquire, LockClient, LockOwner};
+/// use actix_distributed_lock::messages::Acquire;
+/// use actix_distributed_lock::{LockClient, LockOwner};
 /// use std::time::Duration;
 ///
 /// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
@@ -74,7 +75,8 @@ impl Message for Acquire {
 /// # Example
 ///
 /// ```no_run
-/// use actix_distributed_lock::{AcquireFenced, LockClient, LockOwner};
+/// use actix_distributed_lock::messages::AcquireFenced;
+/// use actix_distributed_lock::{LockClient, LockOwner};
 /// use std::time::Duration;
 ///
 /// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
@@ -107,7 +109,8 @@ impl Message for AcquireFenced {
 /// # Example
 ///
 /// ```no_run
-/// use actix_distributed_lock::{Acquire, LockClient, LockOwner, Release, Released};
+/// use actix_distributed_lock::messages::{Acquire, Release, Released};
+/// use actix_distributed_lock::{LockClient, LockOwner};
 /// use std::time::Duration;
 ///
 /// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
@@ -136,7 +139,8 @@ impl Message for Release {
 /// # Example
 ///
 /// ```no_run
-/// use actix_distributed_lock::{Acquire, LockClient, LockOwner, Renew};
+/// use actix_distributed_lock::messages::{Acquire, Renew};
+/// use actix_distributed_lock::{LockClient, LockOwner};
 /// use std::time::Duration;
 ///
 /// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
@@ -166,7 +170,7 @@ impl Message for Renew {
 /// # Example
 ///
 /// ```no_run
-/// # use actix_distributed_lock::{ForceRelease, LockClient};
+/// # use actix_distributed_lock::{messages::ForceRelease, LockClient};
 /// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
 /// let was_locked = client.lock_actor("stuck:lock")?.send(ForceRelease).await??;
 /// # Ok(()) }
@@ -183,7 +187,7 @@ impl Message for ForceRelease {
 /// # Example
 ///
 /// ```no_run
-/// # use actix_distributed_lock::{GetState, LockClient, LockOwner};
+/// # use actix_distributed_lock::{messages::GetState, LockClient, LockOwner};
 /// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
 /// let state = client.lock_actor("order:7")?.send(GetState { owner: Some(LockOwner::new()) }).await??;
 /// println!("locked: {}, ttl: {:?}, mine: {}", state.locked, state.ttl, state.hold_count);
@@ -202,7 +206,7 @@ impl Message for GetState {
 /// What [`GetState`] reads from Redis.
 ///
 /// ```
-/// # use actix_distributed_lock::LockState;
+/// # use actix_distributed_lock::messages::LockState;
 /// let free = LockState { locked: false, ttl: None, hold_count: 0 };
 /// assert!(!free.locked);
 /// ```

@@ -3,7 +3,7 @@
 
 mod leases;
 
-use super::guard::{PermitGuard, PermitId, PermitStatus, ReturnPermits, SemaphorePermits};
+use super::guard::{PermitGuard, PermitId, PermitStatus, ReturnPermits, SemaphoreGuard};
 use super::{
     AcquireExpirablePermits, AcquirePermits, AddPermits, AvailablePermits, Kind, ReleasePermits,
     SemaphoreKeys, SetPermits, TrySetPermits, ACQUIRE, ADD, AVAILABLE, EXPIRABLE_ACQUIRE, SET,
@@ -56,7 +56,8 @@ pub(crate) type SemaphoreRegistry = Registry<(Kind, LockName), SemaphoreActor>;
 /// # Example
 ///
 /// ```no_run
-/// use actix_distributed_lock::{AcquirePermits, LockClient, TrySetPermits};
+/// use actix_distributed_lock::messages::{AcquirePermits, TrySetPermits};
+/// use actix_distributed_lock::LockClient;
 /// use std::time::Duration;
 ///
 /// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
@@ -97,7 +98,7 @@ pub struct SemaphoreActor {
 
 /// Where a waiter's answer goes: a guard of the semaphore's kind.
 enum Reply {
-    Plain(ReplySlot<Result<SemaphorePermits, LockError>>),
+    Plain(ReplySlot<Result<SemaphoreGuard, LockError>>),
     Expirable(ReplySlot<Result<PermitGuard, LockError>>),
 }
 
@@ -555,8 +556,7 @@ impl SemaphoreActor {
         match waiter.reply {
             Reply::Plain(slot) => {
                 self.plain_out += u64::from(waiter.permits);
-                let permits =
-                    SemaphorePermits::new(ctx.address(), self.name.clone(), waiter.permits);
+                let permits = SemaphoreGuard::new(ctx.address(), self.name.clone(), waiter.permits);
                 // An undelivered guard is dropped here, and its drop gives the permits back.
                 let _ = slot.send(Ok(permits));
             }
@@ -689,7 +689,7 @@ impl Actor for SemaphoreActor {
 }
 
 impl Handler<AcquirePermits> for SemaphoreActor {
-    type Result = Deferred<Result<SemaphorePermits, LockError>>;
+    type Result = Deferred<Result<SemaphoreGuard, LockError>>;
 
     fn handle(&mut self, msg: AcquirePermits, ctx: &mut Context<Self>) -> Self::Result {
         if self.kind != Kind::Plain {

@@ -1,4 +1,4 @@
-//! What a semaphore holder keeps: [`SemaphorePermits`] (plain) and [`PermitGuard`]
+//! What a semaphore holder keeps: [`SemaphoreGuard`] (plain) and [`PermitGuard`]
 //! (permit-expirable), and permit ids.
 
 use super::SemaphoreActor;
@@ -50,9 +50,9 @@ pub(crate) enum PermitStatus {
 /// Permits taken from a plain [`Semaphore`](crate::Semaphore); they go back when this is
 /// released or dropped.
 ///
-/// - [`release`](SemaphorePermits::release) gives them back and reports how it went.
+/// - [`release`](SemaphoreGuard::release) gives them back and reports how it went.
 /// - Dropping it gives them back in the background (so `?`, early returns and panics do too).
-/// - [`forget`](SemaphorePermits::forget) keeps them taken, to be released later by anyone
+/// - [`forget`](SemaphoreGuard::forget) keeps them taken, to be released later by anyone
 ///   with [`Semaphore::release`](crate::Semaphore::release), as with Redisson.
 ///
 /// Plain permits have no lease: if the process dies holding them they stay taken until an
@@ -70,16 +70,16 @@ pub(crate) enum PermitStatus {
 /// # Ok(()) }
 /// ```
 #[must_use = "dropping the permits gives them back at once; keep them for as long as the work needs them"]
-pub struct SemaphorePermits {
+pub struct SemaphoreGuard {
     actor: Addr<SemaphoreActor>,
     name: LockName,
     permits: u32,
     released: bool,
 }
 
-impl SemaphorePermits {
+impl SemaphoreGuard {
     pub(crate) fn new(actor: Addr<SemaphoreActor>, name: LockName, permits: u32) -> Self {
-        SemaphorePermits {
+        SemaphoreGuard {
             actor,
             name,
             permits,
@@ -156,16 +156,16 @@ impl SemaphorePermits {
     }
 }
 
-impl std::fmt::Debug for SemaphorePermits {
+impl std::fmt::Debug for SemaphoreGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SemaphorePermits")
+        f.debug_struct("SemaphoreGuard")
             .field("name", &self.name)
             .field("permits", &self.permits)
             .finish()
     }
 }
 
-impl Drop for SemaphorePermits {
+impl Drop for SemaphoreGuard {
     fn drop(&mut self) {
         if !self.released {
             self.actor.do_send(ReturnPermits {
@@ -191,7 +191,7 @@ impl Drop for SemaphorePermits {
 ///
 /// ```no_run
 /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
-/// let guard = client.expirable_semaphore("render-slots")?.acquire().await?;
+/// let guard = client.expirable_semaphore("render-slots")?.acquire(1).await?;
 /// tokio::select! {
 ///     _ = guard.lost() => eprintln!("permit {} lost; abandoning the render", guard.permit_id()),
 ///     _ = async { /* protected work */ } => {}
@@ -236,7 +236,7 @@ impl PermitGuard {
     ///
     /// ```no_run
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
-    /// let guard = client.expirable_semaphore("s")?.acquire().await?;
+    /// let guard = client.expirable_semaphore("s")?.acquire(1).await?;
     /// assert_eq!(guard.permit_id().len(), 32);
     /// # Ok(()) }
     /// ```
@@ -257,11 +257,22 @@ impl PermitGuard {
         &self.ids
     }
 
+    /// How many permits this guard holds (as [`SemaphoreGuard::permits`]).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// assert_eq!(client.expirable_semaphore("s")?.acquire(2).await?.permits(), 2);
+    /// # Ok(()) }
+    /// ```
+    pub fn permits(&self) -> u32 {
+        u32::try_from(self.ids.len()).unwrap_or(u32::MAX)
+    }
+
     /// The semaphore's name.
     ///
     /// ```no_run
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
-    /// assert_eq!(client.expirable_semaphore("s")?.acquire().await?.name(), "s");
+    /// assert_eq!(client.expirable_semaphore("s")?.acquire(1).await?.name(), "s");
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
@@ -272,7 +283,7 @@ impl PermitGuard {
     ///
     /// ```no_run
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
-    /// assert_eq!(client.expirable_semaphore("s")?.acquire().await?.lease(), None);
+    /// assert_eq!(client.expirable_semaphore("s")?.acquire(1).await?.lease(), None);
     /// # Ok(()) }
     /// ```
     pub fn lease(&self) -> Option<Duration> {
@@ -293,7 +304,7 @@ impl PermitGuard {
     ///
     /// ```no_run
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
-    /// client.expirable_semaphore("s")?.acquire().await?.release().await?;
+    /// client.expirable_semaphore("s")?.acquire(1).await?.release().await?;
     /// # Ok(()) }
     /// ```
     pub async fn release(mut self) -> Result<(), LockError> {
@@ -313,7 +324,7 @@ impl PermitGuard {
     ///
     /// ```no_run
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
-    /// let guard = client.expirable_semaphore("s")?.acquire().await?;
+    /// let guard = client.expirable_semaphore("s")?.acquire(1).await?;
     /// let lost = guard.lost();
     /// tokio::spawn(async move { lost.await; eprintln!("permit lost") });
     /// # Ok(()) }
@@ -336,7 +347,7 @@ impl PermitGuard {
     ///
     /// ```no_run
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
-    /// let guard = client.expirable_semaphore("s")?.acquire().await?;
+    /// let guard = client.expirable_semaphore("s")?.acquire(1).await?;
     /// assert!(!guard.is_lost());
     /// # Ok(()) }
     /// ```

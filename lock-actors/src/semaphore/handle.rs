@@ -2,7 +2,7 @@
 
 use super::{
     ask, AcquireExpirablePermits, AcquirePermits, AddPermits, AvailablePermits, Kind, PermitGuard,
-    ReleasePermit, ReleasePermits, SemaphoreActor, SemaphorePermits, SetPermits, TrySetPermits,
+    ReleasePermit, ReleasePermits, SemaphoreActor, SemaphoreGuard, SetPermits, TrySetPermits,
 };
 use crate::client::LockClient;
 use crate::error::LockError;
@@ -16,7 +16,7 @@ use std::time::Duration;
 /// Get one with [`LockClient::semaphore`]; set its permits once with
 /// [`try_set_permits`](Semaphore::try_set_permits) (a semaphore never set has no permits).
 /// The handle is cheap to clone and holds no permits itself; each acquire returns a
-/// [`SemaphorePermits`] guard.
+/// [`SemaphoreGuard`] guard.
 ///
 /// Waiting: the local waiters of one semaphore queue in FIFO order in its actor and only
 /// the head asks Redis; every release publishes on `redisson_sc:{name}` and wakes it, with a
@@ -103,7 +103,7 @@ impl Semaphore {
     /// let permits = client.semaphore("s")?.acquire(2).await?;
     /// # Ok(()) }
     /// ```
-    pub async fn acquire(&self, permits: u32) -> Result<SemaphorePermits, LockError> {
+    pub async fn acquire(&self, permits: u32) -> Result<SemaphoreGuard, LockError> {
         let wait = self.client.config().default_wait;
         self.acquire_timeout(permits, wait).await
     }
@@ -128,7 +128,7 @@ impl Semaphore {
         &self,
         permits: u32,
         wait: Duration,
-    ) -> Result<SemaphorePermits, LockError> {
+    ) -> Result<SemaphoreGuard, LockError> {
         let request = AcquirePermits { permits, wait };
         ask(&self.client, Kind::Plain, &self.name, request).await?
     }
@@ -146,7 +146,7 @@ impl Semaphore {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn try_acquire(&self, permits: u32) -> Result<Option<SemaphorePermits>, LockError> {
+    pub async fn try_acquire(&self, permits: u32) -> Result<Option<SemaphoreGuard>, LockError> {
         match self.acquire_timeout(permits, Duration::ZERO).await {
             Ok(permits) => Ok(Some(permits)),
             Err(LockError::Timeout { .. }) => Ok(None),
@@ -155,7 +155,7 @@ impl Semaphore {
     }
 
     /// Gives `permits` permits to the semaphore (Redisson's `release(n)`): anyone may, e.g.
-    /// for permits kept with [`SemaphorePermits::forget`]. Wakes waiters.
+    /// for permits kept with [`SemaphoreGuard::forget`]. Wakes waiters.
     ///
     /// Nothing checks that they were taken: releasing more than was taken raises the count.
     ///
@@ -390,7 +390,7 @@ impl PermitOptions {
 /// slots.try_set_permits(2).await?;
 ///
 /// // Renewed while held; lost() fires if the permit disappears.
-/// let guard = slots.acquire().await?;
+/// let guard = slots.acquire(1).await?;
 /// guard.release().await?;
 ///
 /// // A fixed lease: back on its own after 10 s even if this process dies.
@@ -428,7 +428,8 @@ impl PermitExpirableSemaphore {
         self.name.as_str()
     }
 
-    /// Takes one permit, renewed while held, waiting at most the client's default wait.
+    /// Takes `permits` permits (all or none), renewed while held, waiting at most the
+    /// client's default wait. The same shape as [`Semaphore::acquire`].
     ///
     /// Errors as [`Semaphore::acquire`].
     ///
@@ -439,14 +440,16 @@ impl PermitExpirableSemaphore {
     ///
     /// ```no_run
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
-    /// let guard = client.expirable_semaphore("s")?.acquire().await?;
+    /// let guard = client.expirable_semaphore("s")?.acquire(1).await?;
     /// # Ok(()) }
     /// ```
-    pub async fn acquire(&self) -> Result<PermitGuard, LockError> {
-        self.acquire_with(PermitOptions::new()).await
+    pub async fn acquire(&self, permits: u32) -> Result<PermitGuard, LockError> {
+        self.acquire_with(PermitOptions::new().permits(permits))
+            .await
     }
 
-    /// Takes one permit, renewed while held, waiting at most `wait`.
+    /// Takes `permits` permits, renewed while held, waiting at most `wait`. The same shape
+    /// as [`Semaphore::acquire_timeout`].
     ///
     /// # Cancel safety
     ///
@@ -455,14 +458,21 @@ impl PermitExpirableSemaphore {
     /// ```no_run
     /// # use std::time::Duration;
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
-    /// let guard = client.expirable_semaphore("s")?.acquire_timeout(Duration::from_secs(1)).await?;
+    /// let slots = client.expirable_semaphore("s")?;
+    /// let guard = slots.acquire_timeout(1, Duration::from_secs(1)).await?;
     /// # Ok(()) }
     /// ```
-    pub async fn acquire_timeout(&self, wait: Duration) -> Result<PermitGuard, LockError> {
-        self.acquire_with(PermitOptions::new().wait(wait)).await
+    pub async fn acquire_timeout(
+        &self,
+        permits: u32,
+        wait: Duration,
+    ) -> Result<PermitGuard, LockError> {
+        self.acquire_with(PermitOptions::new().permits(permits).wait(wait))
+            .await
     }
 
-    /// Tries once for one permit, without waiting: `Ok(None)` when none is free.
+    /// Tries once, without waiting: `Ok(None)` when fewer than `permits` are free. The same
+    /// shape as [`Semaphore::try_acquire`].
     ///
     /// # Cancel safety
     ///
@@ -470,16 +480,14 @@ impl PermitExpirableSemaphore {
     ///
     /// ```no_run
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
-    /// if let Some(guard) = client.expirable_semaphore("s")?.try_acquire().await? {
+    /// if let Some(guard) = client.expirable_semaphore("s")?.try_acquire(1).await? {
     ///     // got one
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn try_acquire(&self) -> Result<Option<PermitGuard>, LockError> {
-        match self
-            .acquire_with(PermitOptions::new().wait(Duration::ZERO))
-            .await
-        {
+    pub async fn try_acquire(&self, permits: u32) -> Result<Option<PermitGuard>, LockError> {
+        let options = PermitOptions::new().permits(permits).wait(Duration::ZERO);
+        match self.acquire_with(options).await {
             Ok(guard) => Ok(Some(guard)),
             Err(LockError::Timeout { .. }) => Ok(None),
             Err(other) => Err(other),
@@ -670,7 +678,7 @@ impl LockClient {
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
     /// let workers = client.expirable_semaphore("render-slots")?;
     /// workers.try_set_permits(4).await?;
-    /// let permit = workers.acquire().await?; // renewed while `permit` lives
+    /// let permit = workers.acquire(1).await?; // renewed while `permit` lives
     /// println!("holding permit {}", permit.permit_id());
     /// permit.release().await?;
     /// # Ok(()) }

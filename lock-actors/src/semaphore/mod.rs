@@ -41,7 +41,7 @@ mod handle;
 pub use actor::SemaphoreActor;
 pub(crate) use actor::SemaphoreRegistry;
 pub(crate) use entry::{actor, ask};
-pub use guard::{PermitGuard, SemaphorePermits};
+pub use guard::{PermitGuard, SemaphoreGuard};
 pub use handle::{PermitExpirableSemaphore, PermitOptions, Semaphore};
 
 use crate::error::LockError;
@@ -126,7 +126,7 @@ impl SemaphoreKeys {
 
 /// Ask a plain [`SemaphoreActor`] for `permits` permits, waiting at most `wait`.
 ///
-/// The reply is a [`SemaphorePermits`] guard that gives the permits back when dropped. Sent
+/// The reply is a [`SemaphoreGuard`] guard that gives the permits back when dropped. Sent
 /// to a permit-expirable semaphore's actor it fails with [`LockError::InvalidConfig`] (send
 /// [`AcquireExpirablePermits`] there).
 ///
@@ -138,7 +138,7 @@ impl SemaphoreKeys {
 /// # Example
 ///
 /// ```no_run
-/// use actix_distributed_lock::{AcquirePermits, LockClient};
+/// use actix_distributed_lock::{messages::AcquirePermits, LockClient};
 /// use std::time::Duration;
 ///
 /// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
@@ -156,7 +156,7 @@ pub struct AcquirePermits {
 }
 
 impl Message for AcquirePermits {
-    type Result = Result<SemaphorePermits, LockError>;
+    type Result = Result<SemaphoreGuard, LockError>;
 }
 
 /// Ask a permit-expirable [`SemaphoreActor`] for `permits` permits, waiting at most `wait`.
@@ -172,7 +172,7 @@ impl Message for AcquirePermits {
 /// # Example
 ///
 /// ```no_run
-/// use actix_distributed_lock::{AcquireExpirablePermits, LockClient};
+/// use actix_distributed_lock::{messages::AcquireExpirablePermits, LockClient};
 /// use std::time::Duration;
 ///
 /// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
@@ -209,7 +209,7 @@ impl Message for AcquireExpirablePermits {
 /// # Example
 ///
 /// ```no_run
-/// use actix_distributed_lock::{LockClient, ReleasePermits};
+/// use actix_distributed_lock::{messages::ReleasePermits, LockClient};
 ///
 /// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
 /// let actor = client.semaphore("uploads")?.actor()?;
@@ -236,7 +236,7 @@ impl Message for ReleasePermits {
 /// # Example
 ///
 /// ```no_run
-/// use actix_distributed_lock::{LockClient, ReleasePermit};
+/// use actix_distributed_lock::{messages::ReleasePermit, LockClient};
 ///
 /// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
 /// let actor = client.expirable_semaphore("gpu")?.actor()?;
@@ -264,7 +264,7 @@ impl Message for ReleasePermit {
 /// # Example
 ///
 /// ```no_run
-/// use actix_distributed_lock::{LockClient, TrySetPermits};
+/// use actix_distributed_lock::{messages::TrySetPermits, LockClient};
 ///
 /// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
 /// let actor = client.semaphore("uploads")?.actor()?;
@@ -291,7 +291,7 @@ impl Message for TrySetPermits {
 /// # Example
 ///
 /// ```no_run
-/// use actix_distributed_lock::{LockClient, SetPermits};
+/// use actix_distributed_lock::{messages::SetPermits, LockClient};
 ///
 /// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
 /// let actor = client.expirable_semaphore("gpu")?.actor()?;
@@ -315,7 +315,7 @@ impl Message for SetPermits {
 /// # Example
 ///
 /// ```no_run
-/// use actix_distributed_lock::{AddPermits, LockClient};
+/// use actix_distributed_lock::{messages::AddPermits, LockClient};
 ///
 /// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
 /// let actor = client.semaphore("uploads")?.actor()?;
@@ -338,7 +338,7 @@ impl Message for AddPermits {
 /// # Example
 ///
 /// ```no_run
-/// use actix_distributed_lock::{AvailablePermits, LockClient};
+/// use actix_distributed_lock::{messages::AvailablePermits, LockClient};
 ///
 /// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
 /// let free = client.semaphore("uploads")?.actor()?.send(AvailablePermits).await??;
