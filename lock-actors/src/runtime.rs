@@ -1,65 +1,130 @@
-//! The thread the client's actors live on: a private actix system of the client's own,
-//! whether or not the caller runs inside actix.
+//! Where clients' actors run: one actix thread per process, shared by every client, and on
+//! it one scope per client, so that stopping a client stops its own actors and tasks only.
+//!
+//! A scope is a tokio `LocalSet` run as one task of the shared thread: whatever a client
+//! starts there (actors, their futures, requests handed over by [`ActorRuntime::run`])
+//! lands in its own set, and dropping the set drops all of it, while the thread and every
+//! other client's scope go on.
 
 use crate::error::LockError;
-use actix_rt::{Arbiter, ArbiterHandle, System};
+use actix::dev::channel;
+use actix::{Actor, Addr, Context};
+use actix_rt::{ArbiterHandle, System};
 use std::future::Future;
-use tokio::sync::oneshot;
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::LocalSet;
+
+/// The name of the shared actor thread.
+const THREAD_NAME: &str = "distributed-lock-actors";
+
+/// An actor's mailbox size: actix's own default (`DEFAULT_CAPACITY`, not exported).
+const MAILBOX: usize = 16;
+
+/// The shared thread's arbiter, once started. A fresh thread is started if it ever died.
+static SHARED: Mutex<Option<ArbiterHandle>> = Mutex::new(None);
+
+/// Work for a client's scope, run on the shared thread inside the scope.
+enum Command {
+    Run(Box<dyn FnOnce() + Send>),
+    Stop,
+}
+
+/// A client's scope on the shared actor thread: starts actors and futures in it.
+///
+/// Cheap to clone; every clone feeds the same scope. Once the scope stopped, nothing starts
+/// (`spawn` says `false`, actors come back disconnected).
+#[derive(Clone)]
+pub(crate) struct Scope {
+    commands: mpsc::UnboundedSender<Command>,
+}
+
+impl Scope {
+    /// Runs `fut` in the scope. False when the scope has stopped.
+    pub(crate) fn spawn<F>(&self, fut: F) -> bool
+    where
+        F: Future<Output = ()> + Send + 'static,
+    {
+        self.run_there(move || {
+            tokio::task::spawn_local(fut);
+        })
+    }
+
+    /// Starts an actor in the scope (as actix's `start_in_arbiter`) and returns its address
+    /// at once; the address is disconnected if the scope has stopped.
+    pub(crate) fn start<A, F>(&self, f: F) -> Addr<A>
+    where
+        A: Actor<Context = Context<A>>,
+        F: FnOnce(&mut Context<A>) -> A + Send + 'static,
+    {
+        let (tx, rx) = channel::channel(MAILBOX);
+        self.run_there(move || {
+            let mut ctx = Context::with_receiver(rx);
+            let actor = f(&mut ctx);
+            tokio::task::spawn_local(ctx.into_future(actor));
+        });
+        Addr::new(tx)
+    }
+
+    fn run_there(&self, job: impl FnOnce() + Send + 'static) -> bool {
+        self.commands.send(Command::Run(Box::new(job))).is_ok()
+    }
+}
 
 /// Where a client's actors and connections run, and how to stop them.
 ///
-/// Always a private system on a thread of its own, also inside the caller's actix system
-/// (an arbiter of the caller's system would do, but its runtime is dropped by actix where
-/// we cannot make the teardown safe; see `start`). Actor addresses work across systems.
+/// Always the process's shared actor thread, also inside the caller's actix system (an
+/// arbiter of the caller's system would do, but its runtime is dropped by actix where we
+/// cannot make the teardown safe). Actor addresses work across systems.
 pub(crate) struct ActorRuntime {
-    arbiter: ArbiterHandle,
-    system: System,
+    scope: Scope,
 }
 
 impl ActorRuntime {
-    /// Starts the client's actor thread and its actix system.
+    /// Opens the client's scope on the shared actor thread, starting the thread on first use.
     pub(crate) fn start() -> Result<Self, LockError> {
-        let (tx, rx) = std::sync::mpsc::channel();
-        std::thread::Builder::new()
-            .name("distributed-lock-actors".into())
-            .spawn(move || {
-                let runner = System::new();
-                // When the system stops, the runtime drops its actors, and actix polls each
-                // live actor's futures one last time while dropping it. A future first
-                // polled then starts a timer (redis's response timeout, our own timeouts),
-                // which panics ("no reactor running") unless a runtime context is entered:
-                // the runtime is dropped outside its own `block_on`. Entering the runtime's
-                // handle around `run` keeps that last poll legal; the runtime itself is
-                // still alive then (actix drops its task set before the tokio runtime).
-                let handle = runner.runtime().tokio_runtime().handle().clone();
-                let _context = handle.enter();
-                // The receiver waits right below; if it is gone there is nobody to serve.
-                if tx.send((System::current(), Arbiter::current())).is_ok() {
-                    // Returns when `System::stop` is called by `ActorRuntime::stop`.
-                    let _ = runner.run();
+        let (commands, receiver) = mpsc::unbounded_channel();
+        // Handed over through a cell: if the shared thread turns out dead, the same receiver
+        // goes to a fresh one.
+        let receiver = Arc::new(Mutex::new(Some(receiver)));
+        let mut shared = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+        for _ in 0..2 {
+            let arbiter = match shared.as_ref() {
+                Some(arbiter) => arbiter.clone(),
+                None => shared.insert(start_thread()?).clone(),
+            };
+            let cell = receiver.clone();
+            let accepted = arbiter.spawn_fn(move || {
+                let taken = cell.lock().unwrap_or_else(PoisonError::into_inner).take();
+                if let Some(receiver) = taken {
+                    actix_rt::spawn(serve(receiver));
                 }
-            })
-            .map_err(|e| {
-                LockError::invalid_config(format!("cannot start the actor thread: {e}"))
-            })?;
-        let (system, arbiter) = rx
-            .recv()
-            .map_err(|_| LockError::invalid_config("the actor thread died while starting"))?;
-        Ok(ActorRuntime { arbiter, system })
+            });
+            if accepted {
+                return Ok(ActorRuntime {
+                    scope: Scope { commands },
+                });
+            }
+            *shared = None; // the thread is gone: start another
+        }
+        Err(LockError::invalid_config(
+            "the actor thread does not take work",
+        ))
     }
 
-    pub(crate) fn arbiter(&self) -> &ArbiterHandle {
-        &self.arbiter
+    /// The client's scope, to start its actors and tasks in.
+    pub(crate) fn arbiter(&self) -> &Scope {
+        &self.scope
     }
 
-    /// Runs `fut` on the actor thread and hands its output back to the caller's task.
+    /// Runs `fut` in the client's scope and hands its output back to the caller's task.
     pub(crate) async fn run<F, T>(&self, fut: F) -> Result<T, LockError>
     where
         F: Future<Output = T> + Send + 'static,
         T: Send + 'static,
     {
         let (tx, rx) = oneshot::channel();
-        let accepted = self.arbiter.spawn(async move {
+        let accepted = self.scope.spawn(async move {
             let _ = tx.send(fut.await);
         });
         if !accepted {
@@ -68,8 +133,51 @@ impl ActorRuntime {
         rx.await.map_err(|_| LockError::Shutdown)
     }
 
-    /// Stops every actor of the client: renewals end, connections close.
+    /// Stops every actor and task of this client (renewals end, its connections close once
+    /// their last handle is gone); the thread and other clients go on.
     pub(crate) fn stop(&self) {
-        self.system.stop();
+        let _ = self.scope.commands.send(Command::Stop);
     }
+}
+
+/// One client's scope: runs what it is sent inside its own `LocalSet` until told to stop
+/// (or every sender is gone), then drops the set with everything started in it.
+async fn serve(mut commands: mpsc::UnboundedReceiver<Command>) {
+    let scope = LocalSet::new();
+    scope
+        .run_until(async {
+            // Run inside the set: `spawn_local` (and actix's `spawn`) put tasks into it.
+            while let Some(Command::Run(job)) = commands.recv().await {
+                job();
+            }
+        })
+        .await;
+    // Refuse further work before dropping the actors: a dropped actor may try to start one.
+    drop(commands);
+    drop(scope);
+}
+
+/// Starts the shared actor thread: an actix system that runs until the process ends.
+fn start_thread() -> Result<ArbiterHandle, LockError> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name(THREAD_NAME.into())
+        .spawn(move || {
+            let runner = System::new();
+            // Dropping a scope drops its actors, and actix polls each live actor's futures
+            // one last time while dropping it; a future first polled then may start a timer
+            // (redis's response timeout, our own timeouts), which needs a runtime context.
+            // Scopes are dropped inside the running system, so the context is there; keep
+            // it entered around `run` too, for the system's own teardown.
+            let handle = runner.runtime().tokio_runtime().handle().clone();
+            let _context = handle.enter();
+            // The receiver waits right below; if it is gone there is nobody to serve.
+            if tx.send(actix_rt::Arbiter::current()).is_ok() {
+                // Runs until the process ends: nothing stops the shared system.
+                let _ = runner.run();
+            }
+        })
+        .map_err(|e| LockError::invalid_config(format!("cannot start the actor thread: {e}")))?;
+    rx.recv()
+        .map_err(|_| LockError::invalid_config("the actor thread died while starting"))
 }

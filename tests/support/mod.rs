@@ -199,6 +199,12 @@ impl RedisServer {
     /// Connected clients as Redis counts them, leaving out the probes' own connections (a
     /// probe connection dropped a moment ago may still be listed: each is named `probe`).
     pub async fn connections(&self) -> i64 {
+        self.connection_ids().await.len() as i64
+    }
+
+    /// The ids (`CLIENT LIST`'s `id=`) of the connected clients, the probes' own left out as
+    /// in [`connections`](Self::connections).
+    pub async fn connection_ids(&self) -> std::collections::BTreeSet<u64> {
         let mut conn = self.conn().await;
         let () = redis::cmd("CLIENT")
             .arg("SETNAME")
@@ -213,7 +219,8 @@ impl RedisServer {
             .expect("CLIENT LIST");
         list.lines()
             .filter(|line| !line.contains(" name=probe "))
-            .count() as i64
+            .filter_map(|line| line.strip_prefix("id=")?.split(' ').next()?.parse().ok())
+            .collect()
     }
 
     /// All keys currently in the server (`KEYS *`), sorted.

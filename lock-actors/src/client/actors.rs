@@ -9,7 +9,7 @@ use crate::lock::{actor_key, Direct, LockActor, LockKind, LockOwner, LockRegistr
 use crate::node::Node;
 use crate::registry::Registry;
 use crate::semaphore::{Kind, SemaphoreActor, SemaphoreRegistry};
-use actix::{Actor, Addr};
+use actix::Addr;
 use std::sync::Arc;
 
 /// Semaphore actor ids sit far above any lock actor's: a channel never has two
@@ -34,9 +34,9 @@ impl NodeActors {
         let commands = node.commands.clone();
         let lease = node.config.watchdog_timeout;
         let interval = node.config.renew_interval();
-        let renewal = Watchdog::start_in_arbiter(&node.arbiter, move |_| {
-            Watchdog::new(registry, commands, lease, interval)
-        });
+        let renewal = node
+            .arbiter
+            .start(move |_| Watchdog::new(registry, commands, lease, interval));
         NodeActors {
             node,
             locks: Arc::new(Registry::new(0)),
@@ -69,13 +69,13 @@ impl NodeActors {
             let registry = self.locks.clone();
             let actor_name = name.clone();
             let direct = Arc::new(Direct::new(
-                node.clone(),
+                &node,
                 self.watchdog.clone(),
                 kind,
                 name.clone(),
             ));
             let shared = direct.clone();
-            let addr = LockActor::start_in_arbiter(&self.node.arbiter, move |_| {
+            let addr = self.node.arbiter.start(move |_| {
                 LockActor::new(node, kind, actor_name, owner, id, shared, registry)
             });
             (addr, direct)
@@ -99,9 +99,10 @@ impl NodeActors {
             let node = self.node.clone();
             let registry = self.semaphores.clone();
             let actor_name = name.clone();
-            let addr = SemaphoreActor::start_in_arbiter(&self.node.arbiter, move |_| {
-                SemaphoreActor::new(node, registry, actor_name, kind, id)
-            });
+            let addr = self
+                .node
+                .arbiter
+                .start(move |_| SemaphoreActor::new(node, registry, actor_name, kind, id));
             (addr, ())
         });
         addr

@@ -15,6 +15,7 @@ use crate::node::Node;
 use crate::runtime::ActorRuntime;
 use actix::dev::ToEnvelope;
 use actix::{Addr, Handler, MailboxError, Message};
+use arc_swap::ArcSwapOption;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -56,15 +57,26 @@ pub struct LockClient {
 struct ClientInner {
     id: Arc<str>,
     config: Arc<ClientConfig>,
-    actors: NodeActors,
+    /// Taken at shutdown, so that the node's connections close although clones of the
+    /// client live on (its actors, which also hold the node, stop with the runtime's scope).
+    actors: ArcSwapOption<NodeActors>,
     runtime: ActorRuntime,
     shut_down: AtomicBool,
 }
 
+impl ClientInner {
+    /// Stops the client's actors and lets go of its node.
+    fn stop(&self) {
+        self.runtime.stop();
+        if let Some(actors) = self.actors.swap(None) {
+            actors.stop();
+        }
+    }
+}
+
 impl Drop for ClientInner {
     fn drop(&mut self) {
-        self.runtime.stop();
-        self.actors.stop();
+        self.stop();
     }
 }
 
@@ -105,7 +117,7 @@ impl LockClient {
         tracing::debug!(client = %id, node = node.commands.label(), "lock client connected");
         Ok(LockClient {
             inner: Arc::new(ClientInner {
-                actors: NodeActors::start(node, id.clone()),
+                actors: ArcSwapOption::from_pointee(NodeActors::start(node, id.clone())),
                 id,
                 config,
                 runtime,
@@ -224,7 +236,11 @@ impl LockClient {
     /// # }
     /// ```
     pub fn active_locks(&self) -> usize {
-        self.inner.actors.lock_actors()
+        self.inner
+            .actors
+            .load()
+            .as_ref()
+            .map_or(0, |actors| actors.lock_actors())
     }
 
     /// How many holds the watchdog is keeping alive now.
@@ -235,7 +251,11 @@ impl LockClient {
     /// # }
     /// ```
     pub fn watched_holds(&self) -> usize {
-        self.inner.actors.watchdog.len()
+        self.inner
+            .actors
+            .load()
+            .as_ref()
+            .map_or(0, |actors| actors.watchdog.len())
     }
 
     /// Stops the client's actors now, for every clone: renewal ends (held locks expire at
@@ -249,21 +269,20 @@ impl LockClient {
     pub fn shutdown(&self) {
         if !self.inner.shut_down.swap(true, Ordering::SeqCst) {
             tracing::debug!(client = %self.inner.id, "lock client shutting down");
-            self.inner.runtime.stop();
-            self.inner.actors.stop();
+            self.inner.stop();
         }
     }
 
-    pub(crate) fn node(&self) -> Result<&Arc<Node>, LockError> {
-        Ok(&self.actors()?.node)
+    pub(crate) fn node(&self) -> Result<Arc<Node>, LockError> {
+        Ok(self.actors()?.node.clone())
     }
 
     /// The node's actors (registries and renewal), unless the client was shut down.
-    pub(crate) fn actors(&self) -> Result<&NodeActors, LockError> {
+    pub(crate) fn actors(&self) -> Result<Arc<NodeActors>, LockError> {
         if self.inner.shut_down.load(Ordering::SeqCst) {
             return Err(LockError::Shutdown);
         }
-        Ok(&self.inner.actors)
+        self.inner.actors.load_full().ok_or(LockError::Shutdown)
     }
 
     /// Sends `msg` to the actor of `name`, once more to a fresh actor if that one had just

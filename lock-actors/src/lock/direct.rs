@@ -27,7 +27,7 @@ use crate::keys::LockName;
 use crate::node::Node;
 use actix::Addr;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
 /// Who may act on a lock right now (see the module docs).
@@ -73,7 +73,11 @@ impl State {
 
 /// What a lock's actor and its callers share (one per actor).
 pub(crate) struct Direct {
-    node: Arc<Node>,
+    /// Weak: a guard keeps its `Direct`, and must not keep a stopped client's node (and
+    /// with it the node's connections) alive.
+    node: Weak<Node>,
+    /// The node's watchdog lease, kept here for the hot path.
+    watchdog_lease: Duration,
     /// The node's watch list: a watchdog-leased hold taken here goes on it.
     pub(crate) watchdog: Arc<WatchRegistry>,
     kind: LockKind,
@@ -100,7 +104,7 @@ pub(crate) enum Tried {
 
 impl Direct {
     pub(crate) fn new(
-        node: Arc<Node>,
+        node: &Arc<Node>,
         watchdog: Arc<WatchRegistry>,
         kind: LockKind,
         name: LockName,
@@ -112,7 +116,8 @@ impl Direct {
             Mode::Idle
         };
         Direct {
-            node,
+            node: Arc::downgrade(node),
+            watchdog_lease: node.config.watchdog_timeout,
             watchdog,
             kind,
             name,
@@ -173,7 +178,12 @@ impl Direct {
     }
 
     fn watchdog_lease(&self) -> Duration {
-        self.node.config.watchdog_timeout
+        self.watchdog_lease
+    }
+
+    /// The node, while its client runs.
+    fn node(&self) -> Option<Arc<Node>> {
+        self.node.upgrade().filter(|node| !node.is_stopped())
     }
 
     /// Tries to take the lock for `owner` without the actor: with the watchdog (`fixed`
@@ -189,6 +199,9 @@ impl Direct {
         fenced: bool,
         fixed: Option<Duration>,
     ) -> Tried {
+        let Some(node) = self.node() else {
+            return Tried::AskActor; // the actor says Shutdown
+        };
         {
             let mut state = self.lock();
             if state.mode != Mode::Idle {
@@ -198,25 +211,12 @@ impl Direct {
             state.keepalive = Some(actor.clone());
         }
         let lease = fixed.unwrap_or_else(|| self.watchdog_lease());
-        let field = self.kind.field(self.node.owner_field(owner.id()));
+        let field = self.kind.field(node.owner_field(owner.id()));
         let lease_ms = lease.as_millis() as u64;
-        let call = self.kind.acquire(
-            &self.name,
-            &field,
-            lease_ms,
-            fenced,
-            0,
-            self.node.commands.pubsub,
-        );
-        // A first try that finds the lock free takes it without Lua where the kind can.
-        let plain = self
-            .kind
-            .plain_acquire(&self.name, &field, lease_ms, fenced);
         let mut pending = Pending::new(self, &actor, owner);
         pending.lease = lease;
         let sent = Instant::now();
-        let commands = self.node.commands.clone();
-        let reply = run_acquire(commands, call, plain, self.name.clone()).await;
+        let reply = self.try_once(&node, &field, lease_ms, fenced).await;
         pending.settled();
         drop(pending);
         match reply {
@@ -285,37 +285,66 @@ impl Direct {
         }
     }
 
+    /// One acquire on the fast path. A free lock of a kind that can is taken with a plain
+    /// `SET NX PX` (no Lua); the acquire script is built and sent only when that finds the
+    /// lock busy, or for the other kinds.
+    async fn try_once(
+        &self,
+        node: &Node,
+        field: &str,
+        lease_ms: u64,
+        fenced: bool,
+    ) -> Result<(Option<i64>, Option<u64>), LockError> {
+        let commands = &node.commands;
+        let script = || {
+            self.kind
+                .acquire(&self.name, field, lease_ms, fenced, 0, commands.pubsub)
+        };
+        let Some(plain) = self.kind.plain_acquire(&self.name, field, lease_ms, fenced) else {
+            return run_acquire(commands.clone(), script(), None, self.name.clone()).await;
+        };
+        let reply = commands.clone().command(plain, self.name.clone()).await?;
+        if reply != redis::Value::Okay {
+            return run_acquire(commands.clone(), script(), None, self.name.clone()).await;
+        }
+        commands
+            .clone()
+            .confirm_replicated(self.name.clone())
+            .await?;
+        Ok((None, None))
+    }
+
     /// Unlocks a hold taken out of the slot by [`take_for_unlock`](Self::take_for_unlock).
     pub(crate) async fn unlock(
         self: &Arc<Self>,
         actor: &Addr<LockActor>,
         taken: DirectHold,
     ) -> Result<Released, LockError> {
-        if self.node.is_stopped() {
+        let Some(node) = self.node() else {
             // As the actor would say: after shutdown nothing is released (the hold expires
             // at its lease), whether or not the connection is still open for a moment.
             return Err(LockError::Shutdown);
-        }
+        };
         let owner = taken.owner;
         let lease = self.watchdog_lease();
         // Renewal stops before the unlock is even sent.
         if let Some(watch_id) = taken.watch_id {
             self.watchdog.unregister(watch_id);
         }
-        let field = self.kind.field(self.node.owner_field(owner.id()));
+        let field = self.kind.field(node.owner_field(owner.id()));
         let call = self.kind.unlock(
             &self.name,
             &field,
             lease.as_millis() as u64,
-            self.node.commands.pubsub,
+            node.commands.pubsub,
         );
         let mut pending = Pending::new(self, actor, owner);
-        let reply = self
-            .node
+        let reply = node
             .commands
             .clone()
             .eval::<Option<i64>>(call, self.name.clone())
             .await;
+        drop(node);
         pending.settled();
         match reply {
             Ok(Some(_)) => {
@@ -393,6 +422,37 @@ impl Drop for Pending<'_> {
                 owner: self.owner,
                 lease: self.lease,
             });
+        }
+    }
+}
+/// A lock handle's own copy of its actor's address and fast-path state, so that a handle
+/// used again and again skips the registry, and its actor stays up while the handle lives
+/// (the registry only holds actors weakly: without it an idle actor stops after every
+/// unlock and the next acquire starts a new one on the actor thread). Per-owner kinds (the
+/// fair lock) keep nothing. A clone of the handle starts empty.
+#[derive(Default)]
+pub(crate) struct DirectCache(Mutex<Option<(Addr<LockActor>, Arc<Direct>)>>);
+
+impl Clone for DirectCache {
+    fn clone(&self) -> Self {
+        DirectCache::default()
+    }
+}
+
+impl DirectCache {
+    /// The kept actor and state, while the actor runs.
+    pub(crate) fn get(&self) -> Option<(Addr<LockActor>, Arc<Direct>)> {
+        let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        kept.as_ref()
+            .filter(|(actor, _)| actor.connected())
+            .map(|(actor, direct)| (actor.clone(), direct.clone()))
+    }
+
+    /// Keeps `actor` and `direct` for the next call (unless the kind is per owner).
+    pub(crate) fn keep(&self, kind: LockKind, actor: &Addr<LockActor>, direct: &Arc<Direct>) {
+        if !kind.per_owner() {
+            *self.0.lock().unwrap_or_else(|p| p.into_inner()) =
+                Some((actor.clone(), direct.clone()));
         }
     }
 }

@@ -1,7 +1,7 @@
 //! `Lock`: the handle users take every kind of lock through, its options, and state reads.
 
 use super::actor::AfterDirect;
-use super::direct::Tried;
+use super::direct::{DirectCache, Tried};
 use super::kind::LockKind;
 use super::state::read_state;
 use crate::client::LockClient;
@@ -128,6 +128,7 @@ pub struct Lock {
     kind: LockKind,
     name: LockName,
     fenced: bool,
+    direct: DirectCache,
 }
 
 /// Where every kind of [`Lock`] starts: the client hands out the handles.
@@ -256,6 +257,7 @@ impl Lock {
             kind,
             name,
             fenced,
+            direct: DirectCache::default(),
         }
     }
 
@@ -378,8 +380,16 @@ impl Lock {
         }
         {
             // The uncontended fast path: straight to Redis when the actor is idle.
-            let actors = self.client.actors()?;
-            let (actor, direct) = actors.lock_actor_direct(self.kind, &self.name, Some(owner));
+            let (actor, direct) = match self.direct.get() {
+                Some(kept) => kept,
+                None => {
+                    let actors = self.client.actors()?;
+                    let (actor, direct) =
+                        actors.lock_actor_direct(self.kind, &self.name, Some(owner));
+                    self.direct.keep(self.kind, &actor, &direct);
+                    (actor, direct)
+                }
+            };
             match direct.try_acquire(actor, owner, self.fenced, lease).await {
                 Tried::Acquired(guard) => return Ok(guard),
                 Tried::Error(error) => return Err(error),

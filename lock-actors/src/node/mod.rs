@@ -140,7 +140,7 @@ pub(crate) struct Node {
     /// Which server(s) this node is, as they report it.
     pub(crate) server: ServerIdentity,
     client_id: Arc<str>,
-    pub(crate) arbiter: actix_rt::ArbiterHandle,
+    pub(crate) arbiter: crate::runtime::Scope,
     /// Set when the client stops: fast paths, which bypass the actors, refuse from then on.
     stopped: AtomicBool,
 }

@@ -136,7 +136,7 @@ impl RedLockGuard {
         // On the actor thread of the first granting client that still runs.
         let node = members
             .iter()
-            .find_map(|(index, _)| lock.member(*index).lock.client().node().ok().cloned());
+            .find_map(|(index, _)| lock.member(*index).lock.client().node().ok());
         let spawned =
             node.is_some_and(|node| node.arbiter.spawn(keeper.run(losts, joining, stopped)));
         let guard = RedLockGuard {
