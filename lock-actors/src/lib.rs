@@ -63,6 +63,7 @@ mod error;
 mod identity;
 mod keys;
 mod lock;
+mod macro_kind;
 mod macro_owner;
 #[doc(hidden)]
 pub mod macro_support;

@@ -5,12 +5,13 @@ use crate::client::LockClient;
 use crate::compose::{MultiLock, MultiLockGuard};
 use crate::error::LockError;
 use crate::lock::{AcquireOptions, Lock};
-use crate::lock::{LockGuard, LockKind, LockOwner};
+use crate::lock::{LockGuard, LockOwner};
 use crate::semaphore::{PermitGuard, PermitOptions, SemaphoreGuard};
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+pub use crate::macro_kind::Kind;
 pub use crate::macro_owner::Turn;
 
 static DEFAULT_CLIENT: RwLock<Option<LockClient>> = RwLock::new(None);
@@ -73,68 +74,6 @@ pub fn require_default_client() -> Result<LockClient, LockError> {
             "#[distributed_lock] has no client: pass `client = …` or call set_default_client()",
         )
     })
-}
-
-/// What `kind = …` names: the one list of kinds the attribute accepts.
-///
-/// The attribute turns `kind = fair` into the path `Kind::Fair` at compile time, so a kind
-/// is checked by the compiler, never matched from a string at run time; the attribute also
-/// refuses at compile time the options a kind cannot take (`lease` on a plain semaphore,
-/// `permits` on a lock).
-///
-/// ```
-/// use actix_distributed_lock::macro_support::Kind;
-/// assert!(Kind::ExpirableSemaphore.is_semaphore());
-/// assert_eq!(Kind::Fenced.lock_kind(), Some(actix_distributed_lock::LockKind::Reentrant));
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Kind {
-    /// `kind = reentrant` (the default): [`LockClient::lock`].
-    Reentrant,
-    /// `kind = fenced`: [`LockClient::fenced_lock`], a reentrant lock whose holds draw a token.
-    Fenced,
-    /// `kind = fair`: [`LockClient::fair_lock`].
-    Fair,
-    /// `kind = read`: the read side of [`LockClient::read_write_lock`].
-    Read,
-    /// `kind = write`: the write side of [`LockClient::read_write_lock`].
-    Write,
-    /// `kind = fast`: [`LockClient::fast_lock`], not reentrant.
-    Fast,
-    /// `kind = semaphore`: permits of [`LockClient::semaphore`] (no lease, no owner).
-    Semaphore,
-    /// `kind = expirable_semaphore`: permits of [`LockClient::expirable_semaphore`].
-    ExpirableSemaphore,
-}
-
-impl Kind {
-    /// Whether the attribute takes permits of a semaphore rather than a lock.
-    ///
-    /// ```
-    /// # use actix_distributed_lock::macro_support::Kind;
-    /// assert!(!Kind::Fair.is_semaphore());
-    /// ```
-    pub const fn is_semaphore(self) -> bool {
-        matches!(self, Kind::Semaphore | Kind::ExpirableSemaphore)
-    }
-
-    /// The lock kind a lock `Kind` stores in Redis (`None` for the semaphores).
-    ///
-    /// ```
-    /// # use actix_distributed_lock::{macro_support::Kind, LockKind};
-    /// assert_eq!(Kind::Write.lock_kind(), Some(LockKind::Write));
-    /// assert_eq!(Kind::Semaphore.lock_kind(), None);
-    /// ```
-    pub const fn lock_kind(self) -> Option<LockKind> {
-        match self {
-            Kind::Reentrant | Kind::Fenced => Some(LockKind::Reentrant),
-            Kind::Fair => Some(LockKind::Fair),
-            Kind::Read => Some(LockKind::Read),
-            Kind::Write => Some(LockKind::Write),
-            Kind::Fast => Some(LockKind::Fast),
-            Kind::Semaphore | Kind::ExpirableSemaphore => None,
-        }
-    }
 }
 
 /// What the attribute asks for besides the name and the wait: the kind, a fixed lease, and

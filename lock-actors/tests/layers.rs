@@ -22,7 +22,14 @@ type ModPath = Vec<String>;
 const LAYERS: &[(&str, &[&str])] = &[
     (
         "macro support and web glue",
-        &["", "macro_support", "macro_owner", "web"],
+        &[
+            "",
+            "macro_support",
+            "macro_kind",
+            "macro_owner",
+            "messages",
+            "web",
+        ],
     ),
     (
         "handles",

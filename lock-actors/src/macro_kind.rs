@@ -1,0 +1,66 @@
+//! The one list of lock kinds `#[distributed_lock]` accepts, shared by the attribute
+//! (which names a variant at compile time) and the runtime (which matches it exhaustively).
+
+use crate::lock::LockKind;
+
+/// What `kind = …` names: the one list of kinds the attribute accepts.
+///
+/// The attribute turns `kind = fair` into the path `Kind::Fair` at compile time, so a kind
+/// is checked by the compiler, never matched from a string at run time; the attribute also
+/// refuses at compile time the options a kind cannot take (`lease` on a plain semaphore,
+/// `permits` on a lock).
+///
+/// ```
+/// use actix_distributed_lock::macro_support::Kind;
+/// assert!(Kind::ExpirableSemaphore.is_semaphore());
+/// assert_eq!(Kind::Fenced.lock_kind(), Some(actix_distributed_lock::LockKind::Reentrant));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// `kind = reentrant` (the default): [`LockClient::lock`].
+    Reentrant,
+    /// `kind = fenced`: [`LockClient::fenced_lock`], a reentrant lock whose holds draw a token.
+    Fenced,
+    /// `kind = fair`: [`LockClient::fair_lock`].
+    Fair,
+    /// `kind = read`: the read side of [`LockClient::read_write_lock`].
+    Read,
+    /// `kind = write`: the write side of [`LockClient::read_write_lock`].
+    Write,
+    /// `kind = fast`: [`LockClient::fast_lock`], not reentrant.
+    Fast,
+    /// `kind = semaphore`: permits of [`LockClient::semaphore`] (no lease, no owner).
+    Semaphore,
+    /// `kind = expirable_semaphore`: permits of [`LockClient::expirable_semaphore`].
+    ExpirableSemaphore,
+}
+
+impl Kind {
+    /// Whether the attribute takes permits of a semaphore rather than a lock.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::macro_support::Kind;
+    /// assert!(!Kind::Fair.is_semaphore());
+    /// ```
+    pub const fn is_semaphore(self) -> bool {
+        matches!(self, Kind::Semaphore | Kind::ExpirableSemaphore)
+    }
+
+    /// The lock kind a lock `Kind` stores in Redis (`None` for the semaphores).
+    ///
+    /// ```
+    /// # use actix_distributed_lock::{macro_support::Kind, LockKind};
+    /// assert_eq!(Kind::Write.lock_kind(), Some(LockKind::Write));
+    /// assert_eq!(Kind::Semaphore.lock_kind(), None);
+    /// ```
+    pub const fn lock_kind(self) -> Option<LockKind> {
+        match self {
+            Kind::Reentrant | Kind::Fenced => Some(LockKind::Reentrant),
+            Kind::Fair => Some(LockKind::Fair),
+            Kind::Read => Some(LockKind::Read),
+            Kind::Write => Some(LockKind::Write),
+            Kind::Fast => Some(LockKind::Fast),
+            Kind::Semaphore | Kind::ExpirableSemaphore => None,
+        }
+    }
+}
