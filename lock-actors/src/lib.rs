@@ -75,6 +75,7 @@ mod runtime;
 mod rwlock;
 mod script;
 mod semaphore;
+mod wait_queue;
 #[cfg(feature = "web")]
 pub mod web;
 

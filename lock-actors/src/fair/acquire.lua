@@ -18,27 +18,14 @@
 -- moves it; every grant takes ARGV[3] off every deadline left; heads whose deadline passed
 -- (dead waiters) are dropped. The keys carry no TTL: they vanish as the queue empties.
 -- Time comes from Redis (Redisson uses its client's clock; keep the clocks in sync).
+-- `fair_now` and `drop_stale_heads` come from stale.lua, joined in front.
 --
 -- Where this call drops dead heads and the lock is free, it wakes the new head on its own
 -- channel: a Redisson 3.x waiter may sleep until its own deadline, and would be dropped in
 -- turn by whoever calls first after it.
-local clock = redis.call('time')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+local now = fair_now()
 local allowance = tonumber(ARGV[3])
-local dropped = false
-while true do
-    local head = redis.call('lindex', KEYS[2], 0)
-    if not head then
-        break
-    end
-    local deadline = tonumber(redis.call('zscore', KEYS[3], head))
-    if deadline and deadline > now then
-        break
-    end
-    redis.call('lpop', KEYS[2])
-    redis.call('zrem', KEYS[3], head)
-    dropped = true
-end
+local dropped = drop_stale_heads(KEYS[2], KEYS[3], now, nil, nil)
 if redis.call('exists', KEYS[1]) == 0 then
     local head = redis.call('lindex', KEYS[2], 0)
     if head and head ~= ARGV[2] and dropped then

@@ -1,7 +1,8 @@
 -- Release one hold of a fair lock; when it is freed, wake only the next waiter in line,
 -- on that waiter's own channel.
 -- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
--- that sets it first (classic or sharded pub/sub, see connection.rs).
+-- that sets it first (classic or sharded pub/sub, see connection.rs). `fair_now` and
+-- `drop_stale_heads` come from stale.lua, joined in front.
 --
 -- | KEYS[1] | the lock's hash                                                        |
 -- | KEYS[2] | the lock's channel `redisson_lock__channel:{name}`; waiter w listens  |
@@ -21,19 +22,6 @@ if holds > 0 then
     return 0
 end
 redis.call('del', KEYS[1])
-local clock = redis.call('time')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-while true do
-    local head = redis.call('lindex', KEYS[3], 0)
-    if not head then
-        break
-    end
-    local deadline = tonumber(redis.call('zscore', KEYS[4], head))
-    if deadline and deadline > now then
-        redis.call(publish_command, KEYS[2] .. ':' .. head, ARGV[1])
-        break
-    end
-    redis.call('lpop', KEYS[3])
-    redis.call('zrem', KEYS[4], head)
-end
+-- Dead heads go; the first live one is woken on its own channel.
+drop_stale_heads(KEYS[3], KEYS[4], fair_now(), KEYS[2], ARGV[1])
 return 1

@@ -17,15 +17,16 @@
 //! is handed to the actor as a doubt, which it settles with Redis by reconciling (see
 //! `LockActor::doubt`): nothing is ever left in Redis that nobody counts.
 
-use super::actor::{run_acquire, Adopt, Doubt, SettleUnlock};
+use super::actor::Adopt;
 use super::guard::{HoldStatus, StatusSender};
 use super::kind::LockKind;
 use super::watch::WatchRegistry;
 use super::{LockActor, LockGuard, LockOwner, Released};
 use crate::error::LockError;
 use crate::keys::LockName;
-use crate::node::Node;
-use actix::Addr;
+use crate::node::{Commands, Node};
+use crate::script::ScriptCall;
+use actix::{Addr, Message};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
@@ -455,4 +456,95 @@ impl DirectCache {
                 Some((actor.clone(), direct.clone()));
         }
     }
+}
+
+/// What one try found: `(None, token)` acquired (with a token when fenced), or
+/// `(Some(pttl), None)` held by another for `pttl` ms more.
+pub(crate) type TryReply = (Option<i64>, Option<u64>);
+
+/// Runs an acquire script and reads its reply. With replica-synced acquisition on, a
+/// grant counts only once enough replicas confirmed it: otherwise the reply is
+/// [`LockError::NotReplicated`], and the hold is still in Redis for the caller to give back.
+///
+/// `plain_first` (see [`LockKind::plain_acquire`]) is a command that takes a free lock
+/// without Lua; the script runs only when it did not (busy, or a key of another type).
+pub(crate) async fn run_acquire(
+    commands: Commands,
+    invocation: ScriptCall,
+    plain_first: Option<redis::Cmd>,
+    name: LockName,
+) -> Result<TryReply, LockError> {
+    let taken_plainly = match plain_first {
+        Some(cmd) => commands.clone().command(cmd, name.clone()).await? == redis::Value::Okay,
+        None => false,
+    };
+    let tried = if taken_plainly {
+        (None, None)
+    } else {
+        let reply = commands
+            .clone()
+            .eval::<redis::Value>(invocation, name.clone())
+            .await?;
+        tried(reply).ok_or_else(|| LockError::Unavailable {
+            node: commands.label().to_string(),
+            reason: "unexpected reply to the acquire script".into(),
+        })?
+    };
+    if tried.0.is_none() {
+        commands.confirm_replicated(name).await?;
+    }
+    Ok(tried)
+}
+
+/// Reads an acquire script's reply; `None` for a reply no script of ours gives.
+fn tried(reply: redis::Value) -> Option<TryReply> {
+    match reply {
+        redis::Value::Nil => Some((None, None)),
+        redis::Value::Int(pttl) => Some((Some(pttl), None)),
+        redis::Value::Array(items) => match items.first() {
+            Some(redis::Value::Int(token)) => Some((None, u64::try_from(*token).ok())),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Take the lock after a fast-path try: it found the lock held by another owner (the
+/// waiter's first try is done: it subscribes, then tries again), or it got no answer (the
+/// try is being settled: the waiter gets one more try within a response timeout, as after
+/// a first try of its own).
+pub(crate) struct AfterDirect {
+    pub(crate) owner: LockOwner,
+    pub(crate) lease: Option<Duration>,
+    pub(crate) wait: Duration,
+    pub(crate) fenced: bool,
+    /// `None`: it was busy. `Some`: Redis did not answer.
+    pub(crate) error: Option<LockError>,
+}
+
+impl Message for AfterDirect {
+    type Result = Result<LockGuard, LockError>;
+}
+
+/// A fast-path call about `owner` got no answer (or its caller left): it may or may not
+/// have run; settle `owner`'s count with Redis.
+pub(crate) struct Doubt {
+    pub(crate) owner: LockOwner,
+    pub(crate) lease: Duration,
+}
+
+impl Message for Doubt {
+    type Result = ();
+}
+
+/// A fast-path unlock got no answer: report what Redis turns out to hold once it answers,
+/// or `error` if it stays silent for a response timeout.
+pub(crate) struct SettleUnlock {
+    pub(crate) owner: LockOwner,
+    pub(crate) lease: Duration,
+    pub(crate) error: LockError,
+}
+
+impl Message for SettleUnlock {
+    type Result = Result<Released, LockError>;
 }

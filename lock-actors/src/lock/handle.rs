@@ -1,7 +1,6 @@
 //! `Lock`: the handle users take every kind of lock through, its options, and state reads.
 
-use super::actor::AfterDirect;
-use super::direct::{DirectCache, Tried};
+use super::direct::{AfterDirect, DirectCache, Tried};
 use super::kind::LockKind;
 use super::state::read_state;
 use crate::client::LockClient;

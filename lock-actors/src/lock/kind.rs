@@ -93,21 +93,26 @@ static WRITE_RECONCILE: LazyLock<PublishingScript> = LazyLock::new(|| {
         include_str!("../rwlock/write_unlock.lua"),
     ])
 });
+/// The fair lock's stale-head rule, joined in front of every fair script that drops dead
+/// waiters.
+const FAIR_STALE: &str = include_str!("../fair/stale.lua");
 static FAIR_ACQUIRE: LazyLock<PublishingScript> =
-    LazyLock::new(|| PublishingScript::new(&[include_str!("../fair/acquire.lua")]));
+    LazyLock::new(|| PublishingScript::new(&[FAIR_STALE, include_str!("../fair/acquire.lua")]));
 static FAIR_UNLOCK: LazyLock<PublishingScript> =
-    LazyLock::new(|| PublishingScript::new(&[include_str!("../fair/unlock.lua")]));
+    LazyLock::new(|| PublishingScript::new(&[FAIR_STALE, include_str!("../fair/unlock.lua")]));
 static FAIR_RECONCILE: LazyLock<PublishingScript> = LazyLock::new(|| {
     PublishingScript::new(&[
         include_str!("../reentrant/holds.lua"),
         include_str!("reconcile.lua"),
+        FAIR_STALE,
         include_str!("../fair/unlock.lua"),
     ])
 });
 static FAIR_WITHDRAW: LazyLock<PublishingScript> =
     LazyLock::new(|| PublishingScript::new(&[include_str!("../fair/withdraw.lua")]));
-static FAIR_FORCE_UNLOCK: LazyLock<PublishingScript> =
-    LazyLock::new(|| PublishingScript::new(&[include_str!("../fair/force_unlock.lua")]));
+static FAIR_FORCE_UNLOCK: LazyLock<PublishingScript> = LazyLock::new(|| {
+    PublishingScript::new(&[FAIR_STALE, include_str!("../fair/force_unlock.lua")])
+});
 static FORCE_UNLOCK: LazyLock<PublishingScript> =
     LazyLock::new(|| PublishingScript::new(&[include_str!("force_unlock.lua")]));
 

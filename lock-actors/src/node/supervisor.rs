@@ -35,19 +35,20 @@ pub(crate) enum Subscription {
     None {
         retry_after: Option<Instant>,
     },
-    Pending,
     Active,
 }
 
-impl Subscription {
-    /// Never asked for.
-    pub(crate) const NEVER: Subscription = Subscription::None { retry_after: None };
-
-    /// Not subscribed, and free to ask now.
-    pub(crate) fn due(self, now: Instant) -> bool {
-        matches!(self, Subscription::None { retry_after } if retry_after.is_none_or(|at| at <= now))
+/// The wait queue keeps where the subscription stands; this is how a request ended.
+impl From<Subscription> for crate::wait_queue::Subscribed {
+    fn from(state: Subscription) -> Self {
+        match state {
+            Subscription::Active => crate::wait_queue::Subscribed::Yes,
+            Subscription::None { retry_after } => crate::wait_queue::Subscribed::No { retry_after },
+        }
     }
+}
 
+impl Subscription {
     /// Asks the supervisor to route `channel` to `subscriber`; resolves to the state the
     /// request ends in (a failure is logged, and polling at the lease covers for it).
     pub(crate) fn request(

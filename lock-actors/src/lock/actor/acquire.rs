@@ -1,0 +1,398 @@
+//! How the lock actor takes the lock: it drives the wait queue (only the local head
+//! contends in Redis) and carries out what the queue asks for.
+
+use super::{disarm, Hold, Holder, LockActor, Waiting};
+use crate::config::positive_millis;
+use crate::error::LockError;
+use crate::lock::direct::{run_acquire, AfterDirect, TryReply};
+use crate::lock::guard::StatusSender;
+use crate::lock::reply::{Deferred, ReplySlot};
+use crate::lock::{Acquire, AcquireFenced, LockGuard, LockKind, LockOwner};
+use crate::node::{Subscription, Wake};
+use crate::wait_queue::{Effect, Gate, Granted, Waiter, ERROR_RETRY};
+use actix::prelude::*;
+use std::time::{Duration, Instant};
+
+/// Poll period for a lock whose key has no expiry (never written by us or Redisson).
+const NO_TTL_POLL: Duration = Duration::from_secs(1);
+
+impl LockActor {
+    /// The longest lease any local hold may still have in Redis.
+    pub(super) fn longest_local_lease(&self) -> Duration {
+        self.holders
+            .values()
+            .flat_map(|holder| holder.holds.iter())
+            .map(|hold| hold.lease.unwrap_or(self.watchdog_lease()))
+            .max()
+            .unwrap_or(self.watchdog_lease())
+    }
+
+    pub(super) fn grant(
+        &mut self,
+        waiter: Waiter<Waiting>,
+        sent: Instant,
+        token: Option<u64>,
+        ctx: &mut Context<Self>,
+    ) {
+        let Waiter { started, data, .. } = waiter;
+        let Waiting {
+            owner,
+            lease,
+            reply,
+            deadline_timer,
+            ..
+        } = data;
+        disarm(deadline_timer, ctx);
+        let hold = self.direct.next_hold();
+        let address = ctx.address();
+        let holder = self.holders.entry(owner).or_insert_with(|| Holder {
+            holds: Vec::new(),
+            status: StatusSender::held().0,
+            merged: Vec::new(),
+            watch_id: None,
+            expiry: None,
+        });
+        holder.holds.push(Hold { id: hold, lease });
+        let status = holder.status.subscribe();
+        self.arm_lease_keeping(owner, sent, ctx);
+        tracing::debug!(lock = %self.name, owner = owner.id(), waited = ?started.elapsed(),
+            ?lease, "acquired");
+        let guard = LockGuard::new(address, self.name.clone(), owner, hold, lease, status)
+            .with_token(token);
+        // An undelivered guard is dropped here, and its drop releases the hold.
+        let _ = reply.send(Ok(guard));
+    }
+
+    pub(super) fn time_out(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
+        disarm(waiter.data.deadline_timer, ctx);
+        let waited = waiter.started.elapsed();
+        // The last error seen (one retried within the wait, or the reconcile's that held
+        // the waiter back) says more than "timed out": a busy lock clears it.
+        let error = match waiter.last_error {
+            Some(error) => error,
+            None => LockError::Timeout {
+                name: self.name.to_string(),
+                waited,
+            },
+        };
+        tracing::debug!(lock = %self.name, owner = waiter.data.owner.id(), ?waited,
+            "wait timed out");
+        let _ = waiter.data.reply.send(Err(error));
+    }
+
+    /// Queues an acquire (fenced or not) and lets the queue move.
+    pub(super) fn enqueue(
+        &mut self,
+        msg: Acquire,
+        fenced: bool,
+        ctx: &mut Context<Self>,
+    ) -> Deferred<Result<LockGuard, LockError>> {
+        self.take_charge(ctx);
+        if self.node.is_stopped() {
+            return Deferred::ready(Err(LockError::Shutdown));
+        }
+        if fenced && self.kind != LockKind::Reentrant {
+            return Deferred::ready(Err(LockError::invalid_config(format!(
+                "lock `{}` is a {} lock; fencing tokens come with reentrant locks only",
+                self.name,
+                self.kind.as_str()
+            ))));
+        }
+        if self.kind.per_owner() && self.owner != Some(msg.owner) {
+            return Deferred::ready(Err(LockError::invalid_config(format!(
+                "this actor of fair lock `{}` takes it for another owner; ask \
+                 LockClient::fair_lock_actor(name, owner) for the owner's own actor",
+                self.name
+            ))));
+        }
+        if !self.kind.reentrant() && self.holders.contains_key(&msg.owner) {
+            return Deferred::ready(Err(LockError::AlreadyHeld {
+                name: self.name.to_string(),
+            }));
+        }
+        if let Some(lease) = msg.lease {
+            if let Err(error) =
+                positive_millis(&format!("the lease of lock `{}`", self.name), lease)
+            {
+                return Deferred::ready(Err(error));
+            }
+        }
+        let reply = ReplySlot::new();
+        let data = Waiting {
+            owner: msg.owner,
+            lease: msg.lease,
+            fenced,
+            reply: reply.clone(),
+            deadline_timer: None,
+        };
+        let waiter = self.queue.waiter(Instant::now(), msg.wait, data);
+        self.enqueue_waiter(waiter, ctx);
+        Deferred(reply)
+    }
+
+    /// Queues `waiter`: a re-entry goes first (it never queues behind other owners: that
+    /// would deadlock), everyone else at the back.
+    pub(super) fn enqueue_waiter(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
+        let ahead = self.holders.contains_key(&waiter.data.owner);
+        let effects = self.queue.enqueue(waiter, ahead);
+        self.drive(effects, ctx);
+    }
+
+    /// Carries out what the queue asked for, then lets the head go if it may: the one
+    /// rule every change to the queue or to the holders follows.
+    pub(super) fn drive(&mut self, effects: Vec<Effect<Waiting>>, ctx: &mut Context<Self>) {
+        self.apply(effects, ctx);
+        if self.queue.idle() {
+            self.settle_reconcile(ctx);
+            let now = Instant::now();
+            let longest_lease = self.longest_local_lease();
+            let (kind, name, holders) = (self.kind, &self.name, &self.holders);
+            let (reconciles, reconcile_error) = (&self.reconciles, &self.reconcile_error);
+            let effects = self.queue.pump(now, |head| {
+                let owner = head.data.owner;
+                if !kind.reentrant() && holders.contains_key(&owner) {
+                    // Its owner got the lock while it queued: it would wait for itself.
+                    return Gate::Refuse(LockError::AlreadyHeld {
+                        name: name.to_string(),
+                    });
+                }
+                if !kind.shared() && !holders.is_empty() && !holders.contains_key(&owner) {
+                    // Another local owner holds it: Redis could only say "busy", and that
+                    // owner's release (or loss) wakes the head here. Sleep at most its
+                    // lease, in case the lock is lost without our hearing of it.
+                    let pause = longest_lease.min(head.deadline.saturating_duration_since(now));
+                    return Gate::Hold { pause, error: None };
+                }
+                if reconciles.iter().any(|r| r.owner == owner) {
+                    // Its owner's count is being settled with Redis; try once that is done.
+                    // Its own deadline still holds meanwhile (Redis may stay away longer
+                    // than it waits).
+                    let error = reconcile_error.as_deref().cloned();
+                    return Gate::Hold {
+                        pause: ERROR_RETRY,
+                        error,
+                    };
+                }
+                Gate::Go
+            });
+            self.apply(effects, ctx);
+        }
+        self.refresh_keepalive(ctx);
+    }
+
+    pub(super) fn apply(&mut self, effects: Vec<Effect<Waiting>>, ctx: &mut Context<Self>) {
+        for effect in effects {
+            match effect {
+                Effect::Try { id } => self.attempt(id, ctx),
+                Effect::Subscribe => self.subscribe(ctx),
+                Effect::Sleep { token, pause } => {
+                    if let Some(old) = self.sleep.take() {
+                        ctx.cancel_future(old);
+                    }
+                    self.sleep = Some(ctx.run_later(pause, move |act, ctx| {
+                        act.sleep = None;
+                        act.queue.slept(token);
+                        act.drive(Vec::new(), ctx);
+                    }));
+                }
+                Effect::CancelSleep => {
+                    if let Some(sleep) = self.sleep.take() {
+                        ctx.cancel_future(sleep);
+                    }
+                }
+                Effect::ArmDeadline { id, at } => self.arm_deadline(id, at, ctx),
+                Effect::TimedOut(waiter) => self.time_out(waiter, ctx),
+                Effect::Fail(waiter, error) => {
+                    disarm(waiter.data.deadline_timer, ctx);
+                    tracing::debug!(lock = %self.name, %error, "acquire failed");
+                    let _ = waiter.data.reply.send(Err(error));
+                }
+                Effect::Withdrawn(waiter) => {
+                    disarm(waiter.data.deadline_timer, ctx);
+                    tracing::debug!(lock = %self.name, owner = waiter.data.owner.id(),
+                        "waiter withdrew");
+                }
+            }
+        }
+    }
+
+    /// Arms waiter `id`'s deadline timer for `at` and the watch on its asker leaving (a
+    /// dropped future), replacing any it had.
+    pub(super) fn arm_deadline(&mut self, id: u64, at: Instant, ctx: &mut Context<Self>) {
+        let Some(waiter) = self.queue.get(id) else {
+            return;
+        };
+        let left = at.saturating_duration_since(Instant::now());
+        let asker_left = waiter.data.reply.closed();
+        let deadline = ctx.run_later(left, move |act, ctx| {
+            let effects = act.queue.expire(id);
+            act.drive(effects, ctx);
+        });
+        let gone = ctx.spawn(asker_left.into_actor(self).map(move |(), act, ctx| {
+            let effects = act.queue.gone(id);
+            act.drive(effects, ctx);
+        }));
+        if let Some(waiter) = self.queue.get_mut(id) {
+            disarm(waiter.data.deadline_timer.replace([deadline, gone]), ctx);
+        }
+    }
+
+    /// The lock may be free now (a local holder let go, or the head changed): end the
+    /// head's sleep and let it try.
+    pub(super) fn wake_head(&mut self, ctx: &mut Context<Self>) {
+        let effects = self.queue.wake();
+        self.drive(effects, ctx);
+    }
+
+    pub(super) fn attempt(&mut self, id: u64, ctx: &mut Context<Self>) {
+        let Some(head) = self.queue.get(id) else {
+            return;
+        };
+        let (owner, lease, fenced) = (head.data.owner, head.data.lease, head.data.fenced);
+        let lease_ms = lease.unwrap_or(self.watchdog_lease()).as_millis() as u64;
+        let patience_ms = self.node.config.fair_wait_timeout.as_millis() as u64;
+        let invocation = self.kind.acquire(
+            &self.name,
+            &self.field(owner),
+            lease_ms,
+            fenced,
+            patience_ms,
+            self.node.commands.pubsub,
+        );
+        let sent = Instant::now();
+        let request = run_acquire(
+            self.node.commands.clone(),
+            invocation,
+            None,
+            self.name.clone(),
+        );
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            act.attempted(id, owner, lease, sent, result, ctx);
+        }));
+    }
+
+    pub(super) fn attempted(
+        &mut self,
+        id: u64,
+        owner: LockOwner,
+        lease: Option<Duration>,
+        sent: Instant,
+        result: Result<TryReply, LockError>,
+        ctx: &mut Context<Self>,
+    ) {
+        match result {
+            Err(LockError::Unavailable { .. }) => {
+                self.doubt(owner, lease.unwrap_or(self.watchdog_lease()), None, ctx);
+            }
+            // Granted in Redis, but not on enough replicas: not a hold to hand out.
+            Err(LockError::NotReplicated { .. }) => self.give_back(owner, lease, ctx),
+            _ => {}
+        }
+        let now = Instant::now();
+        let effects = match result {
+            Ok((None, token)) => {
+                match self.queue.granted(id) {
+                    Granted::To(waiter) => {
+                        self.joined = false; // the acquire script took us out of the queue
+                        self.grant(waiter, sent, token, ctx);
+                    }
+                    // The asker gave up while its grant was on the way: give the hold back.
+                    Granted::Unclaimed => self.give_back(owner, lease, ctx),
+                }
+                Vec::new()
+            }
+            Ok((Some(pttl), _)) => {
+                if self.queue.contains(id) {
+                    self.joined |= self.kind.per_owner();
+                }
+                let mut ttl = u64::try_from(pttl)
+                    .map(Duration::from_millis)
+                    .unwrap_or(NO_TTL_POLL);
+                if self.kind.per_owner() {
+                    // A fair waiter also polls every third of its allowance, so a lost
+                    // wake-up on its own channel costs no more than that.
+                    ttl = ttl.min(self.node.config.fair_wait_timeout / 3);
+                }
+                tracing::trace!(lock = %self.name, owner = owner.id(), ?ttl, "busy");
+                self.queue.busy(id, now, ttl)
+            }
+            Err(error) => self.queue.failed(id, now, error),
+        };
+        self.drive(effects, ctx);
+    }
+
+    /// Subscribes to the unlock channel before the head's second try, so no unlock between
+    /// the two tries goes unheard.
+    pub(super) fn subscribe(&mut self, ctx: &mut Context<Self>) {
+        let request = Subscription::request(
+            &self.node.supervisor,
+            self.channel(),
+            self.id,
+            ctx.address().recipient::<Wake>().downgrade(),
+        );
+        ctx.spawn(request.into_actor(self).map(|state, act, ctx| {
+            act.queue.subscribed(state.into());
+            act.drive(Vec::new(), ctx);
+        }));
+    }
+}
+
+impl Handler<AcquireFenced> for LockActor {
+    type Result = Deferred<Result<LockGuard, LockError>>;
+
+    fn handle(&mut self, msg: AcquireFenced, ctx: &mut Context<Self>) -> Self::Result {
+        let plain = Acquire {
+            owner: msg.owner,
+            lease: msg.lease,
+            wait: msg.wait,
+        };
+        self.enqueue(plain, true, ctx)
+    }
+}
+
+impl Handler<Acquire> for LockActor {
+    type Result = Deferred<Result<LockGuard, LockError>>;
+
+    fn handle(&mut self, msg: Acquire, ctx: &mut Context<Self>) -> Self::Result {
+        self.enqueue(msg, false, ctx)
+    }
+}
+
+impl Handler<AfterDirect> for LockActor {
+    type Result = Deferred<Result<LockGuard, LockError>>;
+
+    fn handle(&mut self, msg: AfterDirect, ctx: &mut Context<Self>) -> Self::Result {
+        self.take_charge(ctx);
+        let reply = ReplySlot::new();
+        let failed = msg.error.is_some();
+        let data = Waiting {
+            owner: msg.owner,
+            lease: msg.lease,
+            fenced: msg.fenced,
+            reply: reply.clone(),
+            deadline_timer: None,
+        };
+        let now = Instant::now();
+        let mut waiter = self.queue.waiter(now, msg.wait, data);
+        if failed {
+            // One more try within a response timeout (the caller's wait applies again once
+            // Redis answers).
+            waiter.deadline = now + self.node.config.response_timeout;
+        }
+        waiter.attempts = u32::from(!failed);
+        waiter.last_error = msg.error;
+        waiter.retried = failed;
+        self.enqueue_waiter(waiter, ctx);
+        Deferred(reply)
+    }
+}
+
+impl Handler<Wake> for LockActor {
+    type Result = ();
+
+    fn handle(&mut self, wake: Wake, ctx: &mut Context<Self>) {
+        tracing::trace!(lock = %self.name, read_unlock = wake.all, "woken");
+        let effects = self.queue.news();
+        self.drive(effects, ctx);
+    }
+}

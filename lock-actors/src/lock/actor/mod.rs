@@ -1,0 +1,385 @@
+//! The lock actor: one per (node, lock name) in use. It takes, renews and releases the lock
+//! for every local owner; `acquire` drives its wait queue, `release` lets go and keeps
+//! holds alive, `reconcile` settles holds whose Redis call got no answer.
+
+mod acquire;
+mod reconcile;
+mod release;
+
+use super::direct::{Direct, DirectHold};
+use super::guard::{HoldStatus, StatusSender};
+use super::kind::LockKind;
+use super::kind::{actor_key, ActorKey};
+use super::reply::ReplySlot;
+use super::state::read_state;
+use super::watch::{HoldLost, WatchRegistry};
+use super::{GetState, LockGuard, LockOwner, LockState, Released};
+use crate::error::LockError;
+use crate::keys::LockName;
+use crate::node::{Node, Unsubscribe};
+use crate::registry::Registry;
+use crate::wait_queue::{Asker, Retry, WaitQueue};
+use actix::prelude::*;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The live lock actors of one node, each with what it shares with fast-path callers.
+pub(crate) type LockRegistry = Registry<ActorKey, LockActor, Arc<Direct>>;
+
+/// Why a holder ends normally (every other reason is a loss).
+const RELEASED: &str = "released";
+
+/// The actor of one lock name on one node: it takes, renews and releases the lock for every
+/// local owner, and queues local waiters in FIFO order.
+///
+/// Only the head of the local queue contends in Redis, so one process never stampedes a
+/// lock; it is woken by the unlock message on `redisson_lock__channel:{name}`, or by a timer
+/// at the holder's remaining lease if that message is lost. The actor lives while anyone
+/// holds its address (lock handles, guards) or it has holders or waiters, then stops.
+///
+/// Get its address with [`LockClient::lock_actor`](crate::LockClient::lock_actor) and send
+/// it [`Acquire`], [`Release`], [`Renew`], [`ForceRelease`] and [`GetState`].
+///
+/// # Example
+///
+/// ```no_run
+/// use actix_distributed_lock::messages::Acquire;
+/// use actix_distributed_lock::{LockClient, LockOwner};
+/// use std::time::Duration;
+///
+/// # async fn demo(client: LockClient) -> Result<(), Box<dyn std::error::Error>> {
+/// let actor = client.lock_actor("order:42")?;
+/// let owner = LockOwner::new();
+/// let outer = actor.send(Acquire { owner, lease: None, wait: Duration::from_secs(5) }).await??;
+/// let inner = actor.send(Acquire { owner, lease: None, wait: Duration::ZERO }).await??;
+/// drop(inner);
+/// outer.unlock().await?;
+/// # Ok(()) }
+/// ```
+pub struct LockActor {
+    node: Arc<Node>,
+    kind: LockKind,
+    name: LockName,
+    /// The one owner a per-owner actor (fair lock) serves; `None` for shared actors.
+    owner: Option<LockOwner>,
+    /// A fair lock waiter of ours is in the Redis queue: leave it when nobody waits here.
+    joined: bool,
+    withdraw_in_flight: bool,
+    id: u64,
+    holders: HashMap<LockOwner, Holder>,
+    /// The local waiters, and what the head is doing.
+    queue: WaitQueue<Waiting>,
+    /// The head's timer (see `wait_queue::Effect::Sleep`).
+    sleep: Option<SpawnHandle>,
+    /// Our own address while we have holders or waiters, so nobody's dropped handle stops us.
+    keepalive: Option<Addr<LockActor>>,
+    /// What the actor shares with fast-path callers (see `super::direct`).
+    direct: Arc<Direct>,
+    /// The registry this actor leaves when it stops.
+    registry: Arc<LockRegistry>,
+    /// The node's watch list: watchdog-leased holds go on it.
+    watchdog: Arc<WatchRegistry>,
+    /// Holds Redis may count that we do not (a lost reply); settled before any new try.
+    reconciles: VecDeque<Reconcile>,
+    reconcile_in_flight: bool,
+    /// Why the last reconcile failed: what a waiter held up by it reports at its deadline.
+    reconcile_error: Option<Box<LockError>>,
+}
+
+/// One hold to check against Redis once it answers again.
+struct Reconcile {
+    owner: LockOwner,
+    lease: Duration,
+    /// Past this, the lease has run out in Redis anyway: nothing left to settle.
+    until: Instant,
+    /// An unlock waiting for this settlement to report: its reply and the holds left.
+    unlock: Option<(ReplySlot<Result<Released, LockError>>, u32)>,
+}
+
+struct Holder {
+    holds: Vec<Hold>,
+    status: StatusSender,
+    /// Status channels of holds taken on the fast path while the owner already held it
+    /// through the actor (rare): told whatever `status` is told.
+    merged: Vec<StatusSender>,
+    watch_id: Option<u64>,
+    expiry: Option<SpawnHandle>,
+}
+
+impl Holder {
+    fn set_status(&self, status: HoldStatus) {
+        self.status.send_replace(status);
+        for merged in &self.merged {
+            merged.send_replace(status);
+        }
+    }
+}
+
+struct Hold {
+    id: u64,
+    lease: Option<Duration>,
+}
+
+/// The lock's part of a local waiter: who asks, for what, and where the answer goes.
+pub(super) struct Waiting {
+    owner: LockOwner,
+    lease: Option<Duration>,
+    /// Draw a fencing token with the hold.
+    fenced: bool,
+    reply: ReplySlot<Result<LockGuard, LockError>>,
+    /// Armed only once the waiter has to wait: an uncontended acquire never needs it.
+    /// Its deadline timer and the watch on its asker leaving (a dropped future).
+    deadline_timer: Option<[SpawnHandle; 2]>,
+}
+
+impl Asker for Waiting {
+    fn left(&self) -> bool {
+        self.reply.is_closed()
+    }
+}
+
+fn disarm(timers: Option<[SpawnHandle; 2]>, ctx: &mut Context<LockActor>) {
+    for timer in timers.into_iter().flatten() {
+        ctx.cancel_future(timer);
+    }
+}
+
+impl LockActor {
+    pub(crate) fn new(
+        node: Arc<Node>,
+        kind: LockKind,
+        name: LockName,
+        owner: Option<LockOwner>,
+        id: u64,
+        direct: Arc<Direct>,
+        registry: Arc<LockRegistry>,
+    ) -> Self {
+        let owner = owner.filter(|_| kind.per_owner());
+        let grace = node.config.response_timeout;
+        LockActor {
+            node,
+            kind,
+            owner,
+            joined: false,
+            withdraw_in_flight: false,
+            name,
+            id,
+            holders: HashMap::new(),
+            queue: WaitQueue::new(Retry::UnansweredFirstTry { grace }),
+            sleep: None,
+            keepalive: None,
+            watchdog: direct.watchdog.clone(),
+            direct,
+            registry,
+            reconciles: VecDeque::new(),
+            reconcile_in_flight: false,
+            reconcile_error: None,
+        }
+    }
+
+    /// The channel this actor's waiters are woken on (worked out when needed: an actor
+    /// that never waits never stores it).
+    fn channel(&self) -> String {
+        match self.owner {
+            Some(owner) => self.kind.wake_channel(&self.name, &self.field(owner)),
+            None => self.kind.channel(&self.name),
+        }
+    }
+
+    /// Takes charge: no caller acts directly from now on, and a hold taken on the fast path
+    /// becomes one of ours. Every handler that reads or changes holders calls it first.
+    fn take_charge(&mut self, ctx: &mut Context<Self>) {
+        if let Some(taken) = self.direct.absorb() {
+            self.adopt(taken, ctx);
+        }
+    }
+
+    /// Counts a hold taken on the fast path as ours (a watchdog-leased one comes with its
+    /// watchdog entry registered; a fixed lease gets its expiry timer here).
+    fn adopt(&mut self, taken: DirectHold, ctx: &mut Context<Self>) {
+        let DirectHold {
+            owner,
+            hold,
+            status,
+            watch_id,
+            lease,
+            sent,
+        } = taken;
+        let hold = Hold { id: hold, lease };
+        match self.holders.get_mut(&owner) {
+            Some(holder) => {
+                // The owner also holds it through us: one watchdog entry is enough.
+                if let Some(watch_id) = watch_id {
+                    self.watchdog.unregister(watch_id);
+                }
+                holder.holds.push(hold);
+                holder.merged.push(status);
+                self.arm_lease_keeping(owner, sent, ctx);
+            }
+            None => {
+                self.holders.insert(
+                    owner,
+                    Holder {
+                        holds: vec![hold],
+                        status,
+                        merged: Vec::new(),
+                        watch_id,
+                        expiry: None,
+                    },
+                );
+                if lease.is_some() {
+                    self.arm_lease_keeping(owner, sent, ctx);
+                }
+            }
+        }
+        self.refresh_keepalive(ctx);
+    }
+
+    /// What stands for `owner` in this lock's Redis data.
+    fn field(&self, owner: LockOwner) -> String {
+        self.kind.field(self.node.owner_field(owner.id()))
+    }
+
+    fn watchdog_lease(&self) -> Duration {
+        self.node.config.watchdog_timeout
+    }
+
+    fn refresh_keepalive(&mut self, ctx: &mut Context<Self>) {
+        if self.joined && self.queue.is_empty() && !self.queue.trying() {
+            self.withdraw(ctx);
+        }
+        let busy = !self.holders.is_empty()
+            || !self.queue.is_empty()
+            || self.queue.trying()
+            || self.withdraw_in_flight
+            || !self.reconciles.is_empty();
+        if !busy {
+            self.keepalive = None;
+            self.direct.release_to_callers();
+        } else if self.keepalive.is_none() {
+            self.keepalive = Some(ctx.address());
+        }
+    }
+
+    /// Takes our owner out of the fair lock's Redis queue: nobody here waits any more.
+    fn withdraw(&mut self, ctx: &mut Context<Self>) {
+        self.joined = false;
+        let Some(owner) = self.owner else {
+            return;
+        };
+        let allowance_ms = self.node.config.fair_wait_timeout.as_millis() as u64;
+        let Some(invocation) = self.kind.withdraw(
+            &self.name,
+            &self.field(owner),
+            allowance_ms,
+            self.node.commands.pubsub,
+        ) else {
+            return;
+        };
+        self.withdraw_in_flight = true;
+        let request = self
+            .node
+            .commands
+            .clone()
+            .eval::<i64>(invocation, self.name.clone());
+        ctx.spawn(request.into_actor(self).map(|result, act, ctx| {
+            act.withdraw_in_flight = false;
+            if let Err(error) = result {
+                tracing::warn!(lock = %act.name, %error,
+                    "could not leave the fair queue; skipped once the waiter's deadline passes");
+            }
+            act.refresh_keepalive(ctx);
+        }));
+    }
+}
+
+impl Drop for LockActor {
+    /// A hold still on the fast path dies with us (the client stopped): its guard hears of
+    /// it as a loss, as for every hold the actor had.
+    fn drop(&mut self) {
+        drop(self.direct.absorb());
+    }
+}
+
+impl Actor for LockActor {
+    type Context = Context<Self>;
+
+    /// Leaves the registry and stops, unless someone took our address from the registry
+    /// meanwhile: both happen under the registry's lock, so it never hands out a stopping
+    /// actor.
+    fn stopping(&mut self, ctx: &mut Context<Self>) -> Running {
+        let key = actor_key(self.kind, &self.name, self.owner);
+        if self.registry.retire(&key, self.id, || ctx.connected()) {
+            Running::Stop
+        } else {
+            Running::Continue
+        }
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        if let Some(watch_id) = self.direct.absorb().and_then(|taken| taken.watch_id) {
+            self.watchdog.unregister(watch_id);
+        }
+        if self.queue.ever_subscribed() {
+            self.node.supervisor.do_send(Unsubscribe {
+                channel: self.channel(),
+                id: self.id,
+            });
+        }
+        for (_, holder) in self.holders.drain() {
+            if let Some(id) = holder.watch_id {
+                self.watchdog.unregister(id);
+            }
+        }
+    }
+}
+
+impl Handler<GetState> for LockActor {
+    type Result = ResponseFuture<Result<LockState, LockError>>;
+
+    fn handle(&mut self, msg: GetState, _: &mut Context<Self>) -> Self::Result {
+        let field = msg.owner.map(|owner| self.field(owner));
+        Box::pin(read_state(
+            self.node.commands.clone(),
+            self.kind,
+            self.name.clone(),
+            field,
+        ))
+    }
+}
+
+impl Handler<HoldLost> for LockActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: HoldLost, ctx: &mut Context<Self>) {
+        self.take_charge(ctx);
+        let current = self
+            .holders
+            .get(&msg.owner)
+            .is_some_and(|h| h.watch_id == Some(msg.watch_id));
+        if current {
+            if let Some(holder) = self.holders.get_mut(&msg.owner) {
+                holder.watch_id = None; // the watchdog already dropped the entry
+            }
+            self.lose(msg.owner, "the watchdog found it gone", ctx);
+            self.refresh_keepalive(ctx);
+        }
+    }
+}
+
+/// A hold taken on the fast path after the actor took charge: count it as ours.
+pub(crate) struct Adopt(pub(crate) DirectHold);
+
+impl Message for Adopt {
+    type Result = ();
+}
+
+impl Handler<Adopt> for LockActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Adopt, ctx: &mut Context<Self>) {
+        self.take_charge(ctx);
+        self.adopt(msg.0, ctx);
+    }
+}

@@ -1,0 +1,111 @@
+//! Holds whose Redis call got no answer: the lock actor settles its count with Redis
+//! (a reconcile) before it tries again for the same owner.
+
+use super::{LockActor, Reconcile};
+use crate::error::LockError;
+use crate::lock::direct::{Doubt, SettleUnlock};
+use crate::lock::reply::{Deferred, ReplySlot};
+use crate::lock::{LockOwner, Released};
+use crate::wait_queue::ERROR_RETRY;
+use actix::prelude::*;
+use std::time::{Duration, Instant};
+
+impl LockActor {
+    /// A Redis call about `owner`'s hold failed without an answer: it may or may not have run.
+    /// Remember to compare Redis's count with ours once Redis answers again.
+    pub(super) fn doubt(
+        &mut self,
+        owner: LockOwner,
+        lease: Duration,
+        unlock: Option<(ReplySlot<Result<Released, LockError>>, u32)>,
+        ctx: &mut Context<Self>,
+    ) {
+        tracing::debug!(lock = %self.name, owner = owner.id(), "reply lost; will reconcile");
+        self.reconciles.push_back(Reconcile {
+            owner,
+            lease,
+            until: Instant::now() + lease,
+            unlock,
+        });
+        self.refresh_keepalive(ctx);
+    }
+
+    /// Sends the oldest pending reconcile, unless one is under way. Tries of other owners go
+    /// on meanwhile; tries of its owner wait for it (it compares our count with Redis's).
+    pub(super) fn settle_reconcile(&mut self, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        while self.reconciles.front().is_some_and(|r| r.until <= now) {
+            self.reconciles.pop_front();
+        }
+        if self.reconcile_in_flight {
+            return;
+        }
+        let Some(reconcile) = self.reconciles.front() else {
+            return;
+        };
+        let (owner, lease) = (reconcile.owner, reconcile.lease);
+        let counted = self.holders.get(&owner).map_or(0, |h| h.holds.len());
+        let invocation = self.kind.reconcile(
+            &self.name,
+            &self.field(owner),
+            lease.as_millis() as u64,
+            counted,
+            self.node.commands.pubsub,
+        );
+        self.reconcile_in_flight = true;
+        let request = self
+            .node
+            .commands
+            .clone()
+            .eval::<Option<i64>>(invocation, self.name.clone());
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            act.reconcile_in_flight = false;
+            match result {
+                Ok(undone) => {
+                    act.reconcile_error = None;
+                    let settled = act.reconciles.pop_front();
+                    if undone != Some(-1) {
+                        tracing::info!(lock = %act.name, owner = owner.id(),
+                            "undid a hold whose reply was lost");
+                    }
+                    // Either way Redis now counts what we count: the unlock is done.
+                    if let Some((reply, holds)) = settled.and_then(|r| r.unlock) {
+                        let released = match holds {
+                            0 => Released::Unlocked,
+                            holds => Released::StillHeld { holds },
+                        };
+                        let _ = reply.send(Ok(released));
+                    }
+                    act.wake_head(ctx);
+                }
+                Err(error) => {
+                    act.reconcile_error = Some(Box::new(error));
+                    ctx.run_later(ERROR_RETRY, |act, ctx| act.settle_reconcile(ctx));
+                }
+            }
+            act.refresh_keepalive(ctx);
+        }));
+    }
+}
+
+impl Handler<Doubt> for LockActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Doubt, ctx: &mut Context<Self>) {
+        self.take_charge(ctx);
+        self.doubt(msg.owner, msg.lease, None, ctx);
+        self.drive(Vec::new(), ctx);
+        self.refresh_keepalive(ctx);
+    }
+}
+
+impl Handler<SettleUnlock> for LockActor {
+    type Result = Deferred<Result<Released, LockError>>;
+
+    fn handle(&mut self, msg: SettleUnlock, ctx: &mut Context<Self>) -> Self::Result {
+        self.take_charge(ctx);
+        let slot = ReplySlot::new();
+        self.settle_unlock(msg.owner, msg.lease, msg.error, slot.clone(), 0, ctx);
+        Deferred(slot)
+    }
+}

@@ -1,0 +1,330 @@
+//! How the lock actor lets go: releases, renewals on request, force-unlocks, and what
+//! keeps a hold alive (the watchdog, or the timer at a fixed lease's end) until then.
+
+use super::{LockActor, RELEASED};
+use crate::config::clock_drift;
+use crate::config::positive_millis;
+use crate::error::LockError;
+use crate::lock::guard::{HoldStatus, ReleaseHold};
+use crate::lock::reply::{Deferred, ReplySlot};
+use crate::lock::watch::renew_confirmed;
+use crate::lock::{ForceRelease, LockOwner, Release, Released, Renew};
+use crate::script::ScriptCall;
+use actix::prelude::*;
+use std::time::{Duration, Instant};
+
+impl LockActor {
+    /// Keeps `owner`'s hold alive the way its holds ask: the watchdog while any hold has no
+    /// fixed lease, else a timer that reports the loss when the fixed lease runs out.
+    pub(super) fn arm_lease_keeping(
+        &mut self,
+        owner: LockOwner,
+        since: Instant,
+        ctx: &mut Context<Self>,
+    ) {
+        let watchdog_lease = self.watchdog_lease();
+        let Some(holder) = self.holders.get_mut(&owner) else {
+            return;
+        };
+        if let Some(expiry) = holder.expiry.take() {
+            ctx.cancel_future(expiry);
+        }
+        let watched = holder.holds.iter().any(|h| h.lease.is_none());
+        match (watched, holder.watch_id) {
+            (true, None) => {
+                holder.watch_id = Some(self.watchdog.register(
+                    self.kind,
+                    self.name.clone(),
+                    owner,
+                    ctx.address().recipient().downgrade(),
+                    since + watchdog_lease,
+                ));
+            }
+            (true, Some(_)) => {}
+            (false, watch_id) => {
+                if let Some(id) = watch_id {
+                    self.watchdog.unregister(id);
+                    holder.watch_id = None;
+                }
+                let lease = holder
+                    .holds
+                    .last()
+                    .and_then(|h| h.lease)
+                    .unwrap_or(watchdog_lease);
+                let ends_in = (since + lease)
+                    .saturating_duration_since(Instant::now())
+                    .saturating_sub(clock_drift(lease));
+                holder.expiry = Some(ctx.run_later(ends_in, move |act, ctx| {
+                    act.lose(owner, "its fixed lease ran out", ctx);
+                }));
+            }
+        }
+    }
+
+    /// `owner` no longer holds the lock: tell its guards, stop keeping it alive.
+    pub(super) fn lose(&mut self, owner: LockOwner, why: &str, ctx: &mut Context<Self>) {
+        if let Some(holder) = self.holders.remove(&owner) {
+            if let Some(id) = holder.watch_id {
+                self.watchdog.unregister(id);
+            }
+            if why == RELEASED {
+                holder.set_status(HoldStatus::Released);
+            } else {
+                tracing::warn!(lock = %self.name, owner = owner.id(), why, "lock lost");
+                holder.set_status(HoldStatus::Lost);
+            }
+            // A head that slept on this local holder may go now.
+            self.wake_head(ctx);
+        }
+    }
+
+    /// Releases a hold that was granted to a waiter who had already left.
+    pub(super) fn give_back(
+        &mut self,
+        owner: LockOwner,
+        lease: Option<Duration>,
+        ctx: &mut Context<Self>,
+    ) {
+        let lease = lease.unwrap_or(self.watchdog_lease());
+        let still_holds = self.holders.contains_key(&owner);
+        let request = self.unlock_request(owner, lease);
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            if let Err(error) = result {
+                tracing::warn!(lock = %act.name, %error,
+                    "could not give back an abandoned grant; it expires at its lease");
+            }
+            if !still_holds {
+                act.wake_head(ctx);
+            }
+        }));
+    }
+
+    pub(super) fn unlock_request(
+        &self,
+        owner: LockOwner,
+        lease: Duration,
+    ) -> impl std::future::Future<Output = Result<Option<i64>, LockError>> + 'static {
+        let invocation = self.kind.unlock(
+            &self.name,
+            &self.field(owner),
+            lease.as_millis() as u64,
+            self.node.commands.pubsub,
+        );
+        self.node
+            .commands
+            .clone()
+            .eval(invocation, self.name.clone())
+    }
+
+    pub(super) fn release(
+        &mut self,
+        owner: LockOwner,
+        hold: Option<u64>,
+        ctx: &mut Context<Self>,
+    ) -> Deferred<Result<Released, LockError>> {
+        // The client stopped, and this thread with it, a moment from now: as every later
+        // call, a release then does nothing (the hold expires at its lease).
+        if self.node.is_stopped() {
+            return Deferred::ready(Err(LockError::Shutdown));
+        }
+        let not_owner = || {
+            Deferred::ready(Err(LockError::NotOwner {
+                name: self.name.to_string(),
+            }))
+        };
+        let Some(holder) = self.holders.get_mut(&owner) else {
+            return not_owner();
+        };
+        let pos = match hold {
+            Some(id) => holder.holds.iter().position(|h| h.id == id),
+            None => holder.holds.len().checked_sub(1),
+        };
+        let Some(pos) = pos else {
+            return not_owner();
+        };
+        holder.holds.remove(pos);
+        let remaining = holder.holds.len() as u32;
+        let lease = if holder.holds.iter().any(|h| h.lease.is_none()) {
+            self.watchdog_lease()
+        } else {
+            holder
+                .holds
+                .last()
+                .and_then(|h| h.lease)
+                .unwrap_or(self.watchdog_lease())
+        };
+        if remaining == 0 {
+            // Renewal stops here, before the unlock is even sent.
+            if let Some(holder) = self.holders.remove(&owner) {
+                if let Some(id) = holder.watch_id {
+                    self.watchdog.unregister(id);
+                }
+                if let Some(expiry) = holder.expiry {
+                    ctx.cancel_future(expiry);
+                }
+                holder.set_status(HoldStatus::Released);
+            }
+        } else {
+            self.arm_lease_keeping(owner, Instant::now(), ctx);
+        }
+        let slot = ReplySlot::new();
+        let reply = slot.clone();
+        let request = self.unlock_request(owner, lease);
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            let outcome = match result {
+                // With no hold left, the holder entry went before the unlock was sent; one
+                // there now is a newer hold of the same owner (a re-entry answered first)
+                // and must be left alone.
+                Ok(None) => {
+                    if remaining > 0 {
+                        act.lose(
+                            owner,
+                            "an unlock found it held by nobody or by another owner",
+                            ctx,
+                        );
+                    }
+                    Err(LockError::NotOwner {
+                        name: act.name.to_string(),
+                    })
+                }
+                Ok(Some(0)) if remaining > 0 => Ok(Released::StillHeld { holds: remaining }),
+                // 1: freed. 0 with no hold left: freed for this owner (a read lock others
+                // still hold, or a newer hold of ours that Redis counted first).
+                Ok(Some(_)) => {
+                    // Redis freed the lock while we still count holds (it had fewer
+                    // than we did): those holds are gone, and their holder must stop.
+                    if remaining > 0 {
+                        act.lose(owner, "an unlock freed it while holds remained", ctx);
+                    }
+                    tracing::debug!(lock = %act.name, owner = owner.id(), "released");
+                    act.wake_head(ctx);
+                    Ok(Released::Unlocked)
+                }
+                Err(error @ LockError::Unavailable { .. }) => {
+                    act.settle_unlock(owner, lease, error, reply.clone(), remaining, ctx);
+                    return;
+                }
+                Err(error) => Err(error),
+            };
+            let _ = reply.send(outcome);
+            act.refresh_keepalive(ctx);
+        }));
+        self.refresh_keepalive(ctx);
+        Deferred(slot)
+    }
+
+    /// An unlock got no answer: it may or may not have run. Settle it with Redis and
+    /// report that, or report `error` if Redis stays silent for a response timeout (the
+    /// settlement goes on; at worst the lock expires at its lease).
+    pub(super) fn settle_unlock(
+        &mut self,
+        owner: LockOwner,
+        lease: Duration,
+        error: LockError,
+        reply: ReplySlot<Result<Released, LockError>>,
+        remaining: u32,
+        ctx: &mut Context<Self>,
+    ) {
+        tracing::warn!(lock = %self.name, %error, "unlock got no answer; settling it");
+        self.doubt(owner, lease, Some((reply.clone(), remaining)), ctx);
+        ctx.run_later(self.node.config.response_timeout, move |_, _| {
+            let _ = reply.send(Err(error));
+        });
+        self.drive(Vec::new(), ctx);
+        self.refresh_keepalive(ctx);
+    }
+}
+
+impl Handler<ReleaseHold> for LockActor {
+    type Result = Deferred<Result<Released, LockError>>;
+
+    fn handle(&mut self, msg: ReleaseHold, ctx: &mut Context<Self>) -> Self::Result {
+        self.take_charge(ctx);
+        self.release(msg.owner, Some(msg.hold), ctx)
+    }
+}
+
+impl Handler<Release> for LockActor {
+    type Result = Deferred<Result<Released, LockError>>;
+
+    fn handle(&mut self, msg: Release, ctx: &mut Context<Self>) -> Self::Result {
+        self.take_charge(ctx);
+        self.release(msg.owner, None, ctx)
+    }
+}
+
+impl Handler<Renew> for LockActor {
+    type Result = Deferred<Result<bool, LockError>>;
+
+    fn handle(&mut self, msg: Renew, ctx: &mut Context<Self>) -> Self::Result {
+        self.take_charge(ctx);
+        if self.node.is_stopped() {
+            return Deferred::ready(Err(LockError::Shutdown));
+        }
+        let lease_ms =
+            match positive_millis(&format!("the lease of lock `{}`", self.name), msg.lease) {
+                Ok(ms) => ms,
+                Err(error) => return Deferred::ready(Err(error)),
+            };
+        let mut invocation = ScriptCall::new(self.kind.renew_script());
+        invocation.arg(lease_ms);
+        self.kind
+            .add_renewal(&mut invocation, &self.name, &self.field(msg.owner));
+        let sent = Instant::now();
+        let request = renew_confirmed(self.node.commands.clone(), invocation, self.name.clone());
+        let slot = ReplySlot::new();
+        let reply = slot.clone();
+        let owner = msg.owner;
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            let outcome = result.map(|renewed| renewed.first() == Some(&1));
+            match outcome {
+                Ok(true) => {
+                    if let Some(holder) = act.holders.get_mut(&owner) {
+                        if let Some(last) = holder.holds.last_mut() {
+                            if last.lease.is_some() {
+                                last.lease = Some(msg.lease);
+                            }
+                        }
+                        act.arm_lease_keeping(owner, sent, ctx);
+                    }
+                }
+                Ok(false) => act.lose(owner, "a renewal found it gone", ctx),
+                Err(_) => {}
+            }
+            let _ = reply.send(outcome);
+        }));
+        Deferred(slot)
+    }
+}
+
+impl Handler<ForceRelease> for LockActor {
+    type Result = Deferred<Result<bool, LockError>>;
+
+    fn handle(&mut self, _: ForceRelease, ctx: &mut Context<Self>) -> Self::Result {
+        self.take_charge(ctx);
+        let invocation = self
+            .kind
+            .force_unlock(&self.name, self.node.commands.pubsub);
+        let request = self
+            .node
+            .commands
+            .clone()
+            .eval::<i64>(invocation, self.name.clone());
+        let slot = ReplySlot::new();
+        let reply = slot.clone();
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            let outcome = result.map(|deleted| deleted == 1);
+            if outcome == Ok(true) {
+                tracing::warn!(lock = %act.name, "force-unlocked");
+                let owners: Vec<LockOwner> = act.holders.keys().copied().collect();
+                for owner in owners {
+                    act.lose(owner, "it was force-unlocked", ctx);
+                }
+                act.wake_head(ctx);
+            }
+            let _ = reply.send(outcome);
+            act.refresh_keepalive(ctx);
+        }));
+        Deferred(slot)
+    }
+}

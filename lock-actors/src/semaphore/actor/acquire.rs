@@ -1,0 +1,299 @@
+//! How the semaphore actor takes permits: it drives the wait queue (one try in Redis at a
+//! time, for the head) and carries out what the queue asks for.
+
+use super::{disarm, Reply, SemaphoreActor, Waiting};
+use crate::error::LockError;
+use crate::node::{Subscription, Wake};
+use crate::script::ScriptCall;
+use crate::semaphore::guard::{PermitGuard, PermitId, PermitStatus, SemaphoreGuard};
+use crate::semaphore::{Kind, ACQUIRE, EXPIRABLE_ACQUIRE};
+use crate::wait_queue::{Effect, Gate, Granted, Waiter};
+use actix::prelude::*;
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+
+/// How long a waiter sleeps without news before trying again: a release message lost on
+/// the way (or a release by a client that does not publish) costs at most this much.
+const FALLBACK_POLL: Duration = Duration::from_secs(5);
+
+/// What one try found.
+enum Tried {
+    Taken,
+    /// Too few permits; the next permit-expirable permit expires this soon (if any does).
+    Short {
+        next_expiry: Option<Duration>,
+    },
+}
+
+fn tried(reply: &[i64]) -> Option<Tried> {
+    match reply {
+        [1, ..] => Some(Tried::Taken),
+        [0, _, ms] if *ms >= 0 => Some(Tried::Short {
+            // One more millisecond: the script takes back expiries at or before its clock.
+            next_expiry: Some(Duration::from_millis(ms.unsigned_abs() + 1)),
+        }),
+        [0, ..] => Some(Tried::Short { next_expiry: None }),
+        _ => None,
+    }
+}
+
+impl SemaphoreActor {
+    /// Queues an acquire and lets the queue move.
+    pub(super) fn enqueue(
+        &mut self,
+        permits: u32,
+        lease: Option<Duration>,
+        wait: Duration,
+        reply: Reply,
+        ctx: &mut Context<Self>,
+    ) {
+        let data = Waiting {
+            permits,
+            lease,
+            reply,
+            deadline_timer: None,
+        };
+        let waiter = self.queue.waiter(Instant::now(), wait, data);
+        let effects = self.queue.enqueue(waiter, false);
+        self.drive(effects, ctx);
+    }
+
+    /// Carries out what the queue asked for, then lets the head go if it may: the one
+    /// rule every change to the queue follows.
+    pub(super) fn drive(&mut self, effects: Vec<Effect<Waiting>>, ctx: &mut Context<Self>) {
+        self.apply(effects, ctx);
+        let effects = self.queue.pump(Instant::now(), |_| Gate::Go);
+        self.apply(effects, ctx);
+        self.refresh_keepalive(ctx);
+    }
+
+    fn apply(&mut self, effects: Vec<Effect<Waiting>>, ctx: &mut Context<Self>) {
+        for effect in effects {
+            match effect {
+                Effect::Try { id } => self.attempt(id, ctx),
+                Effect::Subscribe => self.subscribe(ctx),
+                Effect::Sleep { token, pause } => {
+                    if let Some(old) = self.sleep.take() {
+                        ctx.cancel_future(old);
+                    }
+                    self.sleep = Some(ctx.run_later(pause, move |act, ctx| {
+                        act.sleep = None;
+                        act.queue.slept(token);
+                        act.drive(Vec::new(), ctx);
+                    }));
+                }
+                Effect::CancelSleep => {
+                    if let Some(sleep) = self.sleep.take() {
+                        ctx.cancel_future(sleep);
+                    }
+                }
+                Effect::ArmDeadline { id, at } => {
+                    let left = at.saturating_duration_since(Instant::now());
+                    let timer = ctx.run_later(left, move |act, ctx| {
+                        let effects = act.queue.expire(id);
+                        act.drive(effects, ctx);
+                    });
+                    if let Some(waiter) = self.queue.get_mut(id) {
+                        if let Some(old) = waiter.data.deadline_timer.replace(timer) {
+                            ctx.cancel_future(old);
+                        }
+                    }
+                }
+                Effect::TimedOut(waiter) => self.time_out(waiter, ctx),
+                Effect::Fail(waiter, error) => {
+                    disarm(waiter.data.deadline_timer, ctx);
+                    tracing::debug!(semaphore = %self.name, %error, "acquire failed");
+                    waiter.data.reply.fail(error);
+                }
+                Effect::Withdrawn(waiter) => disarm(waiter.data.deadline_timer, ctx),
+            }
+        }
+    }
+
+    /// Permits may be free now (a release was heard or made here): end the head's sleep.
+    pub(super) fn nudge(&mut self, ctx: &mut Context<Self>) {
+        let effects = self.queue.news();
+        self.drive(effects, ctx);
+    }
+
+    /// Subscribes to the semaphore's channel before the head's second try, so no release
+    /// between the two tries goes unheard.
+    fn subscribe(&mut self, ctx: &mut Context<Self>) {
+        let request = Subscription::request(
+            &self.node.supervisor,
+            self.keys.channel.clone(),
+            self.id,
+            ctx.address().recipient::<Wake>().downgrade(),
+        );
+        ctx.spawn(request.into_actor(self).map(|state, act, ctx| {
+            act.queue.subscribed(state.into());
+            act.drive(Vec::new(), ctx);
+        }));
+    }
+
+    fn attempt(&mut self, id: u64, ctx: &mut Context<Self>) {
+        let Some(head) = self.queue.get(id) else {
+            return;
+        };
+        let (permits, lease) = (head.data.permits, head.data.lease);
+        let (invocation, ids) = match self.kind {
+            Kind::Plain => {
+                let mut invocation = ScriptCall::with_key(
+                    ACQUIRE.get(self.node.commands.pubsub),
+                    self.keys.count.as_str(),
+                );
+                invocation.arg(permits);
+                (invocation, Vec::new())
+            }
+            Kind::Expirable => {
+                let lease_ms = lease.unwrap_or(self.watchdog_lease()).as_millis() as u64;
+                let ids: Vec<PermitId> = (0..permits).map(|_| PermitId::random()).collect();
+                let mut invocation = self
+                    .keys
+                    .invocation(EXPIRABLE_ACQUIRE.get(self.node.commands.pubsub));
+                invocation.arg(lease_ms);
+                for permit in &ids {
+                    invocation.arg(permit.raw.as_slice());
+                }
+                (invocation, ids)
+            }
+        };
+        let sent = Instant::now();
+        let request = self
+            .node
+            .commands
+            .clone()
+            .eval::<Vec<i64>>(invocation, self.name.clone());
+        ctx.spawn(request.into_actor(self).map(move |reply, act, ctx| {
+            let result = reply.and_then(|reply| {
+                tried(&reply).ok_or_else(|| LockError::Unavailable {
+                    node: act.node.commands.label().to_string(),
+                    reason: "unexpected reply to the semaphore acquire script".into(),
+                })
+            });
+            act.attempted(id, permits, ids, sent, result, ctx);
+        }));
+    }
+
+    fn attempted(
+        &mut self,
+        id: u64,
+        permits: u32,
+        ids: Vec<PermitId>,
+        sent: Instant,
+        result: Result<Tried, LockError>,
+        ctx: &mut Context<Self>,
+    ) {
+        if let Err(LockError::Unavailable { .. }) = &result {
+            // The script may have run: give back what it may have taken.
+            if ids.is_empty() {
+                tracing::warn!(semaphore = %self.name, permits,
+                    "an acquire got no answer; if it ran, its permits stay taken");
+            } else {
+                self.give_back(permits, ids.clone(), ctx);
+            }
+        }
+        let now = Instant::now();
+        let effects = match result {
+            Ok(Tried::Taken) => {
+                match self.queue.granted(id) {
+                    Granted::To(waiter) => self.grant(waiter, ids, sent, ctx),
+                    // The asker left while its permits were on the way: give them back.
+                    Granted::Unclaimed => self.give_back(permits, ids, ctx),
+                }
+                Vec::new()
+            }
+            Ok(Tried::Short { next_expiry }) => {
+                let pause = next_expiry.map_or(FALLBACK_POLL, |expiry| expiry.min(FALLBACK_POLL));
+                tracing::trace!(semaphore = %self.name, permits, ?pause, "waiting for permits");
+                self.queue.busy(id, now, pause)
+            }
+            Err(error) => self.queue.failed(id, now, error),
+        };
+        self.drive(effects, ctx);
+    }
+
+    fn time_out(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
+        disarm(waiter.data.deadline_timer, ctx);
+        let waited = waiter.started.elapsed();
+        let error = match waiter.last_error {
+            Some(transient) if transient.is_transient() => transient,
+            _ => LockError::Timeout {
+                name: self.name.to_string(),
+                waited,
+            },
+        };
+        tracing::debug!(semaphore = %self.name, permits = waiter.data.permits, ?waited,
+            "wait for permits timed out");
+        waiter.data.reply.fail(error);
+    }
+
+    fn grant(
+        &mut self,
+        waiter: Waiter<Waiting>,
+        ids: Vec<PermitId>,
+        sent: Instant,
+        ctx: &mut Context<Self>,
+    ) {
+        let Waiting {
+            permits,
+            lease,
+            reply,
+            deadline_timer,
+        } = waiter.data;
+        disarm(deadline_timer, ctx);
+        tracing::debug!(semaphore = %self.name, permits,
+            waited = ?waiter.started.elapsed(), ?lease, "permits acquired");
+        match reply {
+            Reply::Plain(slot) => {
+                self.plain_out += u64::from(permits);
+                let permits = SemaphoreGuard::new(ctx.address(), self.name.clone(), permits);
+                // An undelivered guard is dropped here, and its drop gives the permits back.
+                let _ = slot.send(Ok(permits));
+            }
+            Reply::Expirable(slot) => {
+                let grant = self.next_grant;
+                self.next_grant += 1;
+                let valid_until = sent + lease.unwrap_or(self.watchdog_lease());
+                // A fixed lease ends then; a renewed one then unless a renewal moves it.
+                let held_for = lease.unwrap_or(self.watchdog_lease());
+                let expiry = Some(super::leases::expire_at(grant, valid_until, held_for, ctx));
+                let (status, watching) = watch::channel(PermitStatus::Held);
+                let shown: Vec<String> = ids.iter().map(|id| id.hex.clone()).collect();
+                self.grants.insert(
+                    grant,
+                    super::leases::Grant {
+                        ids,
+                        lease,
+                        status,
+                        valid_until,
+                        expiry,
+                    },
+                );
+                if lease.is_none() && self.renewal.is_none() {
+                    let every = self.node.config.renew_interval();
+                    self.renewal = Some(ctx.run_interval(every, |act, ctx| act.renew(ctx)));
+                }
+                let guard = PermitGuard::new(
+                    ctx.address(),
+                    self.name.clone(),
+                    grant,
+                    shown,
+                    lease,
+                    watching,
+                );
+                let _ = slot.send(Ok(guard));
+            }
+        }
+        self.refresh_keepalive(ctx);
+    }
+}
+
+impl Handler<Wake> for SemaphoreActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
+        tracing::trace!(semaphore = %self.name, "woken");
+        self.nudge(ctx);
+    }
+}
