@@ -22,7 +22,7 @@ pub(crate) struct NodeActors {
     locks: Arc<LockRegistry>,
     semaphores: Arc<SemaphoreRegistry>,
     /// The holds the renewal service keeps alive.
-    pub(crate) watchdog: Arc<WatchRegistry>,
+    pub(crate) watchdog: Arc<WatchRegistry<LockActor>>,
     _renewal: Addr<Watchdog>,
 }
 

@@ -10,7 +10,7 @@
 
 use crate::config::clock_drift;
 use crate::lock::watch::{renew_confirmed, Rearm, WatchRegistry};
-use crate::lock::LockKind;
+use crate::lock::{LockActor, LockKind};
 use crate::node::Commands;
 use actix::prelude::*;
 use std::collections::VecDeque;
@@ -33,7 +33,7 @@ struct Batch {
 
 /// The renewal actor of one node.
 pub(crate) struct Watchdog {
-    registry: Arc<WatchRegistry>,
+    registry: Arc<WatchRegistry<LockActor>>,
     commands: Commands,
     lease: Duration,
     interval: Duration,
@@ -52,7 +52,7 @@ pub(crate) struct Watchdog {
 
 impl Watchdog {
     pub(crate) fn new(
-        registry: Arc<WatchRegistry>,
+        registry: Arc<WatchRegistry<LockActor>>,
         commands: Commands,
         lease: Duration,
         interval: Duration,

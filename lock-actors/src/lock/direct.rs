@@ -80,7 +80,7 @@ pub(crate) struct Direct {
     /// The node's watchdog lease, kept here for the hot path.
     watchdog_lease: Duration,
     /// The node's watch list: a watchdog-leased hold taken here goes on it.
-    pub(crate) watchdog: Arc<WatchRegistry>,
+    pub(crate) watchdog: Arc<WatchRegistry<LockActor>>,
     kind: LockKind,
     name: LockName,
     /// Hold ids, drawn by the actor and by fast-path callers alike.
@@ -106,7 +106,7 @@ pub(crate) enum Tried {
 impl Direct {
     pub(crate) fn new(
         node: &Arc<Node>,
-        watchdog: Arc<WatchRegistry>,
+        watchdog: Arc<WatchRegistry<LockActor>>,
         kind: LockKind,
         name: LockName,
     ) -> Self {
@@ -227,7 +227,7 @@ impl Direct {
                         self.kind,
                         self.name.clone(),
                         owner,
-                        actor.clone().recipient().downgrade(),
+                        actor.downgrade(),
                         sent + lease,
                     )
                 });

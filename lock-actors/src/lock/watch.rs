@@ -9,7 +9,7 @@ use crate::keys::LockName;
 use crate::node::Commands;
 use crate::script::ScriptCall;
 use actix::prelude::*;
-use actix::WeakRecipient;
+use actix::WeakAddr;
 use redis::cluster_routing::Slot;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,8 +18,12 @@ use std::time::{Duration, Instant};
 
 /// The holds the watchdog keeps alive. Lock actors add and remove entries directly, so a
 /// release stops renewal at once, not after a message round trip.
-pub(crate) struct WatchRegistry {
-    entries: Mutex<Entries>,
+///
+/// `A` is the lock actor told of a loss. The list holds its address weakly and as it is
+/// (no boxed recipient per entry: the list can hold many thousands of holds, and the
+/// watchdog bench counts the bytes of each).
+pub(crate) struct WatchRegistry<A: Actor> {
+    entries: Mutex<Entries<A>>,
     next_id: AtomicU64,
     /// The client's uuid: owner fields are written out when a batch is built, not kept
     /// per entry (this list can hold many thousands of holds).
@@ -28,19 +32,27 @@ pub(crate) struct WatchRegistry {
     watchdog: OnceLock<Recipient<Rearm>>,
 }
 
-#[derive(Default)]
-struct Entries {
-    holds: HashMap<u64, WatchEntry>,
+struct Entries<A: Actor> {
+    holds: HashMap<u64, WatchEntry<A>>,
     /// When the watchdog's deadline timer fires (`None`: not armed). An entry that ends
     /// earlier must re-arm it.
     armed: Option<Instant>,
 }
 
-struct WatchEntry {
+impl<A: Actor> Default for Entries<A> {
+    fn default() -> Self {
+        Entries {
+            holds: HashMap::new(),
+            armed: None,
+        }
+    }
+}
+
+struct WatchEntry<A: Actor> {
     kind: LockKind,
     name: LockName,
     owner: LockOwner,
-    actor: WeakRecipient<HoldLost>,
+    actor: WeakAddr<A>,
     /// Past this instant the lease may have run out in Redis: no renewal was confirmed.
     /// It is the send time of the last confirmed renewal (or of the acquire) plus the
     /// lease, so it never lies after the key's expiry in Redis.
@@ -50,7 +62,11 @@ struct WatchEntry {
     in_batch: bool,
 }
 
-impl WatchRegistry {
+impl<A> WatchRegistry<A>
+where
+    A: Actor + Handler<HoldLost>,
+    A::Context: actix::dev::ToEnvelope<A, HoldLost>,
+{
     pub(crate) fn new(client_id: Arc<str>) -> Self {
         WatchRegistry {
             entries: Mutex::default(),
@@ -67,7 +83,7 @@ impl WatchRegistry {
         kind: LockKind,
         name: LockName,
         owner: LockOwner,
-        actor: WeakRecipient<HoldLost>,
+        actor: WeakAddr<A>,
         valid_until: Instant,
     ) -> u64 {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
@@ -214,7 +230,7 @@ impl WatchRegistry {
         next
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries<A>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner())
     }
 

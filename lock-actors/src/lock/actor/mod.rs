@@ -79,7 +79,7 @@ pub struct LockActor {
     /// The registry this actor leaves when it stops.
     registry: Arc<LockRegistry>,
     /// The node's watch list: watchdog-leased holds go on it.
-    watchdog: Arc<WatchRegistry>,
+    watchdog: Arc<WatchRegistry<LockActor>>,
     /// Holds Redis may count that we do not (a lost reply); settled before any new try.
     reconciles: VecDeque<Reconcile>,
     reconcile_in_flight: bool,

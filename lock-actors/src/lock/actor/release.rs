@@ -36,7 +36,7 @@ impl LockActor {
                     self.kind,
                     self.name.clone(),
                     owner,
-                    ctx.address().recipient().downgrade(),
+                    ctx.address().downgrade(),
                     since + watchdog_lease,
                 ));
             }
