@@ -12,7 +12,6 @@ mod support;
 use actix_distributed_lock::{ClientConfig, LockClient, LockError, Released};
 use std::collections::HashMap;
 use std::time::Duration;
-use support::eventually;
 use support::proxy::TcpProxy;
 use support::topology::RedisCluster;
 
@@ -42,27 +41,39 @@ impl ProxiedCluster {
             proxies.insert(port, proxy);
         }
         let announced: Vec<u16> = proxies.values().map(TcpProxy::port).collect();
-        for port in cluster.primary_ports() {
-            // Every node names the proxies, and only them, as the slots' owners.
-            eventually(
-                "every node announces the proxies' ports",
-                Duration::from_secs(20),
-                || {
-                    let announced = announced.clone();
-                    async move {
-                        let mut conn = node(port).await;
-                        let slots: redis::Value = redis::cmd("CLUSTER")
-                            .arg("SLOTS")
-                            .query_async(&mut conn)
-                            .await
-                            .expect("CLUSTER SLOTS");
-                        let mut seen = Vec::new();
-                        slot_ports(&slots, &mut seen);
-                        !seen.is_empty() && seen.iter().all(|p| announced.contains(p))
-                    }
-                },
-            )
-            .await;
+        // Every node must name the proxies, and only them, as the slots' owners: a client
+        // that learns a real port talks to that primary past its proxy, and no reply is
+        // ever held. Right after the change a node's view can still flip back for a moment
+        // (a cluster-bus message sent before the change, read after a newer one), so the
+        // views must agree for a whole `STABLE` window, not at one instant.
+        let stable = cluster.node_timeout() * 2;
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut agreed_since: Option<std::time::Instant> = None;
+        loop {
+            let mut agreed = true;
+            for port in cluster.primary_ports() {
+                let mut conn = node(port).await;
+                let slots: redis::Value = redis::cmd("CLUSTER")
+                    .arg("SLOTS")
+                    .query_async(&mut conn)
+                    .await
+                    .expect("CLUSTER SLOTS");
+                let mut seen = Vec::new();
+                slot_ports(&slots, &mut seen);
+                agreed &= !seen.is_empty() && seen.iter().all(|p| announced.contains(p));
+            }
+            let now = std::time::Instant::now();
+            match (agreed, agreed_since) {
+                (false, _) => agreed_since = None,
+                (true, None) => agreed_since = Some(now),
+                (true, Some(since)) if now - since >= stable => break,
+                (true, Some(_)) => {}
+            }
+            assert!(
+                now < deadline,
+                "the nodes did not agree on the proxies' ports for {stable:?} within 30 s"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
         }
         ProxiedCluster { cluster, proxies }
     }
