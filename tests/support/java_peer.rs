@@ -15,10 +15,14 @@ use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::Notify;
+
+#[path = "../redisson-peer/jar_freshness.rs"]
+mod jar_freshness;
+use jar_freshness::is_fresh;
 
 /// How long a peer may take to start (JVM start, Redisson connecting, cluster discovery).
 const START_TIMEOUT: Duration = Duration::from_secs(60);
@@ -65,30 +69,6 @@ impl Redisson {
 
 fn peer_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/redisson-peer")
-}
-
-fn newest_source_change(dir: &Path) -> SystemTime {
-    let mut newest = SystemTime::UNIX_EPOCH;
-    let mut stack = vec![dir.join("pom.xml"), dir.join("src")];
-    while let Some(path) = stack.pop() {
-        let Ok(meta) = fs::metadata(&path) else {
-            continue;
-        };
-        if meta.is_dir() {
-            if let Ok(entries) = fs::read_dir(&path) {
-                stack.extend(entries.flatten().map(|e| e.path()));
-            }
-        } else if let Ok(modified) = meta.modified() {
-            newest = newest.max(modified);
-        }
-    }
-    newest
-}
-
-fn is_fresh(jar: &Path, dir: &Path) -> bool {
-    fs::metadata(jar)
-        .and_then(|m| m.modified())
-        .is_ok_and(|built| built > newest_source_change(dir))
 }
 
 fn build_jar(version: Redisson) -> PathBuf {

@@ -38,9 +38,13 @@ use std::fs::{self, File};
 use std::os::fd::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+#[path = "../../../tests/redisson-peer/jar_freshness.rs"]
+mod jar_freshness;
+use jar_freshness::is_fresh;
 
 /// Hand-offs discarded first (JIT warm-up of both JVMs).
 const HANDOFF_WARMUP: usize = 200;
@@ -521,30 +525,6 @@ fn newest_version(dir: &Path) -> Result<String, String> {
         .filter(|(version, _)| !version.contains('<'))
         .map(|(version, _)| version.trim().to_string())
         .ok_or_else(|| "no <redisson.version> element in the pom".to_string())
-}
-
-fn newest_source_change(dir: &Path) -> SystemTime {
-    let mut newest = SystemTime::UNIX_EPOCH;
-    let mut stack = vec![dir.join("pom.xml"), dir.join("src")];
-    while let Some(path) = stack.pop() {
-        let Ok(meta) = fs::metadata(&path) else {
-            continue;
-        };
-        if meta.is_dir() {
-            if let Ok(entries) = fs::read_dir(&path) {
-                stack.extend(entries.flatten().map(|e| e.path()));
-            }
-        } else if let Ok(modified) = meta.modified() {
-            newest = newest.max(modified);
-        }
-    }
-    newest
-}
-
-fn is_fresh(jar: &Path, dir: &Path) -> bool {
-    fs::metadata(jar)
-        .and_then(|m| m.modified())
-        .is_ok_and(|built| built > newest_source_change(dir))
 }
 
 fn runs(program: &str, arg: &str) -> bool {
