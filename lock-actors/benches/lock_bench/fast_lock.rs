@@ -10,20 +10,16 @@ pub(crate) struct FastLock {
 }
 
 pub(crate) async fn fast_lock(url: &str, round: Duration, rows: &mut Vec<Row>) -> FastLock {
-    eprintln!("[fast_lock] {TASKS} tasks, {ROUNDS} rounds of {round:?} per side");
+    eprintln!(
+        "[fast_lock] {TASKS} tasks, {ROUNDS} rounds of {round:?} per side, each in {SLICES} alternating slices"
+    );
     let client = LockClient::connect(ClientConfig::new(url))
         .await
         .expect("connect the benchmark client");
     let manager = rslock::LockManager::new(vec![url.to_string()]);
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for r in 0..ROUNDS {
-        let (l, o) = if r % 2 == 0 {
-            let o = rslock_round(&manager, round).await;
-            (fast_lock_round(&client, round).await, o)
-        } else {
-            let l = fast_lock_round(&client, round).await;
-            (l, rslock_round(&manager, round).await)
-        };
+        let (l, o) = interleaved_round(&client, &manager, round).await;
         eprintln!(
             "[fast_lock] round {}: library {l:.0} pairs/s, rslock {o:.0} pairs/s ({:.2})",
             r + 1,
@@ -62,6 +58,33 @@ pub(crate) async fn fast_lock(url: &str, round: Duration, rows: &mut Vec<Row>) -
             .target(">= 1.05", Some(min_round_ratio >= 1.05)),
     );
     result
+}
+
+/// Slices a round is cut into per side. The two sides alternate slice by slice (library,
+/// rslock, rslock, library, ...), so a drift of this shared machine's load within a round
+/// weighs on both alike; one slice per side, back to back, let a round's ratio swing from
+/// 0.74 to 1.45 in one run.
+const SLICES: u32 = 8;
+
+/// One round: `round` of each side, run as [`SLICES`] alternating slices; the pairs/s of
+/// the library and of rslock, each the mean over its slices (all of equal length).
+async fn interleaved_round(
+    client: &LockClient,
+    manager: &rslock::LockManager,
+    round: Duration,
+) -> (f64, f64) {
+    let slice = round / SLICES;
+    let (mut ours, mut theirs) = (0.0, 0.0);
+    for s in 0..SLICES {
+        if s % 2 == 0 {
+            ours += fast_lock_round(client, slice).await;
+            theirs += rslock_round(manager, slice).await;
+        } else {
+            theirs += rslock_round(manager, slice).await;
+            ours += fast_lock_round(client, slice).await;
+        }
+    }
+    (ours / f64::from(SLICES), theirs / f64::from(SLICES))
 }
 
 pub(crate) async fn fast_lock_round(client: &LockClient, round: Duration) -> f64 {
