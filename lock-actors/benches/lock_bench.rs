@@ -103,6 +103,12 @@ const INSPECTOR_NAME: &str = "lock-bench-inspector";
 #[path = "lock_bench/redisson.rs"]
 mod redisson;
 
+/// Whether the Redisson peer's jar is newer than its sources (shared with the tests).
+#[path = "../../tests/redisson-peer/jar_freshness.rs"]
+// Clippy counts one file included by two crates (bench and tests) as loaded twice.
+#[allow(clippy::duplicate_mod)]
+mod jar_freshness;
+
 // One file per scenario, in a folder of its own (a file directly in benches/ would be a
 // benchmark target of its own to cargo).
 #[path = "lock_bench/cluster.rs"]

@@ -21,6 +21,8 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::Notify;
 
 #[path = "../redisson-peer/jar_freshness.rs"]
+// Clippy counts one file included by two crates (bench and tests) as loaded twice.
+#[allow(clippy::duplicate_mod)]
 mod jar_freshness;
 use jar_freshness::is_fresh;
 

@@ -42,9 +42,7 @@ use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-#[path = "../../../tests/redisson-peer/jar_freshness.rs"]
-mod jar_freshness;
-use jar_freshness::is_fresh;
+use super::jar_freshness::is_fresh;
 
 /// Hand-offs discarded first (JIT warm-up of both JVMs).
 const HANDOFF_WARMUP: usize = 200;
