@@ -17,19 +17,45 @@
 //! is handed to the actor as a doubt, which it settles with Redis by reconciling (see
 //! `LockActor::doubt`): nothing is ever left in Redis that nobody counts.
 
-use super::actor::Adopt;
-use super::guard::{HoldStatus, StatusSender};
+use super::guard::{GuardLink, HoldStatus, ReleaseHold, Reply, StatusSender};
 use super::kind::LockKind;
-use super::watch::WatchRegistry;
-use super::{LockActor, LockGuard, LockOwner, Released};
+use super::watch::{HoldLost, WatchRegistry};
+use super::{Acquire, AcquireFenced, LockGuard, LockOwner, Released};
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::node::{Commands, Node};
 use crate::script::ScriptCall;
-use actix::{Addr, Message};
+use actix::{Actor, Addr, Context, Handler, Message};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
+
+/// What the lock actor answers, as the fast path and the guards need it. `Direct` is
+/// generic over it so that this module (below the actor, which builds `Direct`) does not
+/// name the actor; the one actor that has all of it is `LockActor`.
+pub(crate) trait LockActorApi:
+    Actor<Context = Context<Self>>
+    + Handler<Adopt>
+    + Handler<Doubt>
+    + Handler<SettleUnlock>
+    + Handler<ReleaseHold>
+    + Handler<Acquire>
+    + Handler<AcquireFenced>
+    + Handler<HoldLost>
+{
+}
+
+impl<A> LockActorApi for A where
+    A: Actor<Context = Context<A>>
+        + Handler<Adopt>
+        + Handler<Doubt>
+        + Handler<SettleUnlock>
+        + Handler<ReleaseHold>
+        + Handler<Acquire>
+        + Handler<AcquireFenced>
+        + Handler<HoldLost>
+{
+}
 
 /// Who may act on a lock right now (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,60 +79,73 @@ pub(crate) struct DirectHold {
     pub(crate) sent: Instant,
 }
 
-struct State {
+struct State<A: Actor> {
     mode: Mode,
     slot: Option<DirectHold>,
     /// The actor's address while a caller acts directly (`Trying`, `Held`, `Unlocking`):
     /// the actor does not know of that hold, so this keeps it alive for the messages
-    /// about it (a dropped guard's release, a doubt). Cleared whenever the mode leaves
-    /// those three, which also breaks the cycle actor -> `Direct` -> actor.
-    keepalive: Option<Addr<LockActor>>,
+    /// about it (a doubt); and while any guard is out (`guards`), so that a guard's
+    /// release, unlock or re-entry reaches it (a guard keeps its lock's actor alive).
+    /// Cleared when neither holds, which also breaks the cycle actor -> `Direct` -> actor.
+    keepalive: Option<Addr<A>>,
+    /// Guards out (see [`GuardLink`]).
+    guards: usize,
 }
 
-impl State {
+impl<A: Actor> State<A> {
     fn set(&mut self, mode: Mode) {
         self.mode = mode;
-        if matches!(mode, Mode::Idle | Mode::Actor) {
+        self.settle();
+    }
+
+    /// A caller acts directly or a guard is out: the actor's address must be kept.
+    fn needs_actor(&self) -> bool {
+        !matches!(self.mode, Mode::Idle | Mode::Actor) || self.guards > 0
+    }
+
+    /// Lets the actor's address go once nobody needs it any more.
+    fn settle(&mut self) {
+        if !self.needs_actor() {
             self.keepalive = None;
         }
     }
 }
 
 /// What a lock's actor and its callers share (one per actor).
-pub(crate) struct Direct {
+pub(crate) struct Direct<A: Actor> {
     /// Weak: a guard keeps its `Direct`, and must not keep a stopped client's node (and
     /// with it the node's connections) alive.
     node: Weak<Node>,
     /// The node's watchdog lease, kept here for the hot path.
     watchdog_lease: Duration,
     /// The node's watch list: a watchdog-leased hold taken here goes on it.
-    pub(crate) watchdog: Arc<WatchRegistry<LockActor>>,
+    pub(crate) watchdog: Arc<WatchRegistry<A>>,
     kind: LockKind,
     name: LockName,
     /// Hold ids, drawn by the actor and by fast-path callers alike.
     next_hold: AtomicU64,
-    state: Mutex<State>,
+    state: Mutex<State<A>>,
 }
 
 /// How a fast-path acquire ended.
-pub(crate) enum Tried {
+pub(crate) enum Tried<A: Actor> {
     /// Taken: here is the guard.
     Acquired(LockGuard),
     /// Not tried: someone else is acting. Ask the actor.
     AskActor,
     /// Held by another owner (a first try is done): ask the actor (given back) to wait for it.
-    Busy(Addr<LockActor>),
+    Busy(Addr<A>),
     /// Redis did not answer: the actor (given back) settles whether it ran; ask it, carrying
     /// the error.
-    Failed(LockError, Addr<LockActor>),
+    Failed(LockError, Addr<A>),
     /// A definite error (wrong key type, say): report it.
     Error(LockError),
 }
 
-impl Direct {
+impl<A: LockActorApi> Direct<A> {
     pub(crate) fn new(
         node: &Arc<Node>,
-        watchdog: Arc<WatchRegistry<LockActor>>,
+        watchdog: Arc<WatchRegistry<A>>,
         kind: LockKind,
         name: LockName,
     ) -> Self {
@@ -127,16 +166,39 @@ impl Direct {
                 mode,
                 slot: None,
                 keepalive: None,
+                guards: 0,
             }),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State<A>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn next_hold(&self) -> u64 {
         self.next_hold.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Counts a guard out (see [`GuardLink`]): the actor's address is kept from now until
+    /// the last guard is counted back. `actor` is asked only when none is kept yet.
+    pub(crate) fn hand_out(&self, actor: impl FnOnce() -> Addr<A>) {
+        let mut state = self.lock();
+        state.guards += 1;
+        if state.keepalive.is_none() {
+            state.keepalive = Some(actor());
+        }
+    }
+
+    /// Counts a guard back and returns the actor's address for its last message: the kept
+    /// one itself when that was the last guard and no caller acts directly, else a copy.
+    fn count_back(&self) -> Option<Addr<A>> {
+        let mut state = self.lock();
+        state.guards = state.guards.saturating_sub(1);
+        if state.needs_actor() {
+            state.keepalive.clone()
+        } else {
+            state.keepalive.take()
+        }
     }
 
     /// For the actor: it is in charge now; takes the direct hold, if any, into its care.
@@ -195,11 +257,11 @@ impl Direct {
     /// costs two allocations, on the hottest path there is).
     pub(crate) async fn try_acquire(
         self: &Arc<Self>,
-        actor: Addr<LockActor>,
+        actor: Addr<A>,
         owner: LockOwner,
         fenced: bool,
         fixed: Option<Duration>,
-    ) -> Tried {
+    ) -> Tried<A> {
         let Some(node) = self.node() else {
             return Tried::AskActor; // the actor says Shutdown
         };
@@ -209,7 +271,9 @@ impl Direct {
                 return Tried::AskActor;
             }
             state.set(Mode::Trying);
-            state.keepalive = Some(actor.clone());
+            if state.keepalive.is_none() {
+                state.keepalive = Some(actor.clone());
+            }
         }
         let lease = fixed.unwrap_or_else(|| self.watchdog_lease());
         let field = self.kind.field(node.owner_field(owner.id()));
@@ -243,6 +307,12 @@ impl Direct {
                 };
                 let handed_over = {
                     let mut state = self.lock();
+                    // The guard made below is out from here (see `GuardLink`); the actor
+                    // may have taken charge meanwhile and let its address go.
+                    state.guards += 1;
+                    if state.keepalive.is_none() {
+                        state.keepalive = Some(actor.clone());
+                    }
                     if fixed.is_some() {
                         // A fixed lease needs the actor's timer: it takes charge now.
                         state.set(Mode::Actor);
@@ -259,8 +329,9 @@ impl Direct {
                     actor.do_send(Adopt(taken));
                 }
                 tracing::debug!(lock = %self.name, owner = owner.id(), "acquired directly");
-                let guard = LockGuard::new(actor, self.name.clone(), owner, hold, fixed, receiver);
-                Tried::Acquired(guard.with_token(token).with_direct(self.clone()))
+                let link: Arc<dyn GuardLink> = self.clone();
+                let guard = LockGuard::new(link, self.name.clone(), owner, hold, fixed, receiver);
+                Tried::Acquired(guard.with_token(token))
             }
             Ok((Some(_), _)) => {
                 // Held by another owner: the actor queues the caller from here on.
@@ -316,9 +387,9 @@ impl Direct {
     }
 
     /// Unlocks a hold taken out of the slot by [`take_for_unlock`](Self::take_for_unlock).
-    pub(crate) async fn unlock(
+    async fn unlock_directly(
         self: &Arc<Self>,
-        actor: &Addr<LockActor>,
+        actor: &Addr<A>,
         taken: DirectHold,
     ) -> Result<Released, LockError> {
         let Some(node) = self.node() else {
@@ -383,19 +454,62 @@ impl Direct {
     }
 }
 
+impl<A: LockActorApi> GuardLink for Direct<A> {
+    fn release(&self, owner: LockOwner, hold: u64) {
+        if let Some(actor) = self.count_back() {
+            actor.do_send(ReleaseHold { owner, hold });
+        }
+    }
+
+    fn unlock(self: Arc<Self>, owner: LockOwner, hold: u64) -> Reply<Released> {
+        let taken = self.take_for_unlock(hold);
+        let Some(actor) = self.count_back() else {
+            return Box::pin(async { Err(LockError::Shutdown) });
+        };
+        match taken {
+            // Straight to Redis: the hold is still on the fast path.
+            Some(taken) => Box::pin(async move { self.unlock_directly(&actor, taken).await }),
+            None => {
+                let request = actor.send(ReleaseHold { owner, hold });
+                Box::pin(async move { request.await.map_err(|_| LockError::Shutdown)? })
+            }
+        }
+    }
+
+    fn reenter(
+        &self,
+        owner: LockOwner,
+        lease: Option<Duration>,
+        wait: Duration,
+        fenced: bool,
+    ) -> Reply<LockGuard> {
+        let state = self.lock();
+        let Some(actor) = state.keepalive.as_ref() else {
+            return Box::pin(async { Err(LockError::Shutdown) });
+        };
+        if fenced {
+            let request = actor.send(AcquireFenced { owner, lease, wait });
+            Box::pin(async move { request.await.map_err(|_| LockError::Shutdown)? })
+        } else {
+            let request = actor.send(Acquire { owner, lease, wait });
+            Box::pin(async move { request.await.map_err(|_| LockError::Shutdown)? })
+        }
+    }
+}
+
 /// A fast-path call under way: if its future is dropped before Redis answered, the call
 /// may or may not have run, so the actor is told to settle it.
-struct Pending<'a> {
-    direct: &'a Direct,
-    actor: &'a Addr<LockActor>,
+struct Pending<'a, A: LockActorApi> {
+    direct: &'a Direct<A>,
+    actor: &'a Addr<A>,
     owner: LockOwner,
     /// The lease the call would have set (how long a stray hold could last).
     lease: Duration,
     armed: bool,
 }
 
-impl<'a> Pending<'a> {
-    fn new(direct: &'a Direct, actor: &'a Addr<LockActor>, owner: LockOwner) -> Self {
+impl<'a, A: LockActorApi> Pending<'a, A> {
+    fn new(direct: &'a Direct<A>, actor: &'a Addr<A>, owner: LockOwner) -> Self {
         Pending {
             direct,
             actor,
@@ -410,7 +524,7 @@ impl<'a> Pending<'a> {
     }
 }
 
-impl Drop for Pending<'_> {
+impl<A: LockActorApi> Drop for Pending<'_, A> {
     fn drop(&mut self) {
         if self.armed {
             {
@@ -431,18 +545,23 @@ impl Drop for Pending<'_> {
 /// (the registry only holds actors weakly: without it an idle actor stops after every
 /// unlock and the next acquire starts a new one on the actor thread). Per-owner kinds (the
 /// fair lock) keep nothing. A clone of the handle starts empty.
-#[derive(Default)]
-pub(crate) struct DirectCache(Mutex<Option<(Addr<LockActor>, Arc<Direct>)>>);
+pub(crate) struct DirectCache<A: Actor>(Mutex<Option<(Addr<A>, Arc<Direct<A>>)>>);
 
-impl Clone for DirectCache {
+impl<A: Actor> Default for DirectCache<A> {
+    fn default() -> Self {
+        DirectCache(Mutex::new(None))
+    }
+}
+
+impl<A: Actor> Clone for DirectCache<A> {
     fn clone(&self) -> Self {
         DirectCache::default()
     }
 }
 
-impl DirectCache {
+impl<A: Actor> DirectCache<A> {
     /// The kept actor and state, while the actor runs.
-    pub(crate) fn get(&self) -> Option<(Addr<LockActor>, Arc<Direct>)> {
+    pub(crate) fn get(&self) -> Option<(Addr<A>, Arc<Direct<A>>)> {
         let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
         kept.as_ref()
             .filter(|(actor, _)| actor.connected())
@@ -450,7 +569,7 @@ impl DirectCache {
     }
 
     /// Keeps `actor` and `direct` for the next call (unless the kind is per owner).
-    pub(crate) fn keep(&self, kind: LockKind, actor: &Addr<LockActor>, direct: &Arc<Direct>) {
+    pub(crate) fn keep(&self, kind: LockKind, actor: &Addr<A>, direct: &Arc<Direct<A>>) {
         if !kind.per_owner() {
             *self.0.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some((actor.clone(), direct.clone()));
@@ -507,6 +626,13 @@ fn tried(reply: redis::Value) -> Option<TryReply> {
         },
         _ => None,
     }
+}
+
+/// A hold taken on the fast path after the actor took charge: count it as ours.
+pub(crate) struct Adopt(pub(crate) DirectHold);
+
+impl Message for Adopt {
+    type Result = ();
 }
 
 /// Take the lock after a fast-path try: it found the lock held by another owner (the
