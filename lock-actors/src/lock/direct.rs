@@ -545,7 +545,10 @@ impl<A: LockActorApi> Drop for Pending<'_, A> {
 /// (the registry only holds actors weakly: without it an idle actor stops after every
 /// unlock and the next acquire starts a new one on the actor thread). Per-owner kinds (the
 /// fair lock) keep nothing. A clone of the handle starts empty.
-pub(crate) struct DirectCache<A: Actor>(Mutex<Option<(Addr<A>, Arc<Direct<A>>)>>);
+pub(crate) struct DirectCache<A: Actor>(Mutex<Option<Kept<A>>>);
+
+/// An actor's address and what it shares with fast-path callers.
+type Kept<A> = (Addr<A>, Arc<Direct<A>>);
 
 impl<A: Actor> Default for DirectCache<A> {
     fn default() -> Self {
@@ -561,7 +564,7 @@ impl<A: Actor> Clone for DirectCache<A> {
 
 impl<A: Actor> DirectCache<A> {
     /// The kept actor and state, while the actor runs.
-    pub(crate) fn get(&self) -> Option<(Addr<A>, Arc<Direct<A>>)> {
+    pub(crate) fn get(&self) -> Option<Kept<A>> {
         let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
         kept.as_ref()
             .filter(|(actor, _)| actor.connected())
