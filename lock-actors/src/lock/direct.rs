@@ -90,6 +90,9 @@ struct State<A: Actor> {
     keepalive: Option<Addr<A>>,
     /// Guards out (see [`GuardLink`]).
     guards: usize,
+    /// Fast-path calls in flight (see [`Pending`]): each may still have to tell the actor
+    /// of a doubt, even after the actor took charge meanwhile.
+    calls: usize,
 }
 
 impl<A: Actor> State<A> {
@@ -100,7 +103,7 @@ impl<A: Actor> State<A> {
 
     /// A caller acts directly or a guard is out: the actor's address must be kept.
     fn needs_actor(&self) -> bool {
-        !matches!(self.mode, Mode::Idle | Mode::Actor) || self.guards > 0
+        !matches!(self.mode, Mode::Idle | Mode::Actor) || self.guards > 0 || self.calls > 0
     }
 
     /// Lets the actor's address go once nobody needs it any more.
@@ -167,6 +170,7 @@ impl<A: LockActorApi> Direct<A> {
                 slot: None,
                 keepalive: None,
                 guards: 0,
+                calls: 0,
             }),
         }
     }
@@ -201,6 +205,13 @@ impl<A: LockActorApi> Direct<A> {
         }
     }
 
+    /// Counts a guard back whose last message needs no address (a direct unlock).
+    fn count_back_quietly(&self) {
+        let mut state = self.lock();
+        state.guards = state.guards.saturating_sub(1);
+        state.settle();
+    }
+
     /// For the actor: it is in charge now; takes the direct hold, if any, into its care.
     pub(crate) fn absorb(&self) -> Option<DirectHold> {
         let mut state = self.lock();
@@ -229,11 +240,13 @@ impl<A: LockActorApi> Direct<A> {
     }
 
     /// For a guard: takes its hold out of the slot to unlock it directly, if the hold is
-    /// there and nobody else acts.
+    /// there and nobody else acts. The unlock call counts as in flight from here: hand the
+    /// hold to [`Pending::new`] at once.
     pub(crate) fn take_for_unlock(&self, hold: u64) -> Option<DirectHold> {
         let mut state = self.lock();
         if state.mode == Mode::Held && state.slot.as_ref().is_some_and(|d| d.hold == hold) {
             state.set(Mode::Unlocking);
+            state.calls += 1; // settled by the `Pending` of the unlock
             state.slot.take()
         } else {
             None
@@ -253,8 +266,8 @@ impl<A: LockActorApi> Direct<A> {
     /// `None`; the hold stays on the fast path), or for a fixed lease (handed to the actor
     /// at once, which ends it when the lease runs out).
     ///
-    /// Takes the actor's address by value: a granted guard keeps it (an address clone
-    /// costs two allocations, on the hottest path there is).
+    /// Takes the actor's address by value: it is kept for the hold (see `State::keepalive`)
+    /// unless one is kept already, or given back for the actor to ask.
     pub(crate) async fn try_acquire(
         self: &Arc<Self>,
         actor: Addr<A>,
@@ -271,6 +284,7 @@ impl<A: LockActorApi> Direct<A> {
                 return Tried::AskActor;
             }
             state.set(Mode::Trying);
+            state.calls += 1; // settled by `pending` below
             if state.keepalive.is_none() {
                 state.keepalive = Some(actor.clone());
             }
@@ -278,7 +292,7 @@ impl<A: LockActorApi> Direct<A> {
         let lease = fixed.unwrap_or_else(|| self.watchdog_lease());
         let field = self.kind.field(node.owner_field(owner.id()));
         let lease_ms = lease.as_millis() as u64;
-        let mut pending = Pending::new(self, &actor, owner);
+        let mut pending = Pending::new(self.clone(), owner);
         pending.lease = lease;
         let sent = Instant::now();
         let reply = self.try_once(&node, &field, lease_ms, fenced).await;
@@ -387,12 +401,16 @@ impl<A: LockActorApi> Direct<A> {
     }
 
     /// Unlocks a hold taken out of the slot by [`take_for_unlock`](Self::take_for_unlock).
+    ///
+    /// `pending` stands for this call (counted in flight by `take_for_unlock`): while it
+    /// is, the actor's address stays kept, so no copy of it is made for the common case.
     async fn unlock_directly(
         self: &Arc<Self>,
-        actor: &Addr<A>,
+        mut pending: Pending<A>,
         taken: DirectHold,
     ) -> Result<Released, LockError> {
         let Some(node) = self.node() else {
+            pending.settled();
             // As the actor would say: after shutdown nothing is released (the hold expires
             // at its lease), whether or not the connection is still open for a moment.
             return Err(LockError::Shutdown);
@@ -410,13 +428,17 @@ impl<A: LockActorApi> Direct<A> {
             lease.as_millis() as u64,
             node.commands.pubsub,
         );
-        let mut pending = Pending::new(self, actor, owner);
         let reply = node
             .commands
             .clone()
             .eval::<Option<i64>>(call, self.name.clone())
             .await;
         drop(node);
+        // Kept while the call is in flight: a copy for the replies that need the actor.
+        let actor = match reply {
+            Ok(_) => None,
+            Err(_) => self.lock().keepalive.clone(),
+        };
         pending.settled();
         match reply {
             Ok(Some(_)) => {
@@ -442,12 +464,15 @@ impl<A: LockActorApi> Direct<A> {
                     lease,
                     error,
                 };
+                let actor = actor.ok_or(LockError::Shutdown)?;
                 actor.send(settle).await.map_err(|_| LockError::Shutdown)?
             }
             Err(error) => {
                 taken.status.send_replace(HoldStatus::Released);
                 self.shift(Mode::Unlocking, Mode::Actor);
-                actor.do_send(Doubt { owner, lease });
+                if let Some(actor) = actor {
+                    actor.do_send(Doubt { owner, lease });
+                }
                 Err(error)
             }
         }
@@ -462,18 +487,17 @@ impl<A: LockActorApi> GuardLink for Direct<A> {
     }
 
     fn unlock(self: Arc<Self>, owner: LockOwner, hold: u64) -> Reply<Released> {
-        let taken = self.take_for_unlock(hold);
+        if let Some(taken) = self.take_for_unlock(hold) {
+            // Straight to Redis: the hold is still on the fast path.
+            let pending = Pending::new(self.clone(), owner);
+            self.count_back_quietly();
+            return Box::pin(async move { self.unlock_directly(pending, taken).await });
+        }
         let Some(actor) = self.count_back() else {
             return Box::pin(async { Err(LockError::Shutdown) });
         };
-        match taken {
-            // Straight to Redis: the hold is still on the fast path.
-            Some(taken) => Box::pin(async move { self.unlock_directly(&actor, taken).await }),
-            None => {
-                let request = actor.send(ReleaseHold { owner, hold });
-                Box::pin(async move { request.await.map_err(|_| LockError::Shutdown)? })
-            }
-        }
+        let request = actor.send(ReleaseHold { owner, hold });
+        Box::pin(async move { request.await.map_err(|_| LockError::Shutdown)? })
     }
 
     fn reenter(
@@ -499,44 +523,54 @@ impl<A: LockActorApi> GuardLink for Direct<A> {
 
 /// A fast-path call under way: if its future is dropped before Redis answered, the call
 /// may or may not have run, so the actor is told to settle it.
-struct Pending<'a, A: LockActorApi> {
-    direct: &'a Direct<A>,
-    actor: &'a Addr<A>,
+struct Pending<A: LockActorApi> {
+    direct: Arc<Direct<A>>,
     owner: LockOwner,
     /// The lease the call would have set (how long a stray hold could last).
     lease: Duration,
     armed: bool,
 }
 
-impl<'a, A: LockActorApi> Pending<'a, A> {
-    fn new(direct: &'a Direct<A>, actor: &'a Addr<A>, owner: LockOwner) -> Self {
+impl<A: LockActorApi> Pending<A> {
+    /// Stands for a call already counted in flight (`calls`) under the state's lock.
+    fn new(direct: Arc<Direct<A>>, owner: LockOwner) -> Self {
+        let lease = direct.watchdog_lease();
         Pending {
             direct,
-            actor,
             owner,
-            lease: direct.watchdog_lease(),
+            lease,
             armed: true,
         }
     }
 
+    /// The call got its answer: it no longer counts as in flight.
     fn settled(&mut self) {
-        self.armed = false;
+        if self.armed {
+            self.armed = false;
+            let mut state = self.direct.lock();
+            state.calls = state.calls.saturating_sub(1);
+            state.settle();
+        }
     }
 }
 
-impl<A: LockActorApi> Drop for Pending<'_, A> {
+impl<A: LockActorApi> Drop for Pending<A> {
     fn drop(&mut self) {
         if self.armed {
-            {
-                let mut state = self.direct.lock();
-                if matches!(state.mode, Mode::Trying | Mode::Unlocking) {
-                    state.set(Mode::Actor);
-                }
+            let mut state = self.direct.lock();
+            // Kept while the call counts as in flight.
+            if let Some(actor) = &state.keepalive {
+                actor.do_send(Doubt {
+                    owner: self.owner,
+                    lease: self.lease,
+                });
             }
-            self.actor.do_send(Doubt {
-                owner: self.owner,
-                lease: self.lease,
-            });
+            state.calls = state.calls.saturating_sub(1);
+            if matches!(state.mode, Mode::Trying | Mode::Unlocking) {
+                state.set(Mode::Actor);
+            } else {
+                state.settle();
+            }
         }
     }
 }
