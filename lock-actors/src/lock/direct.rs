@@ -266,8 +266,8 @@ impl<A: LockActorApi> Direct<A> {
     /// `None`; the hold stays on the fast path), or for a fixed lease (handed to the actor
     /// at once, which ends it when the lease runs out).
     ///
-    /// Takes the actor's address by value: it is kept for the hold (see `State::keepalive`)
-    /// unless one is kept already, or given back for the actor to ask.
+    /// Takes the actor's address by value: it becomes the kept one (see `State::keepalive`)
+    /// unless one is kept already, so a fast acquire copies no address.
     pub(crate) async fn try_acquire(
         self: &Arc<Self>,
         actor: Addr<A>,
@@ -278,6 +278,7 @@ impl<A: LockActorApi> Direct<A> {
         let Some(node) = self.node() else {
             return Tried::AskActor; // the actor says Shutdown
         };
+        let mut own = Some(actor);
         {
             let mut state = self.lock();
             if state.mode != Mode::Idle {
@@ -286,7 +287,7 @@ impl<A: LockActorApi> Direct<A> {
             state.set(Mode::Trying);
             state.calls += 1; // settled by `pending` below
             if state.keepalive.is_none() {
-                state.keepalive = Some(actor.clone());
+                state.keepalive = own.take();
             }
         }
         let lease = fixed.unwrap_or_else(|| self.watchdog_lease());
@@ -296,19 +297,31 @@ impl<A: LockActorApi> Direct<A> {
         pending.lease = lease;
         let sent = Instant::now();
         let reply = self.try_once(&node, &field, lease_ms, fenced).await;
+        // The kept address is there while the call counts as in flight: take from it what
+        // the outcome needs. A grant's guard is out from here (see `GuardLink`).
+        let (actor, weak) = {
+            let mut state = self.lock();
+            if matches!(reply, Ok((None, _))) {
+                state.guards += 1;
+                (None, state.keepalive.as_ref().map(Addr::downgrade))
+            } else {
+                (own.or_else(|| state.keepalive.clone()), None)
+            }
+        };
         pending.settled();
         drop(pending);
         match reply {
             Ok((None, token)) => {
-                let watch_id = fixed.is_none().then(|| {
-                    self.watchdog.register(
+                let watch_id = match (fixed, weak) {
+                    (None, Some(weak)) => Some(self.watchdog.register(
                         self.kind,
                         self.name.clone(),
                         owner,
-                        actor.downgrade(),
+                        weak,
                         sent + lease,
-                    )
-                });
+                    )),
+                    _ => None,
+                };
                 let hold = self.next_hold();
                 let (status, receiver) = StatusSender::held();
                 let taken = DirectHold {
@@ -319,15 +332,9 @@ impl<A: LockActorApi> Direct<A> {
                     lease: fixed,
                     sent,
                 };
-                let handed_over = {
+                {
                     let mut state = self.lock();
-                    // The guard made below is out from here (see `GuardLink`); the actor
-                    // may have taken charge meanwhile and let its address go.
-                    state.guards += 1;
-                    if state.keepalive.is_none() {
-                        state.keepalive = Some(actor.clone());
-                    }
-                    if fixed.is_some() {
+                    let handed_over = if fixed.is_some() {
                         // A fixed lease needs the actor's timer: it takes charge now.
                         state.set(Mode::Actor);
                         Some(taken)
@@ -337,10 +344,11 @@ impl<A: LockActorApi> Direct<A> {
                         None
                     } else {
                         Some(taken) // the actor took charge meanwhile: it adopts the hold
+                    };
+                    // Kept: the guard counted above is out.
+                    if let (Some(taken), Some(actor)) = (handed_over, &state.keepalive) {
+                        actor.do_send(Adopt(taken));
                     }
-                };
-                if let Some(taken) = handed_over {
-                    actor.do_send(Adopt(taken));
                 }
                 tracing::debug!(lock = %self.name, owner = owner.id(), "acquired directly");
                 let link: Arc<dyn GuardLink> = self.clone();
@@ -350,18 +358,28 @@ impl<A: LockActorApi> Direct<A> {
             Ok((Some(_), _)) => {
                 // Held by another owner: the actor queues the caller from here on.
                 self.shift(Mode::Trying, Mode::Actor);
-                Tried::Busy(actor)
+                match actor {
+                    Some(actor) => Tried::Busy(actor),
+                    None => Tried::AskActor, // never: it was kept while the call was out
+                }
             }
             Err(error @ LockError::Unavailable { .. }) => {
                 self.shift(Mode::Trying, Mode::Actor);
-                actor.do_send(Doubt { owner, lease });
-                Tried::Failed(error, actor)
+                match actor {
+                    Some(actor) => {
+                        actor.do_send(Doubt { owner, lease });
+                        Tried::Failed(error, actor)
+                    }
+                    None => Tried::Error(error), // never, as above
+                }
             }
             Err(error @ LockError::NotReplicated { .. }) => {
                 // Taken in Redis but not on enough replicas: the actor's reconcile finds
                 // the hold it does not count, and gives it back.
                 self.shift(Mode::Trying, Mode::Actor);
-                actor.do_send(Doubt { owner, lease });
+                if let Some(actor) = actor {
+                    actor.do_send(Doubt { owner, lease });
+                }
                 Tried::Error(error)
             }
             Err(error) => {
