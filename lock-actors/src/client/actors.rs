@@ -63,7 +63,7 @@ impl NodeActors {
         kind: LockKind,
         name: &LockName,
         owner: Option<LockOwner>,
-    ) -> (Addr<LockActor>, Arc<Direct>) {
+    ) -> (Addr<LockActor>, Arc<Direct<LockActor>>) {
         self.locks.get_or_start(actor_key(kind, name, owner), |id| {
             let node = self.node.clone();
             let registry = self.locks.clone();

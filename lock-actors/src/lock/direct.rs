@@ -17,19 +17,45 @@
 //! is handed to the actor as a doubt, which it settles with Redis by reconciling (see
 //! `LockActor::doubt`): nothing is ever left in Redis that nobody counts.
 
-use super::actor::Adopt;
-use super::guard::{HoldStatus, StatusSender};
+use super::guard::{GuardLink, HoldStatus, ReleaseHold, Reply, StatusSender};
 use super::kind::LockKind;
-use super::watch::WatchRegistry;
-use super::{LockActor, LockGuard, LockOwner, Released};
+use super::watch::{HoldLost, WatchRegistry};
+use super::{Acquire, AcquireFenced, LockGuard, LockOwner, Released};
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::node::{Commands, Node};
 use crate::script::ScriptCall;
-use actix::{Addr, Message};
+use actix::{Actor, Addr, Context, Handler, Message};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
+
+/// What the lock actor answers, as the fast path and the guards need it. `Direct` is
+/// generic over it so that this module (below the actor, which builds `Direct`) does not
+/// name the actor; the one actor that has all of it is `LockActor`.
+pub(crate) trait LockActorApi:
+    Actor<Context = Context<Self>>
+    + Handler<Adopt>
+    + Handler<Doubt>
+    + Handler<SettleUnlock>
+    + Handler<ReleaseHold>
+    + Handler<Acquire>
+    + Handler<AcquireFenced>
+    + Handler<HoldLost>
+{
+}
+
+impl<A> LockActorApi for A where
+    A: Actor<Context = Context<A>>
+        + Handler<Adopt>
+        + Handler<Doubt>
+        + Handler<SettleUnlock>
+        + Handler<ReleaseHold>
+        + Handler<Acquire>
+        + Handler<AcquireFenced>
+        + Handler<HoldLost>
+{
+}
 
 /// Who may act on a lock right now (see the module docs).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,60 +79,76 @@ pub(crate) struct DirectHold {
     pub(crate) sent: Instant,
 }
 
-struct State {
+struct State<A: Actor> {
     mode: Mode,
     slot: Option<DirectHold>,
     /// The actor's address while a caller acts directly (`Trying`, `Held`, `Unlocking`):
     /// the actor does not know of that hold, so this keeps it alive for the messages
-    /// about it (a dropped guard's release, a doubt). Cleared whenever the mode leaves
-    /// those three, which also breaks the cycle actor -> `Direct` -> actor.
-    keepalive: Option<Addr<LockActor>>,
+    /// about it (a doubt); and while any guard is out (`guards`), so that a guard's
+    /// release, unlock or re-entry reaches it (a guard keeps its lock's actor alive).
+    /// Cleared when neither holds, which also breaks the cycle actor -> `Direct` -> actor.
+    keepalive: Option<Addr<A>>,
+    /// Guards out (see [`GuardLink`]).
+    guards: usize,
+    /// Fast-path calls in flight (see [`Pending`]): each may still have to tell the actor
+    /// of a doubt, even after the actor took charge meanwhile.
+    calls: usize,
 }
 
-impl State {
+impl<A: Actor> State<A> {
     fn set(&mut self, mode: Mode) {
         self.mode = mode;
-        if matches!(mode, Mode::Idle | Mode::Actor) {
+        self.settle();
+    }
+
+    /// A caller acts directly or a guard is out: the actor's address must be kept.
+    fn needs_actor(&self) -> bool {
+        !matches!(self.mode, Mode::Idle | Mode::Actor) || self.guards > 0 || self.calls > 0
+    }
+
+    /// Lets the actor's address go once nobody needs it any more.
+    fn settle(&mut self) {
+        if !self.needs_actor() {
             self.keepalive = None;
         }
     }
 }
 
 /// What a lock's actor and its callers share (one per actor).
-pub(crate) struct Direct {
+pub(crate) struct Direct<A: Actor> {
     /// Weak: a guard keeps its `Direct`, and must not keep a stopped client's node (and
     /// with it the node's connections) alive.
     node: Weak<Node>,
     /// The node's watchdog lease, kept here for the hot path.
     watchdog_lease: Duration,
     /// The node's watch list: a watchdog-leased hold taken here goes on it.
-    pub(crate) watchdog: Arc<WatchRegistry<LockActor>>,
+    pub(crate) watchdog: Arc<WatchRegistry<A>>,
     kind: LockKind,
     name: LockName,
     /// Hold ids, drawn by the actor and by fast-path callers alike.
     next_hold: AtomicU64,
-    state: Mutex<State>,
+    state: Mutex<State<A>>,
 }
 
 /// How a fast-path acquire ended.
-pub(crate) enum Tried {
+pub(crate) enum Tried<A: Actor> {
     /// Taken: here is the guard.
     Acquired(LockGuard),
     /// Not tried: someone else is acting. Ask the actor.
     AskActor,
     /// Held by another owner (a first try is done): ask the actor (given back) to wait for it.
-    Busy(Addr<LockActor>),
+    Busy(Addr<A>),
     /// Redis did not answer: the actor (given back) settles whether it ran; ask it, carrying
     /// the error.
-    Failed(LockError, Addr<LockActor>),
+    Failed(LockError, Addr<A>),
     /// A definite error (wrong key type, say): report it.
     Error(LockError),
 }
 
-impl Direct {
+impl<A: LockActorApi> Direct<A> {
     pub(crate) fn new(
         node: &Arc<Node>,
-        watchdog: Arc<WatchRegistry<LockActor>>,
+        watchdog: Arc<WatchRegistry<A>>,
         kind: LockKind,
         name: LockName,
     ) -> Self {
@@ -127,16 +169,47 @@ impl Direct {
                 mode,
                 slot: None,
                 keepalive: None,
+                guards: 0,
+                calls: 0,
             }),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State> {
+    fn lock(&self) -> MutexGuard<'_, State<A>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     pub(crate) fn next_hold(&self) -> u64 {
         self.next_hold.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Counts a guard out (see [`GuardLink`]): the actor's address is kept from now until
+    /// the last guard is counted back. `actor` is asked only when none is kept yet.
+    pub(crate) fn hand_out(&self, actor: impl FnOnce() -> Addr<A>) {
+        let mut state = self.lock();
+        state.guards += 1;
+        if state.keepalive.is_none() {
+            state.keepalive = Some(actor());
+        }
+    }
+
+    /// Counts a guard back and returns the actor's address for its last message: the kept
+    /// one itself when that was the last guard and no caller acts directly, else a copy.
+    fn count_back(&self) -> Option<Addr<A>> {
+        let mut state = self.lock();
+        state.guards = state.guards.saturating_sub(1);
+        if state.needs_actor() {
+            state.keepalive.clone()
+        } else {
+            state.keepalive.take()
+        }
+    }
+
+    /// Counts a guard back whose last message needs no address (a direct unlock).
+    fn count_back_quietly(&self) {
+        let mut state = self.lock();
+        state.guards = state.guards.saturating_sub(1);
+        state.settle();
     }
 
     /// For the actor: it is in charge now; takes the direct hold, if any, into its care.
@@ -167,11 +240,13 @@ impl Direct {
     }
 
     /// For a guard: takes its hold out of the slot to unlock it directly, if the hold is
-    /// there and nobody else acts.
+    /// there and nobody else acts. The unlock call counts as in flight from here: hand the
+    /// hold to [`Pending::new`] at once.
     pub(crate) fn take_for_unlock(&self, hold: u64) -> Option<DirectHold> {
         let mut state = self.lock();
         if state.mode == Mode::Held && state.slot.as_ref().is_some_and(|d| d.hold == hold) {
             state.set(Mode::Unlocking);
+            state.calls += 1; // settled by the `Pending` of the unlock
             state.slot.take()
         } else {
             None
@@ -191,46 +266,62 @@ impl Direct {
     /// `None`; the hold stays on the fast path), or for a fixed lease (handed to the actor
     /// at once, which ends it when the lease runs out).
     ///
-    /// Takes the actor's address by value: a granted guard keeps it (an address clone
-    /// costs two allocations, on the hottest path there is).
+    /// Takes the actor's address by value: it becomes the kept one (see `State::keepalive`)
+    /// unless one is kept already, so a fast acquire copies no address.
     pub(crate) async fn try_acquire(
         self: &Arc<Self>,
-        actor: Addr<LockActor>,
+        actor: Addr<A>,
         owner: LockOwner,
         fenced: bool,
         fixed: Option<Duration>,
-    ) -> Tried {
+    ) -> Tried<A> {
         let Some(node) = self.node() else {
             return Tried::AskActor; // the actor says Shutdown
         };
+        let mut own = Some(actor);
         {
             let mut state = self.lock();
             if state.mode != Mode::Idle {
                 return Tried::AskActor;
             }
             state.set(Mode::Trying);
-            state.keepalive = Some(actor.clone());
+            state.calls += 1; // settled by `pending` below
+            if state.keepalive.is_none() {
+                state.keepalive = own.take();
+            }
         }
         let lease = fixed.unwrap_or_else(|| self.watchdog_lease());
         let field = self.kind.field(node.owner_field(owner.id()));
         let lease_ms = lease.as_millis() as u64;
-        let mut pending = Pending::new(self, &actor, owner);
+        let mut pending = Pending::new(self.clone(), owner);
         pending.lease = lease;
         let sent = Instant::now();
         let reply = self.try_once(&node, &field, lease_ms, fenced).await;
+        // The kept address is there while the call counts as in flight: take from it what
+        // the outcome needs. A grant's guard is out from here (see `GuardLink`).
+        let (actor, weak) = {
+            let mut state = self.lock();
+            if matches!(reply, Ok((None, _))) {
+                state.guards += 1;
+                (None, state.keepalive.as_ref().map(Addr::downgrade))
+            } else {
+                (own.or_else(|| state.keepalive.clone()), None)
+            }
+        };
         pending.settled();
         drop(pending);
         match reply {
             Ok((None, token)) => {
-                let watch_id = fixed.is_none().then(|| {
-                    self.watchdog.register(
+                let watch_id = match (fixed, weak) {
+                    (None, Some(weak)) => Some(self.watchdog.register(
                         self.kind,
                         self.name.clone(),
                         owner,
-                        actor.downgrade(),
+                        weak,
                         sent + lease,
-                    )
-                });
+                    )),
+                    _ => None,
+                };
                 let hold = self.next_hold();
                 let (status, receiver) = StatusSender::held();
                 let taken = DirectHold {
@@ -241,9 +332,9 @@ impl Direct {
                     lease: fixed,
                     sent,
                 };
-                let handed_over = {
+                {
                     let mut state = self.lock();
-                    if fixed.is_some() {
+                    let handed_over = if fixed.is_some() {
                         // A fixed lease needs the actor's timer: it takes charge now.
                         state.set(Mode::Actor);
                         Some(taken)
@@ -253,30 +344,42 @@ impl Direct {
                         None
                     } else {
                         Some(taken) // the actor took charge meanwhile: it adopts the hold
+                    };
+                    // Kept: the guard counted above is out.
+                    if let (Some(taken), Some(actor)) = (handed_over, &state.keepalive) {
+                        actor.do_send(Adopt(taken));
                     }
-                };
-                if let Some(taken) = handed_over {
-                    actor.do_send(Adopt(taken));
                 }
                 tracing::debug!(lock = %self.name, owner = owner.id(), "acquired directly");
-                let guard = LockGuard::new(actor, self.name.clone(), owner, hold, fixed, receiver);
-                Tried::Acquired(guard.with_token(token).with_direct(self.clone()))
+                let link: Arc<dyn GuardLink> = self.clone();
+                let guard = LockGuard::new(link, self.name.clone(), owner, hold, fixed, receiver);
+                Tried::Acquired(guard.with_token(token))
             }
             Ok((Some(_), _)) => {
                 // Held by another owner: the actor queues the caller from here on.
                 self.shift(Mode::Trying, Mode::Actor);
-                Tried::Busy(actor)
+                match actor {
+                    Some(actor) => Tried::Busy(actor),
+                    None => Tried::AskActor, // never: it was kept while the call was out
+                }
             }
             Err(error @ LockError::Unavailable { .. }) => {
                 self.shift(Mode::Trying, Mode::Actor);
-                actor.do_send(Doubt { owner, lease });
-                Tried::Failed(error, actor)
+                match actor {
+                    Some(actor) => {
+                        actor.do_send(Doubt { owner, lease });
+                        Tried::Failed(error, actor)
+                    }
+                    None => Tried::Error(error), // never, as above
+                }
             }
             Err(error @ LockError::NotReplicated { .. }) => {
                 // Taken in Redis but not on enough replicas: the actor's reconcile finds
                 // the hold it does not count, and gives it back.
                 self.shift(Mode::Trying, Mode::Actor);
-                actor.do_send(Doubt { owner, lease });
+                if let Some(actor) = actor {
+                    actor.do_send(Doubt { owner, lease });
+                }
                 Tried::Error(error)
             }
             Err(error) => {
@@ -316,12 +419,16 @@ impl Direct {
     }
 
     /// Unlocks a hold taken out of the slot by [`take_for_unlock`](Self::take_for_unlock).
-    pub(crate) async fn unlock(
+    ///
+    /// `pending` stands for this call (counted in flight by `take_for_unlock`): while it
+    /// is, the actor's address stays kept, so no copy of it is made for the common case.
+    async fn unlock_directly(
         self: &Arc<Self>,
-        actor: &Addr<LockActor>,
+        mut pending: Pending<A>,
         taken: DirectHold,
     ) -> Result<Released, LockError> {
         let Some(node) = self.node() else {
+            pending.settled();
             // As the actor would say: after shutdown nothing is released (the hold expires
             // at its lease), whether or not the connection is still open for a moment.
             return Err(LockError::Shutdown);
@@ -339,13 +446,17 @@ impl Direct {
             lease.as_millis() as u64,
             node.commands.pubsub,
         );
-        let mut pending = Pending::new(self, actor, owner);
         let reply = node
             .commands
             .clone()
             .eval::<Option<i64>>(call, self.name.clone())
             .await;
         drop(node);
+        // Kept while the call is in flight: a copy for the replies that need the actor.
+        let actor = match reply {
+            Ok(_) => None,
+            Err(_) => self.lock().keepalive.clone(),
+        };
         pending.settled();
         match reply {
             Ok(Some(_)) => {
@@ -371,58 +482,113 @@ impl Direct {
                     lease,
                     error,
                 };
+                let actor = actor.ok_or(LockError::Shutdown)?;
                 actor.send(settle).await.map_err(|_| LockError::Shutdown)?
             }
             Err(error) => {
                 taken.status.send_replace(HoldStatus::Released);
                 self.shift(Mode::Unlocking, Mode::Actor);
-                actor.do_send(Doubt { owner, lease });
+                if let Some(actor) = actor {
+                    actor.do_send(Doubt { owner, lease });
+                }
                 Err(error)
             }
         }
     }
 }
 
+impl<A: LockActorApi> GuardLink for Direct<A> {
+    fn release(&self, owner: LockOwner, hold: u64) {
+        if let Some(actor) = self.count_back() {
+            actor.do_send(ReleaseHold { owner, hold });
+        }
+    }
+
+    fn unlock(self: Arc<Self>, owner: LockOwner, hold: u64) -> Reply<Released> {
+        if let Some(taken) = self.take_for_unlock(hold) {
+            // Straight to Redis: the hold is still on the fast path.
+            let pending = Pending::new(self.clone(), owner);
+            self.count_back_quietly();
+            return Box::pin(async move { self.unlock_directly(pending, taken).await });
+        }
+        let Some(actor) = self.count_back() else {
+            return Box::pin(async { Err(LockError::Shutdown) });
+        };
+        let request = actor.send(ReleaseHold { owner, hold });
+        Box::pin(async move { request.await.map_err(|_| LockError::Shutdown)? })
+    }
+
+    fn reenter(
+        &self,
+        owner: LockOwner,
+        lease: Option<Duration>,
+        wait: Duration,
+        fenced: bool,
+    ) -> Reply<LockGuard> {
+        let state = self.lock();
+        let Some(actor) = state.keepalive.as_ref() else {
+            return Box::pin(async { Err(LockError::Shutdown) });
+        };
+        if fenced {
+            let request = actor.send(AcquireFenced { owner, lease, wait });
+            Box::pin(async move { request.await.map_err(|_| LockError::Shutdown)? })
+        } else {
+            let request = actor.send(Acquire { owner, lease, wait });
+            Box::pin(async move { request.await.map_err(|_| LockError::Shutdown)? })
+        }
+    }
+}
+
 /// A fast-path call under way: if its future is dropped before Redis answered, the call
 /// may or may not have run, so the actor is told to settle it.
-struct Pending<'a> {
-    direct: &'a Direct,
-    actor: &'a Addr<LockActor>,
+struct Pending<A: LockActorApi> {
+    direct: Arc<Direct<A>>,
     owner: LockOwner,
     /// The lease the call would have set (how long a stray hold could last).
     lease: Duration,
     armed: bool,
 }
 
-impl<'a> Pending<'a> {
-    fn new(direct: &'a Direct, actor: &'a Addr<LockActor>, owner: LockOwner) -> Self {
+impl<A: LockActorApi> Pending<A> {
+    /// Stands for a call already counted in flight (`calls`) under the state's lock.
+    fn new(direct: Arc<Direct<A>>, owner: LockOwner) -> Self {
+        let lease = direct.watchdog_lease();
         Pending {
             direct,
-            actor,
             owner,
-            lease: direct.watchdog_lease(),
+            lease,
             armed: true,
         }
     }
 
+    /// The call got its answer: it no longer counts as in flight.
     fn settled(&mut self) {
-        self.armed = false;
+        if self.armed {
+            self.armed = false;
+            let mut state = self.direct.lock();
+            state.calls = state.calls.saturating_sub(1);
+            state.settle();
+        }
     }
 }
 
-impl Drop for Pending<'_> {
+impl<A: LockActorApi> Drop for Pending<A> {
     fn drop(&mut self) {
         if self.armed {
-            {
-                let mut state = self.direct.lock();
-                if matches!(state.mode, Mode::Trying | Mode::Unlocking) {
-                    state.set(Mode::Actor);
-                }
+            let mut state = self.direct.lock();
+            // Kept while the call counts as in flight.
+            if let Some(actor) = &state.keepalive {
+                actor.do_send(Doubt {
+                    owner: self.owner,
+                    lease: self.lease,
+                });
             }
-            self.actor.do_send(Doubt {
-                owner: self.owner,
-                lease: self.lease,
-            });
+            state.calls = state.calls.saturating_sub(1);
+            if matches!(state.mode, Mode::Trying | Mode::Unlocking) {
+                state.set(Mode::Actor);
+            } else {
+                state.settle();
+            }
         }
     }
 }
@@ -431,18 +597,26 @@ impl Drop for Pending<'_> {
 /// (the registry only holds actors weakly: without it an idle actor stops after every
 /// unlock and the next acquire starts a new one on the actor thread). Per-owner kinds (the
 /// fair lock) keep nothing. A clone of the handle starts empty.
-#[derive(Default)]
-pub(crate) struct DirectCache(Mutex<Option<(Addr<LockActor>, Arc<Direct>)>>);
+pub(crate) struct DirectCache<A: Actor>(Mutex<Option<Kept<A>>>);
 
-impl Clone for DirectCache {
+/// An actor's address and what it shares with fast-path callers.
+type Kept<A> = (Addr<A>, Arc<Direct<A>>);
+
+impl<A: Actor> Default for DirectCache<A> {
+    fn default() -> Self {
+        DirectCache(Mutex::new(None))
+    }
+}
+
+impl<A: Actor> Clone for DirectCache<A> {
     fn clone(&self) -> Self {
         DirectCache::default()
     }
 }
 
-impl DirectCache {
+impl<A: Actor> DirectCache<A> {
     /// The kept actor and state, while the actor runs.
-    pub(crate) fn get(&self) -> Option<(Addr<LockActor>, Arc<Direct>)> {
+    pub(crate) fn get(&self) -> Option<Kept<A>> {
         let kept = self.0.lock().unwrap_or_else(|p| p.into_inner());
         kept.as_ref()
             .filter(|(actor, _)| actor.connected())
@@ -450,7 +624,7 @@ impl DirectCache {
     }
 
     /// Keeps `actor` and `direct` for the next call (unless the kind is per owner).
-    pub(crate) fn keep(&self, kind: LockKind, actor: &Addr<LockActor>, direct: &Arc<Direct>) {
+    pub(crate) fn keep(&self, kind: LockKind, actor: &Addr<A>, direct: &Arc<Direct<A>>) {
         if !kind.per_owner() {
             *self.0.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some((actor.clone(), direct.clone()));
@@ -507,6 +681,13 @@ fn tried(reply: redis::Value) -> Option<TryReply> {
         },
         _ => None,
     }
+}
+
+/// A hold taken on the fast path after the actor took charge: count it as ours.
+pub(crate) struct Adopt(pub(crate) DirectHold);
+
+impl Message for Adopt {
+    type Result = ();
 }
 
 /// Take the lock after a fast-path try: it found the lock held by another owner (the

@@ -1,9 +1,8 @@
-use super::direct::Direct;
-use super::{Acquire, AcquireFenced, LockActor, LockOwner, Released};
+use super::{LockOwner, Released};
 use crate::error::LockError;
 use crate::keys::LockName;
-use actix::Addr;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,7 +35,8 @@ use tokio::sync::Notify;
 /// ```
 #[must_use = "dropping the guard releases the lock at once; keep it for as long as the work needs the lock"]
 pub struct LockGuard {
-    actor: Addr<LockActor>,
+    /// The lock's actor side (see [`GuardLink`]): one per actor, shared by its guards.
+    link: Arc<dyn GuardLink>,
     name: LockName,
     owner: LockOwner,
     hold: u64,
@@ -44,13 +44,38 @@ pub struct LockGuard {
     status: StatusReceiver,
     released: bool,
     token: Option<u64>,
-    /// Set for a hold taken on the fast path: its unlock may go straight to Redis too.
-    direct: Option<Arc<Direct>>,
 }
 
+/// What a guard asks of its lock's actor side, without naming the actor (which builds the
+/// guards): the lock's state shared with fast-path callers implements it, one per actor,
+/// so a guard's link costs no allocation per hold.
+///
+/// Whoever makes a guard first counts it out with the link (the link keeps the actor's
+/// address while any guard is out); every guard then calls exactly one of
+/// [`release`](GuardLink::release) and [`unlock`](GuardLink::unlock), which count it back.
+pub(crate) trait GuardLink: Send + Sync {
+    /// Releases the hold in the background (its guard was dropped).
+    fn release(&self, owner: LockOwner, hold: u64);
+    /// Releases the hold and reports how it went: straight to Redis for a hold still on
+    /// the fast path, else through the actor. The release is on its way on return.
+    fn unlock(self: Arc<Self>, owner: LockOwner, hold: u64) -> Reply<Released>;
+    /// Takes the lock again for `owner` (a nested hold), as an acquire of the actor would.
+    fn reenter(
+        &self,
+        owner: LockOwner,
+        lease: Option<Duration>,
+        wait: Duration,
+        fenced: bool,
+    ) -> Reply<LockGuard>;
+}
+
+/// A reply a [`GuardLink`] is about to give.
+pub(crate) type Reply<T> = Pin<Box<dyn Future<Output = Result<T, LockError>> + Send>>;
+
 impl LockGuard {
+    /// A guard for `hold`; the caller has counted it out with `link` (see [`GuardLink`]).
     pub(crate) fn new(
-        actor: Addr<LockActor>,
+        link: Arc<dyn GuardLink>,
         name: LockName,
         owner: LockOwner,
         hold: u64,
@@ -58,7 +83,7 @@ impl LockGuard {
         status: StatusReceiver,
     ) -> Self {
         LockGuard {
-            actor,
+            link,
             name,
             owner,
             hold,
@@ -66,17 +91,11 @@ impl LockGuard {
             status,
             released: false,
             token: None,
-            direct: None,
         }
     }
 
     pub(crate) fn with_token(mut self, token: Option<u64>) -> Self {
         self.token = token;
-        self
-    }
-
-    pub(crate) fn with_direct(mut self, direct: Arc<Direct>) -> Self {
-        self.direct = Some(direct);
         self
     }
 
@@ -141,16 +160,7 @@ impl LockGuard {
     /// ```
     pub async fn unlock(mut self) -> Result<Released, LockError> {
         self.released = true;
-        if let Some(direct) = self.direct.take() {
-            if let Some(taken) = direct.take_for_unlock(self.hold) {
-                return direct.unlock(&self.actor, taken).await;
-            }
-        }
-        let request = self.actor.send(ReleaseHold {
-            owner: self.owner,
-            hold: self.hold,
-        });
-        request.await.map_err(|_| LockError::Shutdown)?
+        self.link.clone().unlock(self.owner, self.hold).await
     }
 
     /// Takes the lock again for the same owner (a nested hold), with this guard's lease kind.
@@ -166,13 +176,10 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub async fn reenter(&self, wait: Duration) -> Result<LockGuard, LockError> {
-        let (owner, lease) = (self.owner, self.lease);
-        let reply = if self.token.is_some() {
-            self.actor.send(AcquireFenced { owner, lease, wait }).await
-        } else {
-            self.actor.send(Acquire { owner, lease, wait }).await
-        };
-        reply.map_err(|_| LockError::Shutdown)?
+        let fenced = self.token.is_some();
+        self.link
+            .reenter(self.owner, self.lease, wait, fenced)
+            .await
     }
 
     /// Resolves when the lock is lost while this guard holds it. It also resolves when the
@@ -220,10 +227,7 @@ impl std::fmt::Debug for LockGuard {
 impl Drop for LockGuard {
     fn drop(&mut self) {
         if !self.released {
-            self.actor.do_send(ReleaseHold {
-                owner: self.owner,
-                hold: self.hold,
-            });
+            self.link.release(self.owner, self.hold);
         }
     }
 }

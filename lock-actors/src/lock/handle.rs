@@ -127,7 +127,7 @@ pub struct Lock {
     kind: LockKind,
     name: LockName,
     fenced: bool,
-    direct: DirectCache,
+    direct: DirectCache<LockActor>,
 }
 
 /// Where every kind of [`Lock`] starts: the client hands out the handles.

@@ -1,10 +1,9 @@
 //! What a semaphore holder keeps: [`SemaphoreGuard`] (plain) and [`PermitGuard`]
 //! (permit-expirable), and permit ids.
 
-use super::SemaphoreActor;
 use crate::error::LockError;
 use crate::keys::LockName;
-use actix::Addr;
+use actix::Recipient;
 use std::future::Future;
 use std::time::Duration;
 use tokio::sync::watch;
@@ -71,14 +70,16 @@ pub(crate) enum PermitStatus {
 /// ```
 #[must_use = "dropping the permits gives them back at once; keep them for as long as the work needs them"]
 pub struct SemaphoreGuard {
-    actor: Addr<SemaphoreActor>,
+    /// Where the permits go back: the semaphore's actor (a recipient, so that this module
+    /// does not name the actor, which builds the guard).
+    actor: Recipient<ReturnPermits>,
     name: LockName,
     permits: u32,
     released: bool,
 }
 
 impl SemaphoreGuard {
-    pub(crate) fn new(actor: Addr<SemaphoreActor>, name: LockName, permits: u32) -> Self {
+    pub(crate) fn new(actor: Recipient<ReturnPermits>, name: LockName, permits: u32) -> Self {
         SemaphoreGuard {
             actor,
             name,
@@ -201,7 +202,8 @@ impl Drop for SemaphoreGuard {
 /// ```
 #[must_use = "dropping the guard releases its permits at once; keep it for as long as the work needs them"]
 pub struct PermitGuard {
-    actor: Addr<SemaphoreActor>,
+    /// Where the permits go back: the semaphore's actor.
+    actor: Recipient<ReleaseGrant>,
     name: LockName,
     grant: u64,
     ids: Vec<String>,
@@ -212,7 +214,7 @@ pub struct PermitGuard {
 
 impl PermitGuard {
     pub(crate) fn new(
-        actor: Addr<SemaphoreActor>,
+        actor: Recipient<ReleaseGrant>,
         name: LockName,
         grant: u64,
         ids: Vec<String>,

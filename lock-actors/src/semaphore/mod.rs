@@ -35,6 +35,7 @@
 
 mod actor;
 mod entry;
+mod grant;
 mod guard;
 mod handle;
 

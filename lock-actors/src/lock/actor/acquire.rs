@@ -5,12 +5,13 @@ use super::{disarm, Hold, Holder, LockActor, Waiting};
 use crate::config::positive_millis;
 use crate::error::LockError;
 use crate::lock::direct::{run_acquire, AfterDirect, TryReply};
-use crate::lock::guard::StatusSender;
+use crate::lock::guard::{GuardLink, StatusSender};
 use crate::lock::reply::{Deferred, ReplySlot};
 use crate::lock::{Acquire, AcquireFenced, LockGuard, LockKind, LockOwner};
 use crate::node::{Subscription, Wake};
 use crate::wait_queue::{Effect, Gate, Granted, Waiter, ERROR_RETRY};
 use actix::prelude::*;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// Poll period for a lock whose key has no expiry (never written by us or Redisson).
@@ -44,7 +45,6 @@ impl LockActor {
         } = data;
         disarm(deadline_timer, ctx);
         let hold = self.direct.next_hold();
-        let address = ctx.address();
         let holder = self.holders.entry(owner).or_insert_with(|| Holder {
             holds: Vec::new(),
             status: StatusSender::held().0,
@@ -57,8 +57,10 @@ impl LockActor {
         self.arm_lease_keeping(owner, sent, ctx);
         tracing::debug!(lock = %self.name, owner = owner.id(), waited = ?started.elapsed(),
             ?lease, "acquired");
-        let guard = LockGuard::new(address, self.name.clone(), owner, hold, lease, status)
-            .with_token(token);
+        self.direct.hand_out(|| ctx.address());
+        let link: Arc<dyn GuardLink> = self.direct.clone();
+        let guard =
+            LockGuard::new(link, self.name.clone(), owner, hold, lease, status).with_token(token);
         // An undelivered guard is dropped here, and its drop releases the hold.
         let _ = reply.send(Ok(guard));
     }

@@ -6,7 +6,7 @@ mod acquire;
 mod reconcile;
 mod release;
 
-use super::direct::{Direct, DirectHold};
+use super::direct::{Adopt, Direct, DirectHold};
 use super::guard::{HoldStatus, StatusSender};
 use super::kind::LockKind;
 use super::kind::{actor_key, ActorKey};
@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The live lock actors of one node, each with what it shares with fast-path callers.
-pub(crate) type LockRegistry = Registry<ActorKey, LockActor, Arc<Direct>>;
+pub(crate) type LockRegistry = Registry<ActorKey, LockActor, Arc<Direct<LockActor>>>;
 
 /// Why a holder ends normally (every other reason is a loss).
 const RELEASED: &str = "released";
@@ -75,7 +75,7 @@ pub struct LockActor {
     /// Our own address while we have holders or waiters, so nobody's dropped handle stops us.
     keepalive: Option<Addr<LockActor>>,
     /// What the actor shares with fast-path callers (see `super::direct`).
-    direct: Arc<Direct>,
+    direct: Arc<Direct<LockActor>>,
     /// The registry this actor leaves when it stops.
     registry: Arc<LockRegistry>,
     /// The node's watch list: watchdog-leased holds go on it.
@@ -152,7 +152,7 @@ impl LockActor {
         name: LockName,
         owner: Option<LockOwner>,
         id: u64,
-        direct: Arc<Direct>,
+        direct: Arc<Direct<LockActor>>,
         registry: Arc<LockRegistry>,
     ) -> Self {
         let owner = owner.filter(|_| kind.per_owner());
@@ -366,13 +366,6 @@ impl Handler<HoldLost> for LockActor {
             self.refresh_keepalive(ctx);
         }
     }
-}
-
-/// A hold taken on the fast path after the actor took charge: count it as ours.
-pub(crate) struct Adopt(pub(crate) DirectHold);
-
-impl Message for Adopt {
-    type Result = ();
 }
 
 impl Handler<Adopt> for LockActor {

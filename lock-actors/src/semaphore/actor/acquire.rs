@@ -5,6 +5,7 @@ use super::{disarm, Reply, SemaphoreActor, Waiting};
 use crate::error::LockError;
 use crate::node::{Subscription, Wake};
 use crate::script::ScriptCall;
+use crate::semaphore::grant::Grant;
 use crate::semaphore::guard::{PermitGuard, PermitId, PermitStatus, SemaphoreGuard};
 use crate::semaphore::{Kind, ACQUIRE, EXPIRABLE_ACQUIRE};
 use crate::wait_queue::{Effect, Gate, Granted, Waiter};
@@ -247,7 +248,8 @@ impl SemaphoreActor {
         match reply {
             Reply::Plain(slot) => {
                 self.plain_out += u64::from(permits);
-                let permits = SemaphoreGuard::new(ctx.address(), self.name.clone(), permits);
+                let permits =
+                    SemaphoreGuard::new(ctx.address().recipient(), self.name.clone(), permits);
                 // An undelivered guard is dropped here, and its drop gives the permits back.
                 let _ = slot.send(Ok(permits));
             }
@@ -262,7 +264,7 @@ impl SemaphoreActor {
                 let shown: Vec<String> = ids.iter().map(|id| id.hex.clone()).collect();
                 self.grants.insert(
                     grant,
-                    super::leases::Grant {
+                    Grant {
                         ids,
                         lease,
                         status,
@@ -275,7 +277,7 @@ impl SemaphoreActor {
                     self.renewal = Some(ctx.run_interval(every, |act, ctx| act.renew(ctx)));
                 }
                 let guard = PermitGuard::new(
-                    ctx.address(),
+                    ctx.address().recipient(),
                     self.name.clone(),
                     grant,
                     shown,

@@ -9,23 +9,12 @@ use crate::semaphore::guard::{PermitId, PermitStatus, ReleaseGrant};
 use crate::semaphore::{ReleasePermit, EXPIRABLE_RELEASE, RENEW};
 use actix::prelude::*;
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
 
 /// Permit ids renewed per script call, so one call never blocks Redis for long.
 const RENEW_BATCH: usize = 512;
 /// After a failed renewal round, the next comes this soon rather than a whole interval
 /// later: a connection that dropped while idle fails once, then works.
 const RENEW_RETRY: Duration = Duration::from_millis(250);
-
-/// Permit-expirable permits of one acquire, held by one [`PermitGuard`](crate::PermitGuard).
-pub(super) struct Grant {
-    pub(super) ids: Vec<PermitId>,
-    pub(super) lease: Option<Duration>,
-    pub(super) status: watch::Sender<PermitStatus>,
-    /// Past this instant the lease may have run out in Redis: no renewal was confirmed.
-    pub(super) valid_until: Instant,
-    pub(super) expiry: Option<SpawnHandle>,
-}
 
 /// Arms the timer that reports grant `grant` lost at `valid_until`: the end of its fixed
 /// lease, or of the last confirmed renewal's lease `lease` (a renewal re-arms it), less

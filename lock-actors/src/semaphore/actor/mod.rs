@@ -4,6 +4,7 @@
 mod acquire;
 mod leases;
 
+use super::grant::Grant;
 use super::guard::{PermitGuard, PermitId, ReturnPermits, SemaphoreGuard};
 use super::{
     AcquireExpirablePermits, AcquirePermits, AddPermits, AvailablePermits, Kind, ReleasePermits,
@@ -18,7 +19,6 @@ use crate::registry::Registry;
 use crate::script::ScriptCall;
 use crate::wait_queue::{Asker, Retry, WaitQueue};
 use actix::prelude::*;
-use leases::Grant;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
