@@ -1,14 +1,16 @@
 //! The actors of one node, owned by the client: the registries of its lock actors and
 //! semaphore actors (one per name in use, started on demand) and the renewal service that
-//! keeps its watchdog-leased holds alive.
+//! keeps its watchdog-leased holds and lease-less permits alive.
 
-use super::renewal::Watchdog;
+use super::renewal::RenewalService;
 use crate::keys::LockName;
 use crate::lock::watch::WatchRegistry;
 use crate::lock::{actor_key, Direct, LockActor, LockKind, LockOwner, LockRegistry};
 use crate::node::Node;
 use crate::registry::Registry;
+use crate::semaphore::watch::PermitWatch;
 use crate::semaphore::{Kind, SemaphoreActor, SemaphoreRegistry};
+use crate::watch_list::Renewable;
 use actix::Addr;
 use std::sync::Arc;
 
@@ -23,25 +25,29 @@ pub(crate) struct NodeActors {
     semaphores: Arc<SemaphoreRegistry>,
     /// The holds the renewal service keeps alive.
     pub(crate) watchdog: Arc<WatchRegistry<LockActor>>,
-    _renewal: Addr<Watchdog>,
+    /// The lease-less permits the renewal service keeps alive.
+    permit_watch: Arc<PermitWatch<SemaphoreActor>>,
+    _renewal: Addr<RenewalService>,
 }
 
 impl NodeActors {
     /// Empty registries for `node`, and its renewal service started on the node's arbiter.
     pub(crate) fn start(node: Arc<Node>, client_id: Arc<str>) -> Self {
-        let watchdog = Arc::new(WatchRegistry::new(client_id));
-        let registry = watchdog.clone();
+        let watchdog = Arc::new(WatchRegistry::new(client_id.clone()));
+        let permit_watch = Arc::new(PermitWatch::new(client_id));
+        let lists: Vec<Arc<dyn Renewable>> = vec![watchdog.clone(), permit_watch.clone()];
         let commands = node.commands.clone();
         let lease = node.config.watchdog_timeout;
         let interval = node.config.renew_interval();
         let renewal = node
             .arbiter
-            .start(move |_| Watchdog::new(registry, commands, lease, interval));
+            .start(move |_| RenewalService::new(lists, commands, lease, interval));
         NodeActors {
             node,
             locks: Arc::new(Registry::new(0)),
             semaphores: Arc::new(Registry::new(SEMAPHORE_IDS)),
             watchdog,
+            permit_watch,
             _renewal: renewal,
         }
     }
@@ -99,10 +105,10 @@ impl NodeActors {
             let node = self.node.clone();
             let registry = self.semaphores.clone();
             let actor_name = name.clone();
-            let addr = self
-                .node
-                .arbiter
-                .start(move |_| SemaphoreActor::new(node, registry, actor_name, kind, id));
+            let permit_watch = self.permit_watch.clone();
+            let addr = self.node.arbiter.start(move |_| {
+                SemaphoreActor::new(node, registry, actor_name, kind, id, permit_watch)
+            });
             (addr, ())
         });
         addr
