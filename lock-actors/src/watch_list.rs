@@ -101,6 +101,15 @@ impl<E: Watched> WatchList<E> {
         self.lock().holds.remove(&id);
     }
 
+    /// Until when entry `id`'s lease surely lasts (see [`Watched::valid_until`]); `None`
+    /// once it is no longer watched.
+    pub(crate) fn valid_until(&self, id: u64) -> Option<Instant> {
+        self.lock()
+            .holds
+            .get_mut(&id)
+            .map(|entry| *entry.valid_until())
+    }
+
     /// How many entries are being kept alive.
     pub(crate) fn len(&self) -> usize {
         self.lock().holds.len()

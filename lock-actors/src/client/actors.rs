@@ -12,6 +12,7 @@ use crate::semaphore::watch::PermitWatch;
 use crate::semaphore::{Kind, SemaphoreActor, SemaphoreRegistry};
 use crate::watch_list::Renewable;
 use actix::Addr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 /// Semaphore actor ids sit far above any lock actor's: a channel never has two
@@ -27,6 +28,8 @@ pub(crate) struct NodeActors {
     pub(crate) watchdog: Arc<WatchRegistry<LockActor>>,
     /// The lease-less permits the renewal service keeps alive.
     permit_watch: Arc<PermitWatch<SemaphoreActor>>,
+    /// How many of the renewal service's batches are failing (see `renewal_failing`).
+    failing: Arc<AtomicUsize>,
     _renewal: Addr<RenewalService>,
 }
 
@@ -39,15 +42,18 @@ impl NodeActors {
         let commands = node.commands.clone();
         let lease = node.config.watchdog_timeout;
         let interval = node.config.renew_interval();
+        let failing = Arc::new(AtomicUsize::new(0));
+        let shared = failing.clone();
         let renewal = node
             .arbiter
-            .start(move |_| RenewalService::new(lists, commands, lease, interval));
+            .start(move |_| RenewalService::new(lists, commands, lease, interval, shared));
         NodeActors {
             node,
             locks: Arc::new(Registry::new(0)),
             semaphores: Arc::new(Registry::new(SEMAPHORE_IDS)),
             watchdog,
             permit_watch,
+            failing,
             _renewal: renewal,
         }
     }
@@ -122,6 +128,13 @@ impl NodeActors {
         addr: &Addr<SemaphoreActor>,
     ) {
         self.semaphores.evict(&(kind, name.clone()), addr);
+    }
+
+    /// Whether a renewal batch to this node failed and has not gone through since: its
+    /// holds are not being renewed now (they are lost at their deadline unless a retry
+    /// goes through first).
+    pub(crate) fn renewal_failing(&self) -> bool {
+        self.failing.load(Ordering::Relaxed) > 0
     }
 
     /// How many lock actors are registered (live or stopping).

@@ -10,11 +10,13 @@
 //! one hash slot), or permits of one semaphore.
 
 use crate::config::clock_drift;
+use crate::error::LockError;
 use crate::lock::watch::renew_confirmed;
 use crate::node::Commands;
 use crate::watch_list::{Loss, Rearm, Renewable};
 use actix::prelude::*;
 use std::collections::VecDeque;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -31,6 +33,8 @@ struct Batch {
     ids: Vec<u64>,
     /// The wait before sending it again if this try fails.
     retry_in: Duration,
+    /// It failed before (and counts in `failing` until it goes through or empties).
+    failed: bool,
 }
 
 /// The renewal actor of one node.
@@ -51,6 +55,9 @@ pub(crate) struct RenewalService {
     max_in_flight: usize,
     /// The deadline timer: reports holds whose `valid_until` has come.
     deadline: Option<SpawnHandle>,
+    /// How many batches failed and have not gone through since (shared with the client:
+    /// a RedLock counts a member whose node's renewals fail as not renewed).
+    failing: Arc<AtomicUsize>,
 }
 
 impl RenewalService {
@@ -59,6 +66,7 @@ impl RenewalService {
         commands: Commands,
         lease: Duration,
         interval: Duration,
+        failing: Arc<AtomicUsize>,
     ) -> Self {
         let commands_is_cluster = commands.is_cluster();
         RenewalService {
@@ -70,6 +78,7 @@ impl RenewalService {
             in_flight: 0,
             max_in_flight: if commands_is_cluster { usize::MAX } else { 1 },
             deadline: None,
+            failing,
         }
     }
 
@@ -83,6 +92,7 @@ impl RenewalService {
                 list,
                 ids,
                 retry_in: RETRY_FIRST,
+                failed: false,
             }));
         }
         self.pump(ctx);
@@ -107,32 +117,58 @@ impl RenewalService {
             list,
             ids,
             retry_in,
+            failed,
         } = batch;
         let renewable = self.lists[list].clone();
         let Some((invocation, sent_ids, first)) =
             renewable.renewal(ids, self.lease, &self.commands)
         else {
+            if failed {
+                self.failing.fetch_sub(1, Ordering::Relaxed);
+            }
             return;
         };
         let sent = Instant::now();
         self.in_flight += 1;
+        // Bounded, so a node that stopped answering counts as failing within a fraction of
+        // the interval (a RedLock reads that), not after the connection's own timeout. A
+        // renewal is idempotent: the retry after a timeout is safe.
+        let bound = self.interval / 4;
+        let node = self.commands.label().to_string();
         let renewing = renew_confirmed(self.commands.clone(), invocation, first);
+        let renewing = async move {
+            tokio::time::timeout(bound, renewing)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(LockError::Unavailable {
+                        node,
+                        reason: format!("no answer to a renewal within {bound:?}"),
+                    })
+                })
+        };
         ctx.spawn(renewing.into_actor(self).map(move |result, act, ctx| {
             act.in_flight -= 1;
             match result {
                 Ok(renewed) => {
+                    if failed {
+                        act.failing.fetch_sub(1, Ordering::Relaxed);
+                    }
                     let lease = act.lease;
                     for id in renewable.confirm(&sent_ids, &renewed, sent, lease) {
                         renewable.report_lost(id, Loss::Gone);
                     }
                 }
                 Err(err) => {
+                    if !failed {
+                        act.failing.fetch_add(1, Ordering::Relaxed);
+                    }
                     tracing::warn!(node = act.commands.label(), holds = sent_ids.len(),
                                 error = %err, ?retry_in, "renewal failed; retrying this batch");
                     let again = Batch {
                         list,
                         ids: sent_ids,
                         retry_in: (retry_in * 2).min(act.interval),
+                        failed: true,
                     };
                     ctx.run_later(retry_in, move |act, ctx| {
                         act.queue.push_front(again);
