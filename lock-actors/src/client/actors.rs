@@ -2,7 +2,7 @@
 //! semaphore actors (one per name in use, started on demand) and the renewal service that
 //! keeps its watchdog-leased holds and lease-less permits alive.
 
-use super::renewal::RenewalService;
+use super::renewal::{RenewalHealth, RenewalService};
 use crate::keys::LockName;
 use crate::lock::watch::WatchRegistry;
 use crate::lock::{actor_key, Direct, LockActor, LockKind, LockOwner, LockRegistry};
@@ -12,8 +12,8 @@ use crate::semaphore::watch::PermitWatch;
 use crate::semaphore::{Kind, SemaphoreActor, SemaphoreRegistry};
 use crate::watch_list::Renewable;
 use actix::Addr;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Semaphore actor ids sit far above any lock actor's: a channel never has two
 /// subscribers with one id.
@@ -28,8 +28,8 @@ pub(crate) struct NodeActors {
     pub(crate) watchdog: Arc<WatchRegistry<LockActor>>,
     /// The lease-less permits the renewal service keeps alive.
     permit_watch: Arc<PermitWatch<SemaphoreActor>>,
-    /// How many of the renewal service's batches are failing (see `renewal_failing`).
-    failing: Arc<AtomicUsize>,
+    /// How the renewal service's batches are going (see `renewal_failing`).
+    health: Arc<RenewalHealth>,
     _renewal: Addr<RenewalService>,
 }
 
@@ -42,8 +42,8 @@ impl NodeActors {
         let commands = node.commands.clone();
         let lease = node.config.watchdog_timeout;
         let interval = node.config.renew_interval();
-        let failing = Arc::new(AtomicUsize::new(0));
-        let shared = failing.clone();
+        let health = Arc::new(RenewalHealth::default());
+        let shared = health.clone();
         let renewal = node
             .arbiter
             .start(move |_| RenewalService::new(lists, commands, lease, interval, shared));
@@ -53,7 +53,7 @@ impl NodeActors {
             semaphores: Arc::new(Registry::new(SEMAPHORE_IDS)),
             watchdog,
             permit_watch,
-            failing,
+            health,
             _renewal: renewal,
         }
     }
@@ -130,11 +130,11 @@ impl NodeActors {
         self.semaphores.evict(&(kind, name.clone()), addr);
     }
 
-    /// Whether a renewal batch to this node failed and has not gone through since: its
-    /// holds are not being renewed now (they are lost at their deadline unless a retry
-    /// goes through first).
-    pub(crate) fn renewal_failing(&self) -> bool {
-        self.failing.load(Ordering::Relaxed) > 0
+    /// Whether a renewal batch to this node failed and has not gone through since, or has
+    /// waited longer than `patience` for its answer: its holds are not being renewed now
+    /// (they are lost at their deadline unless a retry goes through first).
+    pub(crate) fn renewal_failing(&self, patience: Duration) -> bool {
+        self.health.failing(patience)
     }
 
     /// How many lock actors are registered (live or stopping).

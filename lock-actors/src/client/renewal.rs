@@ -10,14 +10,13 @@
 //! one hash slot), or permits of one semaphore.
 
 use crate::config::clock_drift;
-use crate::error::LockError;
 use crate::lock::watch::renew_confirmed;
 use crate::node::Commands;
 use crate::watch_list::{Loss, Rearm, Renewable};
 use actix::prelude::*;
-use std::collections::VecDeque;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The first retry after a failed renewal batch.
@@ -55,9 +54,46 @@ pub(crate) struct RenewalService {
     max_in_flight: usize,
     /// The deadline timer: reports holds whose `valid_until` has come.
     deadline: Option<SpawnHandle>,
-    /// How many batches failed and have not gone through since (shared with the client:
-    /// a RedLock counts a member whose node's renewals fail as not renewed).
-    failing: Arc<AtomicUsize>,
+    /// How its renewals are going, shared with the client.
+    health: Arc<RenewalHealth>,
+}
+
+/// How one node's renewals are going, shared with the client: a RedLock counts a member
+/// whose node's renewals fail, or hang, as not renewed.
+#[derive(Default)]
+pub(crate) struct RenewalHealth {
+    /// Batches that failed and have not gone through since.
+    failing: AtomicUsize,
+    /// The send times of the batches on the way, by batch number (oldest first).
+    on_the_way: Mutex<BTreeMap<u64, Instant>>,
+    next: AtomicU64,
+}
+
+impl RenewalHealth {
+    /// Whether renewals to the node fail now, or one has waited longer than `patience`
+    /// for its answer (a stopped node may not fail a request before the connection's own
+    /// timeout; the request is not abandoned, only counted as late).
+    pub(crate) fn failing(&self, patience: Duration) -> bool {
+        if self.failing.load(Ordering::Relaxed) > 0 {
+            return true;
+        }
+        let on_the_way = self.on_the_way.lock().unwrap_or_else(|p| p.into_inner());
+        on_the_way
+            .first_key_value()
+            .is_some_and(|(_, sent)| sent.elapsed() > patience)
+    }
+
+    fn sent(&self, at: Instant) -> u64 {
+        let number = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut on_the_way = self.on_the_way.lock().unwrap_or_else(|p| p.into_inner());
+        on_the_way.insert(number, at);
+        number
+    }
+
+    fn answered(&self, number: u64) {
+        let mut on_the_way = self.on_the_way.lock().unwrap_or_else(|p| p.into_inner());
+        on_the_way.remove(&number);
+    }
 }
 
 impl RenewalService {
@@ -66,7 +102,7 @@ impl RenewalService {
         commands: Commands,
         lease: Duration,
         interval: Duration,
-        failing: Arc<AtomicUsize>,
+        health: Arc<RenewalHealth>,
     ) -> Self {
         let commands_is_cluster = commands.is_cluster();
         RenewalService {
@@ -78,7 +114,7 @@ impl RenewalService {
             in_flight: 0,
             max_in_flight: if commands_is_cluster { usize::MAX } else { 1 },
             deadline: None,
-            failing,
+            health,
         }
     }
 
@@ -124,34 +160,21 @@ impl RenewalService {
             renewable.renewal(ids, self.lease, &self.commands)
         else {
             if failed {
-                self.failing.fetch_sub(1, Ordering::Relaxed);
+                self.health.failing.fetch_sub(1, Ordering::Relaxed);
             }
             return;
         };
         let sent = Instant::now();
         self.in_flight += 1;
-        // Bounded, so a node that stopped answering counts as failing within a fraction of
-        // the interval (a RedLock reads that), not after the connection's own timeout. A
-        // renewal is idempotent: the retry after a timeout is safe.
-        let bound = self.interval / 4;
-        let node = self.commands.label().to_string();
+        let on_the_way = self.health.sent(sent);
         let renewing = renew_confirmed(self.commands.clone(), invocation, first);
-        let renewing = async move {
-            tokio::time::timeout(bound, renewing)
-                .await
-                .unwrap_or_else(|_| {
-                    Err(LockError::Unavailable {
-                        node,
-                        reason: format!("no answer to a renewal within {bound:?}"),
-                    })
-                })
-        };
         ctx.spawn(renewing.into_actor(self).map(move |result, act, ctx| {
             act.in_flight -= 1;
+            act.health.answered(on_the_way);
             match result {
                 Ok(renewed) => {
                     if failed {
-                        act.failing.fetch_sub(1, Ordering::Relaxed);
+                        act.health.failing.fetch_sub(1, Ordering::Relaxed);
                     }
                     let lease = act.lease;
                     for id in renewable.confirm(&sent_ids, &renewed, sent, lease) {
@@ -160,7 +183,7 @@ impl RenewalService {
                 }
                 Err(err) => {
                     if !failed {
-                        act.failing.fetch_add(1, Ordering::Relaxed);
+                        act.health.failing.fetch_add(1, Ordering::Relaxed);
                     }
                     tracing::warn!(node = act.commands.label(), holds = sent_ids.len(),
                                 error = %err, ?retry_in, "renewal failed; retrying this batch");

@@ -167,8 +167,9 @@ impl Keeper {
 
     /// Reads, for every live member, until when its renewal was confirmed (as its node's
     /// renewal service confirmed it): `Some(end)` for a member whose node's renewals go
-    /// through, `None` for one whose node's renewals are failing now or that is no longer
-    /// watched. A local read, bounded by `timeout`: nothing is sent to Redis.
+    /// through, `None` for one whose node's renewals fail or wait longer than `timeout`
+    /// for an answer, or that is no longer watched. A local read, bounded by `timeout`:
+    /// nothing is sent to Redis.
     async fn member_ends(&self, timeout: Duration) -> Vec<Option<Instant>> {
         let owner = self.owner;
         let reads = self.alive.iter().map(|&index| {
@@ -176,7 +177,7 @@ impl Keeper {
             let failing = lock
                 .client()
                 .actors()
-                .map_or(true, |actors| actors.renewal_failing());
+                .map_or(true, |actors| actors.renewal_failing(timeout));
             let actor = lock.actor();
             async move {
                 if failing {

@@ -58,10 +58,10 @@ const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
 ///   `wait + 2 × node timeout`.
 /// - **Without a lease** (the watchdog mode) each member is a watchdog-leased hold on its
 ///   node, renewed by that node's renewal service with the node's other holds (every
-///   renew interval of its client, each batch bounded by interval / 4). A few times per
-///   interval (the shortest of the clients') the RedLock reads its members: when fewer
-///   than a quorum are being renewed (their node's renewals fail, or they were found gone)
-///   it reports the lock **lost** at once. The validity is the quorum-th latest confirmed
+///   renew interval of its client). A few times per interval (the shortest of the
+///   clients') the RedLock reads its members: when fewer than a quorum are being renewed
+///   (their node's renewals fail or wait longer than max(node timeout, interval / 4) for
+///   an answer, or they were found gone) it reports the lock **lost** at once. The validity is the quorum-th latest confirmed
 ///   renewal's end (its send time + the lease), less the clock drift allowance.
 /// - **With a fixed lease** nothing is renewed, and the lock is reported lost when its
 ///   validity runs out.
