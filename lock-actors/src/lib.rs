@@ -76,6 +76,7 @@ mod rwlock;
 mod script;
 mod semaphore;
 mod wait_queue;
+mod watch_list;
 #[cfg(feature = "web")]
 pub mod web;
 

@@ -45,7 +45,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     // The guards are what the actors hand out (an `Acquire` replies with a `LockGuard`).
     (
         "actors and their guards",
-        &["lock", "semaphore", "registry"],
+        &["lock", "semaphore", "registry", "watch_list"],
     ),
     (
         "node: connections, subscriptions, routing",

@@ -1,16 +1,19 @@
 //! The actors of one node, owned by the client: the registries of its lock actors and
 //! semaphore actors (one per name in use, started on demand) and the renewal service that
-//! keeps its watchdog-leased holds alive.
+//! keeps its watchdog-leased holds and lease-less permits alive.
 
-use super::renewal::Watchdog;
+use super::renewal::{RenewalHealth, RenewalService};
 use crate::keys::LockName;
 use crate::lock::watch::WatchRegistry;
 use crate::lock::{actor_key, Direct, LockActor, LockKind, LockOwner, LockRegistry};
 use crate::node::Node;
 use crate::registry::Registry;
+use crate::semaphore::watch::PermitWatch;
 use crate::semaphore::{Kind, SemaphoreActor, SemaphoreRegistry};
+use crate::watch_list::Renewable;
 use actix::Addr;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// Semaphore actor ids sit far above any lock actor's: a channel never has two
 /// subscribers with one id.
@@ -23,25 +26,34 @@ pub(crate) struct NodeActors {
     semaphores: Arc<SemaphoreRegistry>,
     /// The holds the renewal service keeps alive.
     pub(crate) watchdog: Arc<WatchRegistry<LockActor>>,
-    _renewal: Addr<Watchdog>,
+    /// The lease-less permits the renewal service keeps alive.
+    permit_watch: Arc<PermitWatch<SemaphoreActor>>,
+    /// How the renewal service's batches are going (see `renewal_failing`).
+    health: Arc<RenewalHealth>,
+    _renewal: Addr<RenewalService>,
 }
 
 impl NodeActors {
     /// Empty registries for `node`, and its renewal service started on the node's arbiter.
     pub(crate) fn start(node: Arc<Node>, client_id: Arc<str>) -> Self {
-        let watchdog = Arc::new(WatchRegistry::new(client_id));
-        let registry = watchdog.clone();
+        let watchdog = Arc::new(WatchRegistry::new(client_id.clone()));
+        let permit_watch = Arc::new(PermitWatch::new(client_id));
+        let lists: Vec<Arc<dyn Renewable>> = vec![watchdog.clone(), permit_watch.clone()];
         let commands = node.commands.clone();
         let lease = node.config.watchdog_timeout;
         let interval = node.config.renew_interval();
+        let health = Arc::new(RenewalHealth::default());
+        let shared = health.clone();
         let renewal = node
             .arbiter
-            .start(move |_| Watchdog::new(registry, commands, lease, interval));
+            .start(move |_| RenewalService::new(lists, commands, lease, interval, shared));
         NodeActors {
             node,
             locks: Arc::new(Registry::new(0)),
             semaphores: Arc::new(Registry::new(SEMAPHORE_IDS)),
             watchdog,
+            permit_watch,
+            health,
             _renewal: renewal,
         }
     }
@@ -99,10 +111,10 @@ impl NodeActors {
             let node = self.node.clone();
             let registry = self.semaphores.clone();
             let actor_name = name.clone();
-            let addr = self
-                .node
-                .arbiter
-                .start(move |_| SemaphoreActor::new(node, registry, actor_name, kind, id));
+            let permit_watch = self.permit_watch.clone();
+            let addr = self.node.arbiter.start(move |_| {
+                SemaphoreActor::new(node, registry, actor_name, kind, id, permit_watch)
+            });
             (addr, ())
         });
         addr
@@ -116,6 +128,13 @@ impl NodeActors {
         addr: &Addr<SemaphoreActor>,
     ) {
         self.semaphores.evict(&(kind, name.clone()), addr);
+    }
+
+    /// Whether a renewal batch to this node failed and has not gone through since, or has
+    /// waited longer than `patience` for its answer: its holds are not being renewed now
+    /// (they are lost at their deadline unless a retry goes through first).
+    pub(crate) fn renewal_failing(&self, patience: Duration) -> bool {
+        self.health.failing(patience)
     }
 
     /// How many lock actors are registered (live or stopping).

@@ -1,20 +1,22 @@
-//! The renewal service of one node: keeps watchdog-leased locks alive. Every renew
-//! interval, batched scripts (512 holds each) renew every hold on the watch list, one
+//! The renewal service of one node: keeps watchdog-leased locks and lease-less permits
+//! alive. Every renew interval, batched scripts (512 entries each) renew every entry on
+//! the node's watch lists (one of lock holds, one of permits), one
 //! batch at a time on a single primary and every slot's batch side by side on a cluster;
 //! a batch that fails retries on its own with backoff while the others go on. A timer on
 //! the nearest `valid_until` reports a hold lost to its lock actor the moment no
 //! confirmed renewal covers it any more (less the clock drift allowance), so the holder
-//! hears it no later than Redis lets the key go. On a Redis Cluster a batch holds locks
-//! of one hash slot only (a script's keys must share a slot), so batches are grouped by
-//! kind and slot.
+//! hears it no later than Redis lets the key go. A batch holds entries of one group: lock
+//! holds of one kind (and on a Redis Cluster, where a script's keys must share a slot, of
+//! one hash slot), or permits of one semaphore.
 
 use crate::config::clock_drift;
-use crate::lock::watch::{renew_confirmed, Rearm, WatchRegistry};
-use crate::lock::{LockActor, LockKind};
+use crate::lock::watch::renew_confirmed;
 use crate::node::Commands;
+use crate::watch_list::{Loss, Rearm, Renewable};
 use actix::prelude::*;
-use std::collections::VecDeque;
-use std::sync::Arc;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// The first retry after a failed renewal batch.
@@ -23,17 +25,21 @@ const RETRY_FIRST: Duration = Duration::from_millis(25);
 /// Holds renewed per script call; keeps one call from blocking Redis for long.
 const BATCH: usize = 512;
 
-/// Holds of one kind (and slot) renewed in one script call.
+/// Entries of one group of one watch list renewed in one script call.
 struct Batch {
-    kind: LockKind,
+    /// Which of the service's watch lists.
+    list: usize,
     ids: Vec<u64>,
     /// The wait before sending it again if this try fails.
     retry_in: Duration,
+    /// It failed before (and counts in `failing` until it goes through or empties).
+    failed: bool,
 }
 
 /// The renewal actor of one node.
-pub(crate) struct Watchdog {
-    registry: Arc<WatchRegistry<LockActor>>,
+pub(crate) struct RenewalService {
+    /// The watch lists it keeps alive (lock holds, permits); a batch names one by index.
+    lists: Vec<Arc<dyn Renewable>>,
     commands: Commands,
     lease: Duration,
     interval: Duration,
@@ -48,18 +54,59 @@ pub(crate) struct Watchdog {
     max_in_flight: usize,
     /// The deadline timer: reports holds whose `valid_until` has come.
     deadline: Option<SpawnHandle>,
+    /// How its renewals are going, shared with the client.
+    health: Arc<RenewalHealth>,
 }
 
-impl Watchdog {
+/// How one node's renewals are going, shared with the client: a RedLock counts a member
+/// whose node's renewals fail, or hang, as not renewed.
+#[derive(Default)]
+pub(crate) struct RenewalHealth {
+    /// Batches that failed and have not gone through since.
+    failing: AtomicUsize,
+    /// The send times of the batches on the way, by batch number (oldest first).
+    on_the_way: Mutex<BTreeMap<u64, Instant>>,
+    next: AtomicU64,
+}
+
+impl RenewalHealth {
+    /// Whether renewals to the node fail now, or one has waited longer than `patience`
+    /// for its answer (a stopped node may not fail a request before the connection's own
+    /// timeout; the request is not abandoned, only counted as late).
+    pub(crate) fn failing(&self, patience: Duration) -> bool {
+        if self.failing.load(Ordering::Relaxed) > 0 {
+            return true;
+        }
+        let on_the_way = self.on_the_way.lock().unwrap_or_else(|p| p.into_inner());
+        on_the_way
+            .first_key_value()
+            .is_some_and(|(_, sent)| sent.elapsed() > patience)
+    }
+
+    fn sent(&self, at: Instant) -> u64 {
+        let number = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut on_the_way = self.on_the_way.lock().unwrap_or_else(|p| p.into_inner());
+        on_the_way.insert(number, at);
+        number
+    }
+
+    fn answered(&self, number: u64) {
+        let mut on_the_way = self.on_the_way.lock().unwrap_or_else(|p| p.into_inner());
+        on_the_way.remove(&number);
+    }
+}
+
+impl RenewalService {
     pub(crate) fn new(
-        registry: Arc<WatchRegistry<LockActor>>,
+        lists: Vec<Arc<dyn Renewable>>,
         commands: Commands,
         lease: Duration,
         interval: Duration,
+        health: Arc<RenewalHealth>,
     ) -> Self {
         let commands_is_cluster = commands.is_cluster();
-        Watchdog {
-            registry,
+        RenewalService {
+            lists,
             commands,
             lease,
             interval,
@@ -67,19 +114,23 @@ impl Watchdog {
             in_flight: 0,
             max_in_flight: if commands_is_cluster { usize::MAX } else { 1 },
             deadline: None,
+            health,
         }
     }
 
-    /// Starts a round: every hold not already in a batch, grouped by kind (and slot on a
-    /// cluster) into batches, queued to go out (see `max_in_flight`).
+    /// Starts a round: every entry not already in a batch, grouped (by slot on a cluster)
+    /// into batches, queued to go out (see `max_in_flight`).
     fn tick(&mut self, ctx: &mut Context<Self>) {
-        let batches = self.registry.round(self.commands.is_cluster(), BATCH);
-        self.queue
-            .extend(batches.into_iter().map(|(kind, ids)| Batch {
-                kind,
+        let by_slot = self.commands.is_cluster();
+        for (list, renewable) in self.lists.iter().enumerate() {
+            let batches = renewable.round(by_slot, BATCH);
+            self.queue.extend(batches.into_iter().map(|ids| Batch {
+                list,
                 ids,
                 retry_in: RETRY_FIRST,
+                failed: false,
             }));
+        }
         self.pump(ctx);
     }
 
@@ -99,48 +150,57 @@ impl Watchdog {
     /// lease runs out are reported by the deadline timer, not here.
     fn send_batch(&mut self, batch: Batch, ctx: &mut Context<Self>) {
         let Batch {
-            kind,
+            list,
             ids,
             retry_in,
+            failed,
         } = batch;
-        let Some((invocation, sent_ids, first)) = self.registry.renewal(kind, ids, self.lease)
+        let renewable = self.lists[list].clone();
+        let Some((invocation, sent_ids, first)) =
+            renewable.renewal(ids, self.lease, &self.commands)
         else {
+            if failed {
+                self.health.failing.fetch_sub(1, Ordering::Relaxed);
+            }
             return;
         };
         let sent = Instant::now();
         self.in_flight += 1;
+        let on_the_way = self.health.sent(sent);
         let renewing = renew_confirmed(self.commands.clone(), invocation, first);
-        ctx.spawn(
-            renewing
-                .into_actor(self)
-                .map(move |result, act, ctx| {
-                    act.in_flight -= 1;
-                    match result {
-                        Ok(renewed) => act.apply(&sent_ids, &renewed, sent),
-                        Err(err) => {
-                            tracing::warn!(node = act.commands.label(), holds = sent_ids.len(),
-                                error = %err, ?retry_in, "lock renewal failed; retrying this batch");
-                            let again = Batch {
-                                kind,
-                                ids: sent_ids,
-                                retry_in: (retry_in * 2).min(act.interval),
-                            };
-                            ctx.run_later(retry_in, move |act, ctx| {
-                                act.queue.push_front(again);
-                                act.pump(ctx);
-                            });
-                        }
+        ctx.spawn(renewing.into_actor(self).map(move |result, act, ctx| {
+            act.in_flight -= 1;
+            act.health.answered(on_the_way);
+            match result {
+                Ok(renewed) => {
+                    if failed {
+                        act.health.failing.fetch_sub(1, Ordering::Relaxed);
                     }
-                    act.pump(ctx);
-                }),
-        );
-    }
-
-    fn apply(&mut self, ids: &[u64], renewed: &[i64], sent: Instant) {
-        for id in self.registry.confirm(ids, renewed, sent, self.lease) {
-            self.registry
-                .report_lost(id, "renewal found the lock gone from Redis");
-        }
+                    let lease = act.lease;
+                    for id in renewable.confirm(&sent_ids, &renewed, sent, lease) {
+                        renewable.report_lost(id, Loss::Gone);
+                    }
+                }
+                Err(err) => {
+                    if !failed {
+                        act.health.failing.fetch_add(1, Ordering::Relaxed);
+                    }
+                    tracing::warn!(node = act.commands.label(), holds = sent_ids.len(),
+                                error = %err, ?retry_in, "renewal failed; retrying this batch");
+                    let again = Batch {
+                        list,
+                        ids: sent_ids,
+                        retry_in: (retry_in * 2).min(act.interval),
+                        failed: true,
+                    };
+                    ctx.run_later(retry_in, move |act, ctx| {
+                        act.queue.push_front(again);
+                        act.pump(ctx);
+                    });
+                }
+            }
+            act.pump(ctx);
+        }));
     }
 
     /// Reports every hold whose lease may have run out unconfirmed (counting the clock
@@ -150,16 +210,18 @@ impl Watchdog {
         self.deadline = None;
         let now = Instant::now() + clock_drift(self.lease);
         // Whatever is armed below; until then a new hold must not rely on this timer.
-        for id in self.registry.due(now) {
-            self.registry
-                .report_lost(id, "no renewal confirmed within the lease");
+        for renewable in &self.lists {
+            for id in renewable.due(now) {
+                renewable.report_lost(id, Loss::Unconfirmed);
+            }
         }
         self.arm(ctx);
     }
 
-    /// Arms the deadline timer at the earliest `valid_until` of the registered holds.
+    /// Arms the deadline timer at the earliest `valid_until` of the registered entries.
     fn arm(&mut self, ctx: &mut Context<Self>) {
-        let next = self.registry.arm_next();
+        // Every list notes the instant it is armed at: the earliest of all.
+        let next = self.lists.iter().filter_map(|list| list.arm_next()).min();
         if let Some(old) = self.deadline.take() {
             ctx.cancel_future(old);
         }
@@ -172,7 +234,7 @@ impl Watchdog {
     }
 }
 
-impl Handler<Rearm> for Watchdog {
+impl Handler<Rearm> for RenewalService {
     type Result = ();
 
     fn handle(&mut self, _: Rearm, ctx: &mut Context<Self>) {
@@ -180,11 +242,13 @@ impl Handler<Rearm> for Watchdog {
     }
 }
 
-impl Actor for Watchdog {
+impl Actor for RenewalService {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        self.registry.attach(ctx.address().recipient());
+        for list in &self.lists {
+            list.attach(ctx.address().recipient());
+        }
         ctx.run_interval(self.interval, |act, ctx| act.tick(ctx));
         self.arm(ctx);
     }

@@ -12,7 +12,7 @@ mod state;
 pub(crate) mod watch;
 
 pub use actor::LockActor;
-pub(crate) use actor::LockRegistry;
+pub(crate) use actor::{LockRegistry, WatchedUntil};
 pub(crate) use direct::Direct;
 pub use guard::LockGuard;
 pub use handle::{AcquireOptions, Lock};

@@ -3,15 +3,15 @@
 
 use super::guard::{PermitId, PermitStatus};
 use actix::SpawnHandle;
-use std::time::{Duration, Instant};
 use tokio::sync::watch;
 
 /// Permit-expirable permits of one acquire, held by one [`PermitGuard`](crate::PermitGuard).
 pub(crate) struct Grant {
     pub(crate) ids: Vec<PermitId>,
-    pub(crate) lease: Option<Duration>,
     pub(crate) status: watch::Sender<PermitStatus>,
-    /// Past this instant the lease may have run out in Redis: no renewal was confirmed.
-    pub(crate) valid_until: Instant,
+    /// A lease-less grant: each id's entry on the node's permit watch list (same order as
+    /// `ids`). Empty for a fixed lease.
+    pub(crate) watched: Vec<u64>,
+    /// A fixed lease: the timer at its end.
     pub(crate) expiry: Option<SpawnHandle>,
 }

@@ -38,6 +38,7 @@ mod entry;
 mod grant;
 mod guard;
 mod handle;
+pub(crate) mod watch;
 
 pub use actor::SemaphoreActor;
 pub(crate) use actor::SemaphoreRegistry;

@@ -126,7 +126,7 @@ impl RedLock {
         let deadline = started + wait;
         let mut in_flight = InFlight::new(self.members.len());
         loop {
-            let attempt = self.attempt(owner, lease, node_timeout, &mut in_flight);
+            let attempt = self.attempt(owner, lease, fixed_lease, node_timeout, &mut in_flight);
             let failure = match attempt.await {
                 Ok(Granted {
                     members,
@@ -188,13 +188,16 @@ impl RedLock {
         &self,
         owner: LockOwner,
         lease: Duration,
+        fixed_lease: Option<Duration>,
         node_timeout: Duration,
         in_flight: &mut InFlight,
     ) -> Result<Granted, Failure> {
-        let options = AcquireOptions::new()
-            .owner(owner)
-            .wait(Duration::ZERO)
-            .lease(lease);
+        let mut options = AcquireOptions::new().owner(owner).wait(Duration::ZERO);
+        // In the watchdog mode each member is a watchdog-leased hold on its node, renewed
+        // by that node's renewal service with the node's other holds.
+        if let Some(lease) = fixed_lease {
+            options = options.lease(lease);
+        }
         in_flight.settle(&self.members, node_timeout).await;
         let started = Instant::now();
         let quorum = self.quorum();

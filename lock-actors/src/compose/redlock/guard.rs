@@ -42,10 +42,10 @@ pub(crate) struct Grant {
 ///
 /// - [`validity`](RedLockGuard::validity) is the time left in which no other owner can hold
 ///   the lock (given the guarantees on [`RedLock`]); finish or check in before it runs out.
-///   In the watchdog mode every renewal round that reaches a quorum restarts it.
-/// - [`lost`](RedLockGuard::lost) resolves when a quorum can no longer be held: a renewal
-///   round renewed fewer than a quorum of nodes, members were found gone on too many
-///   nodes, or a fixed lease's validity ran out.
+///   In the watchdog mode it moves on as the members' nodes confirm their renewals.
+/// - [`lost`](RedLockGuard::lost) resolves when a quorum can no longer be held: fewer than
+///   a quorum of members are being renewed, members were found gone on too many nodes, or
+///   the validity ran out.
 /// - [`unlock`](RedLockGuard::unlock) releases on every node; dropping the guard releases
 ///   in the background.
 ///
@@ -215,8 +215,8 @@ impl RedLockGuard {
     /// lock is lost or released.
     ///
     /// At acquisition it is `lease − elapsed − (lease · 0.01 + 2 ms)`, counted from before
-    /// the attempt's first request; in the watchdog mode each renewal round that reaches a
-    /// quorum restarts it from that round's start.
+    /// the attempt's first request; in the watchdog mode it then runs to the quorum-th
+    /// latest end of the members' confirmed renewals (send time + lease), less the drift.
     ///
     /// ```no_run
     /// # use std::time::Duration;

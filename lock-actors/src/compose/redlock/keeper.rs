@@ -1,9 +1,10 @@
-//! The keeper of a RedLock hold: a task that renews the hold on every node (in the
-//! watchdog mode), adds the nodes whose grant came late, and reports the hold lost once a
-//! quorum can no longer be held or its validity ran out.
+//! The keeper of a RedLock hold: a task that adds the nodes whose grant came late, follows
+//! the validity of the members (in the watchdog mode each member is a watchdog-leased hold
+//! that its node's renewal service renews), and reports the hold lost once a quorum can no
+//! longer be held or its validity ran out. It renews nothing itself.
 
 use super::RedLock;
-use crate::lock::{LockGuard, LockOwner};
+use crate::lock::{LockGuard, LockOwner, WatchedUntil};
 use futures_util::future::join_all;
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use futures_util::FutureExt;
@@ -14,12 +15,20 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
 
+/// How many times per renew interval the keeper reads the members' renewals: a node whose
+/// renewals fail is noticed within about one interval and a quarter, as a round that
+/// reached too few nodes was before.
+const READS_PER_INTERVAL: u32 = 4;
+
 /// How a hold is kept once granted.
 #[derive(Debug, Clone, Copy)]
 pub(crate) enum Keeping {
     /// A fixed lease: nothing is renewed; lost when the validity runs out.
     Fixed,
-    /// The watchdog mode: renew every node every `interval`, each bounded by `timeout`.
+    /// The watchdog mode: the members' nodes renew them every `interval`; a few times per
+    /// interval the keeper reads until when each member's renewal was confirmed and
+    /// whether its node's renewals are failing (a local read, each bounded by `timeout`),
+    /// and moves the validity on.
     Renewed {
         interval: Duration,
         timeout: Duration,
@@ -90,7 +99,8 @@ impl Keeper {
         let quorum = self.lock.quorum();
         let mut next = match self.keeping {
             Keeping::Fixed => self.standing.borrow().valid_until,
-            Keeping::Renewed { interval, .. } => Instant::now() + interval,
+            Keeping::Renewed { interval, .. } => (Instant::now() + interval / READS_PER_INTERVAL)
+                .min(self.standing.borrow().valid_until),
         };
         loop {
             tokio::select! {
@@ -112,27 +122,28 @@ impl Keeper {
                 () = tokio::time::sleep_until(next.into()) => match self.keeping {
                     Keeping::Fixed => return self.lose("its validity ran out"),
                     Keeping::Renewed { interval, timeout } => {
-                        let round = Instant::now();
-                        // The validity ends on time even while a round waits for a node.
-                        let valid_until = self.standing.borrow().valid_until;
-                        let renewing = self.renew_all(timeout);
-                        let Ok(renewed) =
-                            tokio::time::timeout_at(valid_until.into(), renewing).await
-                        else {
-                            return self.lose("its validity ran out during a renewal round");
-                        };
-                        if renewed < quorum {
-                            return self.lose("a renewal round reached fewer than a quorum of nodes");
+                        let now = Instant::now();
+                        let mut ends: Vec<Instant> =
+                            self.member_ends(timeout).await.into_iter().flatten().collect();
+                        if ends.len() < quorum {
+                            return self.lose("renewals reached fewer than a quorum of nodes");
                         }
-                        let valid_until = round + self.lease - RedLock::clock_drift(self.lease);
+                        // The quorum-th latest confirmed end: until then a quorum holds.
+                        ends.sort_unstable_by(|a, b| b.cmp(a));
+                        let drift = RedLock::clock_drift(self.lease);
+                        let valid_until = ends[quorum - 1].checked_sub(drift).unwrap_or(now);
+                        if valid_until <= now {
+                            return self.lose("its validity ran out");
+                        }
                         self.standing.send_if_modified(|s| {
-                            let held = s.status == Status::Held;
-                            if held {
+                            let later = s.status == Status::Held && valid_until > s.valid_until;
+                            if later {
                                 s.valid_until = valid_until;
                             }
-                            held
+                            later
                         });
-                        next = round + interval;
+                        let until = self.standing.borrow().valid_until;
+                        next = (now + interval / READS_PER_INTERVAL).min(until);
                     }
                 },
             }
@@ -154,17 +165,29 @@ impl Keeper {
         Some(lost)
     }
 
-    /// Renews every live member at once; returns how many nodes confirmed.
-    async fn renew_all(&self, timeout: Duration) -> usize {
-        let renewals = self.alive.iter().map(|&index| {
-            let member = self.lock.member(index);
-            tokio::time::timeout(timeout, member.lock.renew(self.owner, self.lease))
+    /// Reads, for every live member, until when its renewal was confirmed (as its node's
+    /// renewal service confirmed it): `Some(end)` for a member whose node's renewals go
+    /// through, `None` for one whose node's renewals fail or wait longer than `timeout`
+    /// for an answer, or that is no longer watched. A local read, bounded by `timeout`:
+    /// nothing is sent to Redis.
+    async fn member_ends(&self, timeout: Duration) -> Vec<Option<Instant>> {
+        let owner = self.owner;
+        let reads = self.alive.iter().map(|&index| {
+            let lock = &self.lock.member(index).lock;
+            let failing = lock
+                .client()
+                .actors()
+                .map_or(true, |actors| actors.renewal_failing(timeout));
+            let actor = lock.actor();
+            async move {
+                if failing {
+                    return None;
+                }
+                let read = actor.ok()?.send(WatchedUntil { owner });
+                tokio::time::timeout(timeout, read).await.ok()?.ok()?
+            }
         });
-        join_all(renewals)
-            .await
-            .into_iter()
-            .filter(|renewal| matches!(renewal, Ok(Ok(true))))
-            .count()
+        join_all(reads).await
     }
 
     fn lose(&self, why: &str) {

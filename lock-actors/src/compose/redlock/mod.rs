@@ -56,12 +56,13 @@ const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
 ///   until it answers, and a grant that arrives late is released at once.
 /// - The wait bounds the whole call up to one last attempt and its releases: at most
 ///   `wait + 2 × node timeout`.
-/// - **Without a lease** (the watchdog mode) each node is taken for the watchdog lease (the
-///   shortest `watchdog_timeout` of the clients), and every renew interval (the shortest of
-///   the clients') all nodes are renewed in parallel, each bounded by
-///   max(node timeout, interval / 4). A round that renews fewer than a quorum reports the
-///   lock **lost** at once; so does a quorum of members found gone in between. Each round
-///   that renews a quorum restarts the validity.
+/// - **Without a lease** (the watchdog mode) each member is a watchdog-leased hold on its
+///   node, renewed by that node's renewal service with the node's other holds (every
+///   renew interval of its client). A few times per interval (the shortest of the
+///   clients') the RedLock reads its members: when fewer than a quorum are being renewed
+///   (their node's renewals fail or wait longer than max(node timeout, interval / 4) for
+///   an answer, or they were found gone) it reports the lock **lost** at once. The validity is the quorum-th latest confirmed
+///   renewal's end (its send time + the lease), less the clock drift allowance.
 /// - **With a fixed lease** nothing is renewed, and the lock is reported lost when its
 ///   validity runs out.
 ///

@@ -368,6 +368,27 @@ impl Handler<HoldLost> for LockActor {
     }
 }
 
+/// Until when `owner`'s watchdog-leased hold of this lock surely lasts: the send time of
+/// its last confirmed renewal (or of its acquire) plus the lease. `None` when the owner
+/// holds no watchdog-leased hold here (never had one, released, or lost).
+pub(crate) struct WatchedUntil {
+    pub(crate) owner: LockOwner,
+}
+
+impl Message for WatchedUntil {
+    type Result = Option<Instant>;
+}
+
+impl Handler<WatchedUntil> for LockActor {
+    type Result = Option<Instant>;
+
+    fn handle(&mut self, msg: WatchedUntil, ctx: &mut Context<Self>) -> Option<Instant> {
+        self.take_charge(ctx);
+        let watch_id = self.holders.get(&msg.owner)?.watch_id?;
+        self.watchdog.valid_until(watch_id)
+    }
+}
+
 impl Handler<Adopt> for LockActor {
     type Result = ();
 

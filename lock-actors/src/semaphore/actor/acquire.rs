@@ -256,26 +256,36 @@ impl SemaphoreActor {
             Reply::Expirable(slot) => {
                 let grant = self.next_grant;
                 self.next_grant += 1;
-                let valid_until = sent + lease.unwrap_or(self.watchdog_lease());
-                // A fixed lease ends then; a renewed one then unless a renewal moves it.
-                let held_for = lease.unwrap_or(self.watchdog_lease());
-                let expiry = Some(super::leases::expire_at(grant, valid_until, held_for, ctx));
                 let (status, watching) = watch::channel(PermitStatus::Held);
                 let shown: Vec<String> = ids.iter().map(|id| id.hex.clone()).collect();
+                let (watched, expiry) = match lease {
+                    // The node's renewal service keeps it alive, and reports it lost when
+                    // no renewal confirmed it within the lease.
+                    None => {
+                        let valid_until = sent + self.watchdog_lease();
+                        let watched = self.permit_watch.register_grant(
+                            &self.name,
+                            ids.iter().map(|id| id.raw.as_slice()),
+                            grant,
+                            ctx.address().downgrade(),
+                            valid_until,
+                        );
+                        (watched, None)
+                    }
+                    Some(lease) => {
+                        let expiry = super::leases::expire_at(grant, sent + lease, lease, ctx);
+                        (Vec::new(), Some(expiry))
+                    }
+                };
                 self.grants.insert(
                     grant,
                     Grant {
                         ids,
-                        lease,
                         status,
-                        valid_until,
+                        watched,
                         expiry,
                     },
                 );
-                if lease.is_none() && self.renewal.is_none() {
-                    let every = self.node.config.renew_interval();
-                    self.renewal = Some(ctx.run_interval(every, |act, ctx| act.renew(ctx)));
-                }
                 let guard = PermitGuard::new(
                     ctx.address().recipient(),
                     self.name.clone(),

@@ -1,25 +1,20 @@
 //! The permit-expirable side of the semaphore actor: the permits it handed out, their
-//! renewal every lease/3, their loss, and their release by id.
+//! loss, and their release by id. The node's renewal service (`crate::client::renewal`)
+//! renews the lease-less ones, which sit on its permit watch list while held here.
 
 use super::{disarm, refuse, Kind, SemaphoreActor};
 use crate::config::clock_drift;
 use crate::error::LockError;
-use crate::script::ScriptCall;
 use crate::semaphore::guard::{PermitId, PermitStatus, ReleaseGrant};
-use crate::semaphore::{ReleasePermit, EXPIRABLE_RELEASE, RENEW};
+use crate::semaphore::watch::PermitLost;
+use crate::semaphore::{ReleasePermit, EXPIRABLE_RELEASE};
+use crate::watch_list::Loss;
 use actix::prelude::*;
 use std::time::{Duration, Instant};
 
-/// Permit ids renewed per script call, so one call never blocks Redis for long.
-const RENEW_BATCH: usize = 512;
-/// After a failed renewal round, the next comes this soon rather than a whole interval
-/// later: a connection that dropped while idle fails once, then works.
-const RENEW_RETRY: Duration = Duration::from_millis(250);
-
-/// Arms the timer that reports grant `grant` lost at `valid_until`: the end of its fixed
-/// lease, or of the last confirmed renewal's lease `lease` (a renewal re-arms it), less
-/// the clock drift allowance. So the holder hears of the loss before Redis takes the
-/// permits back.
+/// Arms the timer that reports grant `grant` lost at `valid_until`, the end of its fixed
+/// lease `lease`, less the clock drift allowance: so the holder hears of the loss before
+/// Redis takes the permits back.
 pub(super) fn expire_at(
     grant: u64,
     valid_until: Instant,
@@ -30,139 +25,11 @@ pub(super) fn expire_at(
         .saturating_duration_since(Instant::now())
         .saturating_sub(clock_drift(lease));
     ctx.run_later(ends_in, move |act, ctx| {
-        let why = match act.grants.get(&grant).map(|g| g.lease) {
-            Some(Some(_)) => "its fixed lease ran out",
-            _ => "no renewal was confirmed within the lease",
-        };
-        act.lose(grant, why, ctx);
+        act.lose(grant, "its fixed lease ran out", ctx);
     })
 }
 
 impl SemaphoreActor {
-    /// One renewal round: every lease-less permit handed out here, in batched script calls.
-    pub(super) fn renew(&mut self, ctx: &mut Context<Self>) {
-        let now = Instant::now();
-        let overdue: Vec<u64> = self
-            .grants
-            .iter()
-            .filter(|(_, g)| g.lease.is_none() && g.valid_until <= now)
-            .map(|(id, _)| *id)
-            .collect();
-        for grant in overdue {
-            self.lose(grant, "no renewal was confirmed within the lease", ctx);
-        }
-        let watched: Vec<(u64, PermitId)> = self
-            .grants
-            .iter()
-            .filter(|(_, g)| g.lease.is_none())
-            .flat_map(|(grant, g)| g.ids.iter().map(move |id| (*grant, id.clone())))
-            .collect();
-        if watched.is_empty() {
-            self.settle_renewal(ctx);
-            return;
-        }
-        if self.renewals_in_flight > 0 {
-            return; // the last round has not answered; do not pile up
-        }
-        let Some(timeouts) = self.keys.timeouts.clone() else {
-            return;
-        };
-        let lease = self.watchdog_lease();
-        for batch in watched.chunks(RENEW_BATCH) {
-            let batch = batch.to_vec();
-            let mut invocation =
-                ScriptCall::with_key(RENEW.get(self.node.commands.pubsub), timeouts.as_str());
-            invocation.arg(lease.as_millis() as u64);
-            for (_, id) in &batch {
-                invocation.arg(id.raw.as_slice());
-            }
-            let sent = Instant::now();
-            self.renewals_in_flight += 1;
-            let request = self
-                .node
-                .commands
-                .clone()
-                .eval::<Vec<i64>>(invocation, self.name.clone());
-            ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
-                act.renewals_in_flight -= 1;
-                match result {
-                    Ok(renewed) => act.renewed(&batch, &renewed, sent + lease, ctx),
-                    Err(error) => {
-                        tracing::warn!(semaphore = %act.name, %error, permits = batch.len(),
-                            retry_in = ?RENEW_RETRY, "permit renewal failed; retrying");
-                        if act.renewals_in_flight == 0 {
-                            ctx.run_later(RENEW_RETRY, |act, ctx| act.renew(ctx));
-                        }
-                    }
-                }
-                act.refresh_keepalive(ctx);
-            }));
-        }
-        self.refresh_keepalive(ctx);
-    }
-
-    fn renewed(
-        &mut self,
-        batch: &[(u64, PermitId)],
-        renewed: &[i64],
-        valid_until: Instant,
-        ctx: &mut Context<Self>,
-    ) {
-        let mut gone: Vec<u64> = Vec::new();
-        let mut extended: Vec<u64> = Vec::new();
-        for ((grant, id), ok) in batch
-            .iter()
-            .zip(renewed.iter().chain(std::iter::repeat(&0)))
-        {
-            if *ok != 1 {
-                // An id released (by id) while the round was on its way went for a reason.
-                let still_held = self.grants.get(grant).is_some_and(|g| g.ids.contains(id));
-                if still_held && !gone.contains(grant) {
-                    gone.push(*grant);
-                }
-            } else if let Some(g) = self.grants.get_mut(grant) {
-                if valid_until > g.valid_until {
-                    g.valid_until = valid_until;
-                    if !extended.contains(grant) {
-                        extended.push(*grant);
-                    }
-                }
-            }
-        }
-        for grant in extended {
-            if gone.contains(&grant) {
-                continue;
-            }
-            let lease = self.watchdog_lease();
-            if let Some(g) = self.grants.get_mut(&grant) {
-                let old = g.expiry.take();
-                let until = g.valid_until;
-                disarm(old, ctx);
-                let timer = expire_at(grant, until, lease, ctx);
-                if let Some(g) = self.grants.get_mut(&grant) {
-                    g.expiry = Some(timer);
-                }
-            }
-        }
-        for grant in gone {
-            if let Some(ids) = self.lose(grant, "a renewal found a permit gone or expired", ctx) {
-                // The rest of this acquire's permits are of no use alone: give them back.
-                self.give_back(ids.len() as u32, ids, ctx);
-            }
-        }
-    }
-
-    /// Ends the renewal round timer once no lease-less permit is held here, so an idle
-    /// actor has nothing scheduled and can stop.
-    pub(super) fn settle_renewal(&mut self, ctx: &mut Context<Self>) {
-        if self.grants.values().any(|g| g.lease.is_none()) {
-            return;
-        }
-        if let Some(renewal) = self.renewal.take() {
-            ctx.cancel_future(renewal);
-        }
-    }
-
     /// Grant `grant`'s permits are no longer held: tell its guard, stop renewing them.
     /// Returns the ids it had.
     pub(super) fn lose(
@@ -173,9 +40,9 @@ impl SemaphoreActor {
     ) -> Option<Vec<PermitId>> {
         let lost = self.grants.remove(&grant)?;
         disarm(lost.expiry, ctx);
+        self.unwatch(&lost.watched);
         tracing::warn!(semaphore = %self.name, permits = lost.ids.len(), why, "permits lost");
         lost.status.send_replace(PermitStatus::Lost);
-        self.settle_renewal(ctx);
         self.refresh_keepalive(ctx);
         Some(lost.ids)
     }
@@ -184,19 +51,33 @@ impl SemaphoreActor {
     /// ends as released.
     pub(super) fn forget_ids(&mut self, ids: &[PermitId], ctx: &mut Context<Self>) {
         let mut emptied = Vec::new();
+        let mut unwatched = Vec::new();
         for (grant, held) in self.grants.iter_mut() {
+            if !held.watched.is_empty() {
+                let pairs = held.ids.iter().zip(&held.watched);
+                unwatched.extend(pairs.filter(|(id, _)| ids.contains(id)).map(|(_, w)| *w));
+                let mut keep = held.ids.iter().map(|id| !ids.contains(id));
+                held.watched.retain(|_| keep.next().unwrap_or(false));
+            }
             held.ids.retain(|id| !ids.contains(id));
             if held.ids.is_empty() {
                 emptied.push(*grant);
             }
         }
+        self.unwatch(&unwatched);
         for grant in emptied {
             if let Some(ended) = self.grants.remove(&grant) {
                 disarm(ended.expiry, ctx);
                 ended.status.send_replace(PermitStatus::Released);
             }
         }
-        self.settle_renewal(ctx);
+    }
+
+    /// Takes permits off the node's watch list: no renewal is sent for them after this.
+    pub(super) fn unwatch(&self, watched: &[u64]) {
+        for id in watched {
+            self.permit_watch.unregister(*id);
+        }
     }
 
     /// Releases permit ids; answers (released, of which still within their lease).
@@ -262,6 +143,31 @@ impl SemaphoreActor {
                     outcome
                 }),
         )
+    }
+}
+
+impl Handler<PermitLost> for SemaphoreActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: PermitLost, ctx: &mut Context<Self>) {
+        let ours = self
+            .grants
+            .get_mut(&msg.grant)
+            .is_some_and(|g| g.watched.contains(&msg.watch_id));
+        if !ours {
+            return; // released or lost meanwhile
+        }
+        if let Some(g) = self.grants.get_mut(&msg.grant) {
+            // The watch list already dropped this entry.
+            g.watched.retain(|id| *id != msg.watch_id);
+        }
+        let Some(ids) = self.lose(msg.grant, msg.loss.why(), ctx) else {
+            return;
+        };
+        if msg.loss == Loss::Gone {
+            // The rest of this acquire's permits are of no use alone: give them back.
+            self.give_back(ids.len() as u32, ids, ctx);
+        }
     }
 }
 

@@ -6,6 +6,7 @@ mod leases;
 
 use super::grant::Grant;
 use super::guard::{PermitGuard, PermitId, ReturnPermits, SemaphoreGuard};
+use super::watch::PermitWatch;
 use super::{
     AcquireExpirablePermits, AcquirePermits, AddPermits, AvailablePermits, Kind, ReleasePermits,
     SemaphoreKeys, SetPermits, TrySetPermits, ADD, AVAILABLE, SET, TRY_SET,
@@ -35,8 +36,8 @@ pub(crate) type SemaphoreRegistry = Registry<(Kind, LockName), SemaphoreActor>;
 /// semaphore; it is woken by the count published on `redisson_sc:{name}` at every release,
 /// or by a timer (at most 5 s, or the next permit's expiry) if that message is lost. After
 /// the head is served the next waiter tries at once, since permits may be left. For a
-/// permit-expirable semaphore it also renews the lease-less permits it handed out, in one
-/// script call per renewal round, every lease/3. The actor lives while anyone holds its
+/// permit-expirable semaphore it puts the lease-less permits it handed out on the node's
+/// permit watch list, which the node's renewal service renews every lease/3. The actor lives while anyone holds its
 /// address (handles, guards) or it has waiters or held permits, then stops.
 ///
 /// Get its address with [`Semaphore::actor`](crate::Semaphore::actor) or
@@ -79,8 +80,8 @@ pub struct SemaphoreActor {
     /// Permit-expirable permits handed out by this actor and not yet released.
     grants: HashMap<u64, Grant>,
     next_grant: u64,
-    renewal: Option<SpawnHandle>,
-    renewals_in_flight: usize,
+    /// The node's permit watch list: lease-less permits go on it while held.
+    permit_watch: Arc<PermitWatch<SemaphoreActor>>,
     /// Give-backs and releases on their way to Redis.
     background: usize,
 }
@@ -137,6 +138,7 @@ impl SemaphoreActor {
         name: LockName,
         kind: Kind,
         id: u64,
+        permit_watch: Arc<PermitWatch<SemaphoreActor>>,
     ) -> Self {
         SemaphoreActor {
             keys: SemaphoreKeys::new(&name, kind),
@@ -151,8 +153,7 @@ impl SemaphoreActor {
             plain_out: 0,
             grants: HashMap::new(),
             next_grant: 1,
-            renewal: None,
-            renewals_in_flight: 0,
+            permit_watch,
             background: 0,
         }
     }
@@ -184,8 +185,7 @@ impl SemaphoreActor {
             || self.queue.trying()
             || !self.grants.is_empty()
             || self.plain_out > 0
-            || self.background > 0
-            || self.renewals_in_flight > 0;
+            || self.background > 0;
         if !busy {
             self.keepalive = None;
         } else if self.keepalive.is_none() {
@@ -279,7 +279,11 @@ impl Actor for SemaphoreActor {
             });
         }
         // Dropping the status senders tells every guard that nothing renews its permits.
-        self.grants.clear();
+        for (_, grant) in self.grants.drain() {
+            for id in grant.watched {
+                self.permit_watch.unregister(id);
+            }
+        }
     }
 }
 
