@@ -17,6 +17,7 @@
 //! is handed to the actor as a doubt, which it settles with Redis by reconciling (see
 //! `LockActor::doubt`): nothing is ever left in Redis that nobody counts.
 
+use super::direct_messages::{Adopt, DirectHold, Doubt, SettleUnlock};
 use super::guard::{GuardLink, HoldStatus, ReleaseHold, Reply, StatusSender};
 use super::kind::LockKind;
 use super::watch::{HoldLost, WatchRegistry};
@@ -25,7 +26,7 @@ use crate::error::LockError;
 use crate::keys::LockName;
 use crate::node::{Commands, Node};
 use crate::script::ScriptCall;
-use actix::{Actor, Addr, Context, Handler, Message};
+use actix::{Actor, Addr, Context, Handler};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
@@ -65,18 +66,6 @@ enum Mode {
     Held,
     Unlocking,
     Actor,
-}
-
-/// A hold taken on the fast path, not (yet) known to the actor.
-pub(crate) struct DirectHold {
-    pub(crate) owner: LockOwner,
-    pub(crate) hold: u64,
-    pub(crate) status: StatusSender,
-    /// The watchdog entry of a watchdog-leased hold; `None` for a fixed lease.
-    pub(crate) watch_id: Option<u64>,
-    /// A fixed lease, and when the acquire that took it was sent.
-    pub(crate) lease: Option<Duration>,
-    pub(crate) sent: Instant,
 }
 
 struct State<A: Actor> {
@@ -681,51 +670,4 @@ fn tried(reply: redis::Value) -> Option<TryReply> {
         },
         _ => None,
     }
-}
-
-/// A hold taken on the fast path after the actor took charge: count it as ours.
-pub(crate) struct Adopt(pub(crate) DirectHold);
-
-impl Message for Adopt {
-    type Result = ();
-}
-
-/// Take the lock after a fast-path try: it found the lock held by another owner (the
-/// waiter's first try is done: it subscribes, then tries again), or it got no answer (the
-/// try is being settled: the waiter gets one more try within a response timeout, as after
-/// a first try of its own).
-pub(crate) struct AfterDirect {
-    pub(crate) owner: LockOwner,
-    pub(crate) lease: Option<Duration>,
-    pub(crate) wait: Duration,
-    pub(crate) fenced: bool,
-    /// `None`: it was busy. `Some`: Redis did not answer.
-    pub(crate) error: Option<LockError>,
-}
-
-impl Message for AfterDirect {
-    type Result = Result<LockGuard, LockError>;
-}
-
-/// A fast-path call about `owner` got no answer (or its caller left): it may or may not
-/// have run; settle `owner`'s count with Redis.
-pub(crate) struct Doubt {
-    pub(crate) owner: LockOwner,
-    pub(crate) lease: Duration,
-}
-
-impl Message for Doubt {
-    type Result = ();
-}
-
-/// A fast-path unlock got no answer: report what Redis turns out to hold once it answers,
-/// or `error` if it stays silent for a response timeout.
-pub(crate) struct SettleUnlock {
-    pub(crate) owner: LockOwner,
-    pub(crate) lease: Duration,
-    pub(crate) error: LockError,
-}
-
-impl Message for SettleUnlock {
-    type Result = Result<Released, LockError>;
 }

@@ -1,6 +1,7 @@
 //! `Lock`: the handle users take every kind of lock through, its options, and state reads.
 
-use super::direct::{AfterDirect, DirectCache, Tried};
+use super::direct::{DirectCache, Tried};
+use super::direct_messages::AfterDirect;
 use super::kind::LockKind;
 use super::state::read_state;
 use crate::client::LockClient;

@@ -3,6 +3,7 @@
 
 mod actor;
 mod direct;
+mod direct_messages;
 mod guard;
 mod handle;
 mod kind;

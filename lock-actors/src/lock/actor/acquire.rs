@@ -4,7 +4,8 @@
 use super::{disarm, Hold, Holder, LockActor, Waiting};
 use crate::config::positive_millis;
 use crate::error::LockError;
-use crate::lock::direct::{run_acquire, AfterDirect, TryReply};
+use crate::lock::direct::{run_acquire, TryReply};
+use crate::lock::direct_messages::AfterDirect;
 use crate::lock::guard::{GuardLink, StatusSender};
 use crate::lock::reply::{Deferred, ReplySlot};
 use crate::lock::{Acquire, AcquireFenced, LockGuard, LockKind, LockOwner};

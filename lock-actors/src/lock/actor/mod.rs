@@ -6,7 +6,8 @@ mod acquire;
 mod reconcile;
 mod release;
 
-use super::direct::{Adopt, Direct, DirectHold};
+use super::direct::Direct;
+use super::direct_messages::{Adopt, DirectHold};
 use super::guard::{HoldStatus, StatusSender};
 use super::kind::LockKind;
 use super::kind::{actor_key, ActorKey};

@@ -3,7 +3,7 @@
 
 use super::{LockActor, Reconcile};
 use crate::error::LockError;
-use crate::lock::direct::{Doubt, SettleUnlock};
+use crate::lock::direct_messages::{Doubt, SettleUnlock};
 use crate::lock::reply::{Deferred, ReplySlot};
 use crate::lock::{LockOwner, Released};
 use crate::wait_queue::ERROR_RETRY;

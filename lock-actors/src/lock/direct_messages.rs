@@ -1,0 +1,69 @@
+//! What the fast path (`lock/direct.rs`) hands to a lock's actor: a hold it took, and the
+//! messages by which the actor adopts that hold, takes over a busy or unanswered try, or
+//! settles a call whose reply was lost. Below both, so neither names the other's module
+//! for them.
+
+use super::guard::StatusSender;
+use super::{LockGuard, LockOwner, Released};
+use crate::error::LockError;
+use actix::Message;
+use std::time::{Duration, Instant};
+
+/// A hold taken on the fast path, not (yet) known to the actor.
+pub(crate) struct DirectHold {
+    pub(crate) owner: LockOwner,
+    pub(crate) hold: u64,
+    pub(crate) status: StatusSender,
+    /// The watchdog entry of a watchdog-leased hold; `None` for a fixed lease.
+    pub(crate) watch_id: Option<u64>,
+    /// A fixed lease, and when the acquire that took it was sent.
+    pub(crate) lease: Option<Duration>,
+    pub(crate) sent: Instant,
+}
+
+/// A hold taken on the fast path after the actor took charge: count it as ours.
+pub(crate) struct Adopt(pub(crate) DirectHold);
+
+impl Message for Adopt {
+    type Result = ();
+}
+
+/// Take the lock after a fast-path try: it found the lock held by another owner (the
+/// waiter's first try is done: it subscribes, then tries again), or it got no answer (the
+/// try is being settled: the waiter gets one more try within a response timeout, as after
+/// a first try of its own).
+pub(crate) struct AfterDirect {
+    pub(crate) owner: LockOwner,
+    pub(crate) lease: Option<Duration>,
+    pub(crate) wait: Duration,
+    pub(crate) fenced: bool,
+    /// `None`: it was busy. `Some`: Redis did not answer.
+    pub(crate) error: Option<LockError>,
+}
+
+impl Message for AfterDirect {
+    type Result = Result<LockGuard, LockError>;
+}
+
+/// A fast-path call about `owner` got no answer (or its caller left): it may or may not
+/// have run; settle `owner`'s count with Redis.
+pub(crate) struct Doubt {
+    pub(crate) owner: LockOwner,
+    pub(crate) lease: Duration,
+}
+
+impl Message for Doubt {
+    type Result = ();
+}
+
+/// A fast-path unlock got no answer: report what Redis turns out to hold once it answers,
+/// or `error` if it stays silent for a response timeout.
+pub(crate) struct SettleUnlock {
+    pub(crate) owner: LockOwner,
+    pub(crate) lease: Duration,
+    pub(crate) error: LockError,
+}
+
+impl Message for SettleUnlock {
+    type Result = Result<Released, LockError>;
+}
