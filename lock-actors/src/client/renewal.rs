@@ -14,6 +14,7 @@ use crate::lock::watch::renew_confirmed;
 use crate::node::Commands;
 use crate::watch_list::{Loss, Rearm, Renewable};
 use actix::prelude::*;
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -21,6 +22,18 @@ use std::time::{Duration, Instant};
 
 /// The first retry after a failed renewal batch.
 const RETRY_FIRST: Duration = Duration::from_millis(25);
+
+/// The waits between tries of a failing batch: from [`RETRY_FIRST`], doubling, with up to
+/// as much again of random jitter (so clients that lost the same node do not retry in
+/// step), never more than one renew `interval` apart.
+fn retry_backoff(interval: Duration) -> ExponentialBackoff {
+    ExponentialBuilder::new()
+        .with_min_delay(RETRY_FIRST.min(interval / 2))
+        .with_max_delay(interval / 2)
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
 
 /// Holds renewed per script call; keeps one call from blocking Redis for long.
 const BATCH: usize = 512;
@@ -30,10 +43,9 @@ struct Batch {
     /// Which of the service's watch lists.
     list: usize,
     ids: Vec<u64>,
-    /// The wait before sending it again if this try fails.
-    retry_in: Duration,
-    /// It failed before (and counts in `failing` until it goes through or empties).
-    failed: bool,
+    /// Set once it has failed (it then counts in `failing` until it goes through or
+    /// empties): the waits before its next tries.
+    retry: Option<ExponentialBackoff>,
 }
 
 /// The renewal actor of one node.
@@ -127,8 +139,7 @@ impl RenewalService {
             self.queue.extend(batches.into_iter().map(|ids| Batch {
                 list,
                 ids,
-                retry_in: RETRY_FIRST,
-                failed: false,
+                retry: None,
             }));
         }
         self.pump(ctx);
@@ -145,16 +156,12 @@ impl RenewalService {
     }
 
     /// Renews the holds of `batch` still registered in one script call; on failure,
-    /// queues the same batch again after its backoff (doubling up to the interval) while
+    /// queues the same batch again after its backoff (see [`retry_backoff`]) while
     /// any of them is still registered, and the other batches go on meanwhile. Holds whose
     /// lease runs out are reported by the deadline timer, not here.
     fn send_batch(&mut self, batch: Batch, ctx: &mut Context<Self>) {
-        let Batch {
-            list,
-            ids,
-            retry_in,
-            failed,
-        } = batch;
+        let Batch { list, ids, retry } = batch;
+        let failed = retry.is_some();
         let renewable = self.lists[list].clone();
         let Some((invocation, sent_ids, first)) =
             renewable.renewal(ids, self.lease, &self.commands)
@@ -185,13 +192,14 @@ impl RenewalService {
                     if !failed {
                         act.health.failing.fetch_add(1, Ordering::Relaxed);
                     }
+                    let mut retry = retry.unwrap_or_else(|| retry_backoff(act.interval));
+                    let retry_in = retry.next().unwrap_or(act.interval);
                     tracing::warn!(node = act.commands.label(), holds = sent_ids.len(),
                                 error = %err, ?retry_in, "renewal failed; retrying this batch");
                     let again = Batch {
                         list,
                         ids: sent_ids,
-                        retry_in: (retry_in * 2).min(act.interval),
-                        failed: true,
+                        retry: Some(retry),
                     };
                     ctx.run_later(retry_in, move |act, ctx| {
                         act.queue.push_front(again);

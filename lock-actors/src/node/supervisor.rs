@@ -6,6 +6,7 @@ use crate::connection::{PubSub, SubscriptionTarget};
 use crate::error::LockError;
 use actix::prelude::*;
 use actix::WeakRecipient;
+use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use redis::aio::PubSubSink;
 use redis::cluster_async::ClusterConnection;
 use redis::{PushInfo, PushKind};
@@ -132,13 +133,26 @@ pub struct NodeSupervisor {
     routes: HashMap<String, Vec<(u64, WeakRecipient<Wake>)>>,
     sink: Option<Sink>,
     connected_once: bool,
-    retry_delay: Duration,
+    /// The waits between tries to connect or subscribe again; reset once one succeeds.
+    retry: ExponentialBackoff,
     /// A cluster node connection dropped: subscriptions are being restored.
     resync_pending: bool,
 }
 
 const FIRST_RETRY: Duration = Duration::from_millis(50);
 const LAST_RETRY: Duration = Duration::from_secs(2);
+
+/// Reconnect and re-subscribe waits: from [`FIRST_RETRY`], doubling, with up to as much
+/// again of random jitter (so the clients of a restarted server do not all come back in
+/// the same millisecond), never over [`LAST_RETRY`].
+fn retry_backoff() -> ExponentialBackoff {
+    ExponentialBuilder::new()
+        .with_min_delay(FIRST_RETRY)
+        .with_max_delay(LAST_RETRY / 2)
+        .with_jitter()
+        .without_max_times()
+        .build()
+}
 /// Channels per SUBSCRIBE command when subscribing again after a reconnect.
 const RESUBSCRIBE_CHUNK: usize = 1000;
 
@@ -199,7 +213,7 @@ impl NodeSupervisor {
             routes: HashMap::new(),
             sink: None,
             connected_once: false,
-            retry_delay: FIRST_RETRY,
+            retry: retry_backoff(),
             resync_pending: false,
         }
     }
@@ -240,7 +254,7 @@ impl NodeSupervisor {
                             ctx.add_stream(stream);
                         }
                         act.sink = Some(sink);
-                        act.retry_delay = FIRST_RETRY;
+                        act.retry = retry_backoff();
                         tracing::debug!(node = %act.label, "subscription connection up");
                         let reconnected = std::mem::replace(&mut act.connected_once, true);
                         act.resubscribe(reconnected, ctx);
@@ -250,10 +264,10 @@ impl NodeSupervisor {
                             Ok(Err(e)) => format!("{:?}", e.kind()),
                             _ => "connect timeout".to_string(),
                         };
-                        tracing::warn!(node = %act.label, %reason, retry_in = ?act.retry_delay,
-                    "subscription connection failed");
-                        ctx.run_later(act.retry_delay, |act, ctx| act.connect(ctx));
-                        act.retry_delay = (act.retry_delay * 2).min(LAST_RETRY);
+                        let retry_in = act.retry.next().unwrap_or(LAST_RETRY);
+                        tracing::warn!(node = %act.label, %reason, ?retry_in,
+                            "subscription connection failed");
+                        ctx.run_later(retry_in, |act, ctx| act.connect(ctx));
                     }
                 }),
         );
@@ -284,15 +298,14 @@ impl NodeSupervisor {
             match result {
                 Err(reason) if matches!(act.sink, Some(Sink::Cluster(_))) => {
                     // A cluster node may be failing over: try again until it is served.
-                    tracing::warn!(node = %act.label, %reason, retry_in = ?act.retry_delay,
+                    let retry_in = act.retry.next().unwrap_or(LAST_RETRY);
+                    tracing::warn!(node = %act.label, %reason, ?retry_in,
                         "re-subscribing failed; retrying");
-                    let delay = act.retry_delay;
-                    act.retry_delay = (act.retry_delay * 2).min(LAST_RETRY);
-                    ctx.run_later(delay, move |act, ctx| act.resubscribe(wake, ctx));
+                    ctx.run_later(retry_in, move |act, ctx| act.resubscribe(wake, ctx));
                     return;
                 }
                 Err(reason) => tracing::warn!(node = %act.label, %reason, "re-subscribing failed"),
-                Ok(()) => act.retry_delay = FIRST_RETRY,
+                Ok(()) => act.retry = retry_backoff(),
             }
             act.resync_pending = false;
             if wake {
