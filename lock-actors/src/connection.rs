@@ -14,7 +14,8 @@ use redis::cluster_routing::{
 };
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::{
-    Cmd, ErrorKind, IntoConnectionInfo, Pipeline, RedisFuture, RedisResult, ServerErrorKind, Value,
+    Cmd, ErrorKind, FromRedisValue, InfoDict, IntoConnectionInfo, Pipeline, RedisFuture,
+    RedisResult, ServerErrorKind, Value,
 };
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -470,31 +471,30 @@ fn sentinel_client(config: &ClientConfig, label: &str) -> Result<SentinelClient,
     .map_err(|e| Failure::Lock(config_error(label, &e)))
 }
 
-/// Every `redis_version:<major>.` found in an INFO reply (one text per node, in a map).
-fn collect_major_versions(value: &Value, majors: &mut Vec<u32>) {
+/// The `INFO` text of every node in a reply: one text from a single server, a map of
+/// node to text from a cluster's fan-out. Parsed by the redis crate's own [`InfoDict`].
+pub(crate) fn info_per_node(value: &Value) -> Vec<InfoDict> {
+    let mut found = Vec::new();
+    collect_info(value, &mut found);
+    found
+}
+
+fn collect_info(value: &Value, found: &mut Vec<InfoDict>) {
     match value {
-        Value::BulkString(bytes) => collect_from_text(&String::from_utf8_lossy(bytes), majors),
-        Value::VerbatimString { text, .. } | Value::SimpleString(text) => {
-            collect_from_text(text, majors)
-        }
-        Value::Map(pairs) => pairs
-            .iter()
-            .for_each(|(_, v)| collect_major_versions(v, majors)),
+        Value::Map(pairs) => pairs.iter().for_each(|(_, v)| collect_info(v, found)),
         Value::Array(items) | Value::Set(items) => {
-            items.iter().for_each(|v| collect_major_versions(v, majors))
+            items.iter().for_each(|v| collect_info(v, found))
         }
-        _ => {}
+        text => found.extend(InfoDict::from_redis_value_ref(text).ok()),
     }
 }
 
-fn collect_from_text(text: &str, majors: &mut Vec<u32>) {
-    for line in text.lines() {
-        if let Some(version) = line.trim().strip_prefix("redis_version:") {
-            if let Some(major) = version.split('.').next().and_then(|m| m.parse().ok()) {
-                majors.push(major);
-            }
-        }
-    }
+/// The major `redis_version` of every node in an INFO reply.
+fn collect_major_versions(value: &Value, majors: &mut Vec<u32>) {
+    majors.extend(info_per_node(value).iter().filter_map(|info| {
+        let version: String = info.get("redis_version")?;
+        version.split('.').next()?.trim().parse::<u32>().ok()
+    }));
 }
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! Which Redis server a node is, as the server itself reports it (not as its URL spells it).
 
 use crate::config::{ClientConfig, Deployment};
-use crate::connection::Connection;
+use crate::connection::{info_per_node, Connection};
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{IntoConnectionInfo, RedisResult, Value};
 use std::sync::Arc;
@@ -80,21 +80,13 @@ async fn run_ids(conn: &mut Connection) -> RedisResult<Vec<String>> {
     Ok(ids)
 }
 
-/// Every `run_id:<id>` line of an INFO reply (one text per node, in a map on a cluster).
+/// Every `run_id` of an INFO reply (one text per node, in a map on a cluster).
 fn collect_run_ids(value: &Value, ids: &mut Vec<String>) {
-    let text = match value {
-        Value::BulkString(bytes) => String::from_utf8_lossy(bytes).into_owned(),
-        Value::VerbatimString { text, .. } | Value::SimpleString(text) => text.clone(),
-        Value::Map(pairs) => return pairs.iter().for_each(|(_, v)| collect_run_ids(v, ids)),
-        Value::Array(items) | Value::Set(items) => {
-            return items.iter().for_each(|v| collect_run_ids(v, ids))
-        }
-        _ => return,
-    };
     ids.extend(
-        text.lines()
-            .filter_map(|line| line.trim().strip_prefix("run_id:"))
-            .map(str::to_string),
+        info_per_node(value)
+            .iter()
+            .filter_map(|info| info.get::<String>("run_id"))
+            .map(|id| id.trim().to_string()),
     );
 }
 
