@@ -17,9 +17,11 @@ pub(crate) struct PermitId {
 
 impl PermitId {
     pub(crate) fn random() -> Self {
-        let raw = uuid::Uuid::new_v4().into_bytes().to_vec();
-        let hex = raw.iter().map(|b| format!("{b:02x}")).collect();
-        PermitId { raw, hex }
+        let id = uuid::Uuid::new_v4();
+        PermitId {
+            raw: id.as_bytes().to_vec(),
+            hex: id.simple().to_string(),
+        }
     }
 
     /// Parses an id as a guard shows it; `None` when it is not whole bytes of hex.
