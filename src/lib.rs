@@ -38,6 +38,9 @@
 //! }
 //! ```
 
+// docs.rs (`--cfg docsrs`, nightly) shows which feature each gated item needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 pub use lock_actors::*;
 
 /// Wraps an `async fn` in acquire / release of a distributed lock.

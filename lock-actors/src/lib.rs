@@ -54,6 +54,9 @@
 //! }
 //! ```
 
+// docs.rs (`--cfg docsrs`, nightly) shows which feature each gated item needs.
+#![cfg_attr(docsrs, feature(doc_cfg))]
+
 mod client;
 mod cluster_resend;
 mod compose;
@@ -78,6 +81,7 @@ mod semaphore;
 mod wait_queue;
 mod watch_list;
 #[cfg(feature = "web")]
+#[cfg_attr(docsrs, doc(cfg(feature = "web")))]
 pub mod web;
 
 pub use client::LockClient;
