@@ -483,6 +483,14 @@ pub fn lock_worker_binary() -> &'static Path {
     BINARY.get_or_init(|| example_binary("lock_worker"))
 }
 
+/// The facade's features that this test binary was built with, as `--features` names them.
+fn facade_features() -> Vec<&'static str> {
+    [("actix-distributed-lock/web", cfg!(feature = "web"))]
+        .into_iter()
+        .filter_map(|(name, on)| on.then_some(name))
+        .collect()
+}
+
 /// Builds example `name` and returns its path.
 ///
 /// Integration tests get no `CARGO_BIN_EXE_*` for examples; the example sits in the same
@@ -503,7 +511,14 @@ fn example_binary(name: &str) -> PathBuf {
         // `--workspace`: the features the whole-workspace test run resolved, so only the
         // example itself compiles (built for the facade alone, cargo would rebuild a dozen
         // dependencies with other features: minutes of both cores on a loaded machine).
-        .args(["build", "--workspace", "--example", name]);
+        .args(["build", "--workspace", "--example", name])
+        // The facade features this test was built with (`scripts/test` turns them all on):
+        // other features would rebuild the crate and its dependencies.
+        .args([
+            "--no-default-features",
+            "--features",
+            &facade_features().join(","),
+        ]);
     match profile_dir.file_name().and_then(|n| n.to_str()) {
         Some("debug") | None => {}
         Some(profile) => {
