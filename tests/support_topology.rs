@@ -296,7 +296,7 @@ fn sentinel_fails_over_after_kill_primary() {
     fn primary_conn(setup: &SentinelSetup) -> redis::Connection {
         SentinelClient::build(
             setup.sentinel_urls(),
-            setup.master_name().to_string(),
+            String::from(setup.master_name()),
             None,
             SentinelServerType::Master,
         )
