@@ -13,6 +13,8 @@ pub mod java_peer;
 pub mod nemesis;
 pub mod netns;
 pub mod proxy;
+#[cfg(feature = "tls")]
+pub mod tls;
 pub mod topology;
 
 #[allow(unused_imports)] // each test file uses some of them
@@ -47,6 +49,8 @@ pub struct RedisServer {
     dir: PathBuf,
     child: Option<Child>,
     paused: bool,
+    /// For a TLS-only server (`--port 0 --tls-port PORT`): its TLS arguments.
+    tls_args: Option<Vec<String>>,
 }
 
 impl RedisServer {
@@ -58,13 +62,14 @@ impl RedisServer {
         let mut last_error = String::new();
         for _ in 0..START_ATTEMPTS {
             let port = free_port();
-            match spawn_and_wait(port, &dir) {
+            match spawn_and_wait(port, &dir, None) {
                 Ok(child) => {
                     return RedisServer {
                         port,
                         dir,
                         child: Some(child),
                         paused: false,
+                        tls_args: None,
                     }
                 }
                 // Most likely someone grabbed the port between our probe and redis' bind.
@@ -75,19 +80,59 @@ impl RedisServer {
         panic!("could not start redis-server after {START_ATTEMPTS} attempts: {last_error}");
     }
 
+    /// Starts a TLS-only server (`--port 0 --tls-port PORT`) with `material`'s
+    /// certificates; `auth_clients`: clients must present a certificate its CA signed.
+    /// [`url`](Self::url) is then `rediss://`, and the helpers here talk TLS to it.
+    #[cfg(feature = "tls")]
+    pub fn start_tls(
+        material: &std::sync::Arc<tls::TlsMaterial>,
+        auth_clients: bool,
+    ) -> RedisServer {
+        let dir = fresh_temp_dir();
+        let tls_args = material.server_args(auth_clients);
+        let mut last_error = String::new();
+        for _ in 0..START_ATTEMPTS {
+            let port = free_port();
+            tls::register(port, material);
+            match spawn_and_wait(port, &dir, Some(&tls_args)) {
+                Ok(child) => {
+                    return RedisServer {
+                        port,
+                        dir,
+                        child: Some(child),
+                        paused: false,
+                        tls_args: Some(tls_args),
+                    }
+                }
+                Err(e) => {
+                    tls::unregister(port);
+                    last_error = e;
+                }
+            }
+        }
+        let _ = fs::remove_dir_all(&dir);
+        panic!("could not start a TLS redis-server after {START_ATTEMPTS} attempts: {last_error}");
+    }
+
     /// The loopback port the server listens on (stable across [`restart`](Self::restart)).
     pub fn port(&self) -> u16 {
         self.port
     }
 
-    /// `redis://127.0.0.1:PORT/`
+    /// `redis://127.0.0.1:PORT/` (`rediss://` for a TLS server).
     pub fn url(&self) -> String {
-        format!("redis://127.0.0.1:{}/", self.port)
+        let scheme = if self.tls_args.is_some() {
+            "rediss"
+        } else {
+            "redis"
+        };
+        format!("{scheme}://127.0.0.1:{}/", self.port)
     }
 
-    /// A `redis::Client` for this server.
+    /// A `redis::Client` for this server (with the test CA and client certificate for a
+    /// TLS server).
     pub fn client(&self) -> redis::Client {
-        redis::Client::open(self.url()).expect("valid redis url")
+        helper_client(self.port)
     }
 
     /// A fresh multiplexed async connection to this server.
@@ -145,7 +190,7 @@ impl RedisServer {
             if attempt > 0 {
                 thread::sleep(Duration::from_millis(200));
             }
-            match spawn_and_wait(self.port, &self.dir) {
+            match spawn_and_wait(self.port, &self.dir, self.tls_args.as_deref()) {
                 Ok(child) => {
                     self.child = Some(child);
                     self.paused = false;
@@ -298,8 +343,38 @@ impl Drop for RedisServer {
             signal(&child, libc::SIGKILL);
             let _ = child.wait();
         }
+        #[cfg(feature = "tls")]
+        if self.tls_args.is_some() {
+            tls::unregister(self.port);
+        }
         let _ = fs::remove_dir_all(&self.dir);
     }
+}
+
+/// A `redis::Client` for the support's own questions to the server on `port`: TLS with the
+/// test certificates where that server serves TLS only.
+pub fn helper_client(port: u16) -> redis::Client {
+    #[cfg(feature = "tls")]
+    if let Some(client) = tls::client_for(port) {
+        return client;
+    }
+    redis::Client::open(format!("redis://127.0.0.1:{port}/")).expect("valid redis url")
+}
+
+/// Whether the log at `path` says the server is ready (how a TLS-only server's start is
+/// seen: the plain `INFO` probe cannot reach it).
+fn log_says_ready(path: &Path) -> bool {
+    fs::read_to_string(path).is_ok_and(|log| log.contains("Ready to accept connections"))
+}
+
+/// Whether the server on `port` serves TLS only.
+fn is_tls_port(port: u16) -> bool {
+    #[cfg(feature = "tls")]
+    if tls::material_for(port).is_some() {
+        return true;
+    }
+    let _ = port;
+    false
 }
 
 /// Extracts `calls=N` of `cmdstat_<cmd>` from `INFO commandstats` output (0 if absent).
@@ -356,16 +431,27 @@ fn port_is_free(port: u16) -> bool {
 
 /// Starts `redis-server` on `port` and waits until it answers PING.
 /// On failure the process is killed and the error (with the log) returned.
-fn spawn_and_wait(port: u16, dir: &Path) -> Result<Child, String> {
-    let mut args: Vec<String> = ["--port", &port.to_string(), "--bind", "127.0.0.1"]
+///
+/// With `tls_args`, the server serves TLS only (`--port 0 --tls-port PORT`), and logs at
+/// `notice`, where it says when it is ready.
+fn spawn_and_wait(port: u16, dir: &Path, tls_args: Option<&[String]>) -> Result<Child, String> {
+    let (port_flag, loglevel) = match tls_args {
+        Some(_) => ("--tls-port", "notice"),
+        None => ("--port", "warning"),
+    };
+    let mut args: Vec<String> = [port_flag, &port.to_string(), "--bind", "127.0.0.1"]
         .iter()
         .map(|s| s.to_string())
         .collect();
+    if let Some(tls_args) = tls_args {
+        args.extend(["--port".to_string(), "0".to_string()]);
+        args.extend(tls_args.iter().cloned());
+    }
     for (flag, value) in [
         ("--save", ""),
         ("--appendonly", "no"),
         ("--daemonize", "no"),
-        ("--loglevel", "warning"),
+        ("--loglevel", loglevel),
     ] {
         args.extend([flag.to_string(), value.to_string()]);
     }
@@ -400,16 +486,23 @@ pub(crate) fn spawn_with_args(port: u16, dir: &Path, args: &[String]) -> Result<
                 fs::read_to_string(&log_path).unwrap_or_default()
             ));
         }
-        match server_pid(port) {
-            Some(pid) if pid == child.id() => return Ok(child),
-            Some(other) => {
-                let _ = child.kill();
-                let _ = child.wait();
-                return Err(format!(
-                    "port {port} is served by another redis-server (pid {other})"
-                ));
+        if is_tls_port(port) {
+            // Our own process's log: no other server can answer for it.
+            if log_says_ready(&log_path) {
+                return Ok(child);
             }
-            None => {}
+        } else {
+            match server_pid(port) {
+                Some(pid) if pid == child.id() => return Ok(child),
+                Some(other) => {
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    return Err(format!(
+                        "port {port} is served by another redis-server (pid {other})"
+                    ));
+                }
+                None => {}
+            }
         }
         if Instant::now() >= deadline {
             let _ = child.kill();
