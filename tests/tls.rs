@@ -13,6 +13,8 @@ use support::RedisServer;
 /// Set in the child process of [`a_fresh_process_connects_with_no_crypto_setup`]: the URL
 /// of the TLS server it connects to.
 const CHILD_URL: &str = "ADL_TLS_CHILD_URL";
+/// Set with [`CHILD_URL`]: the file of the CA that signed the server's certificate.
+const CHILD_CA: &str = "ADL_TLS_CHILD_CA";
 
 /// The client picks its crypto provider itself: a process that never set one up connects,
 /// locks and unlocks over TLS. It runs in a child process of its own, since any earlier
@@ -31,6 +33,7 @@ fn a_fresh_process_connects_with_no_crypto_setup() {
             "--nocapture",
         ])
         .env(CHILD_URL, server.url())
+        .env(CHILD_CA, material.ca_path())
         .output()
         .expect("run the test binary as a child");
     assert!(
@@ -49,7 +52,10 @@ fn child_locks_once(url: &str) {
         .build()
         .expect("a tokio runtime");
     runtime.block_on(async {
-        let config = ClientConfig::new(url).connect_timeout(Duration::from_secs(10));
+        let ca = std::fs::read(std::env::var(CHILD_CA).expect("the CA file")).expect("read the CA");
+        let config = ClientConfig::new(url)
+            .tls_ca_certificate(ca)
+            .connect_timeout(Duration::from_secs(10));
         let client = tokio::time::timeout(Duration::from_secs(30), LockClient::connect(config))
             .await
             .expect("connected within 30 s")

@@ -34,6 +34,8 @@ pub struct ClientConfig {
     pub(crate) deployment: Deployment,
     pub(crate) sharded_subscription: ShardedSubscriptionMode,
     pub(crate) replica_sync: Option<ReplicaSync>,
+    /// CA, client certificate and insecure mode for `rediss://` (see the `tls` module).
+    pub(crate) tls: crate::tls::TlsSettings,
 }
 
 /// How the Redis behind a [`LockClient`](crate::LockClient) is deployed. Lock code does not
@@ -136,6 +138,7 @@ impl std::fmt::Debug for ClientConfig {
             .field("deployment", &self.label())
             .field("sharded_subscription", &self.sharded_subscription)
             .field("replica_sync", &self.replica_sync)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -162,6 +165,7 @@ impl ClientConfig {
             deployment: Deployment::Standalone,
             sharded_subscription: ShardedSubscriptionMode::Auto,
             replica_sync: None,
+            tls: crate::tls::TlsSettings::default(),
         }
     }
 
@@ -501,6 +505,7 @@ impl ClientConfig {
         if self.max_name_len == 0 {
             return Err(LockError::invalid_config("max_name_len must be at least 1"));
         }
+        self.tls.validate()?;
         Ok(())
     }
 }

@@ -6,6 +6,7 @@ use crate::config::{ClientConfig, Deployment, ShardedSubscriptionMode};
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::script::ScriptCall;
+use crate::tls::{self, TlsSettings, UrlRole};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
@@ -14,8 +15,8 @@ use redis::cluster_routing::{
 };
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::{
-    Cmd, ErrorKind, FromRedisValue, InfoDict, IntoConnectionInfo, Pipeline, RedisFuture,
-    RedisResult, ServerErrorKind, Value,
+    Cmd, ErrorKind, FromRedisValue, InfoDict, Pipeline, RedisFuture, RedisResult,
+    ServerErrorKind, Value,
 };
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -47,7 +48,7 @@ impl Connection {
         let bounded = async {
             match config.deployment() {
                 Deployment::Standalone => {
-                    let client = open_client(config.url(), label)?;
+                    let client = open_client(config, label)?;
                     Ok(Connection::Single(manager(client, config).await?))
                 }
                 Deployment::Cluster { nodes } => {
@@ -329,7 +330,7 @@ impl SubscriptionTarget {
         };
         Ok(match config.deployment() {
             Deployment::Standalone => {
-                SubscriptionTarget::Single(open_client(config.url(), label).map_err(lock_failure)?)
+                SubscriptionTarget::Single(open_client(config, label).map_err(lock_failure)?)
             }
             Deployment::Cluster { nodes } => SubscriptionTarget::Cluster(
                 ClusterSeeds::new(nodes, config, label).map_err(lock_failure)?,
@@ -384,14 +385,15 @@ impl Failure {
     }
 }
 
-/// A client for `url`; the error names only the redacted label (the URL may hold a password).
-fn open_client(url: &str, label: &str) -> Result<redis::Client, Failure> {
-    redis::Client::open(url).map_err(|e| Failure::Lock(config_error(label, &e)))
+/// A client for `config`'s URL, with its TLS settings; the error names only the redacted
+/// label (the URL may hold a password).
+fn open_client(config: &ClientConfig, label: &str) -> Result<redis::Client, Failure> {
+    let info = tls::connection_info(config.url(), config, label, UrlRole::Server)?;
+    redis::Client::open(info).map_err(|e| Failure::Lock(config_error(label, &e)))
 }
 
 fn config_error(label: &str, e: &redis::RedisError) -> LockError {
-    // The kind only: the error text may quote the URL, password and all.
-    LockError::invalid_config(format!("cannot use Redis URL {label}: {:?}", e.kind()))
+    tls::url_error(label, e)
 }
 
 /// A reconnecting connection to one server, bounded by the configured timeouts.
@@ -407,28 +409,28 @@ async fn manager(
     Ok(ConnectionManager::new_with_config(client, manager_config).await?)
 }
 
-/// Where a cluster is discovered from, and the timeouts its connections use.
+/// Where a cluster is discovered from, and the timeouts and TLS settings its connections use.
 #[derive(Clone)]
 pub(crate) struct ClusterSeeds {
     nodes: Vec<redis::ConnectionInfo>,
     connect_timeout: Duration,
     response_timeout: Duration,
+    /// The client's TLS settings, for the nodes the cluster client discovers.
+    #[cfg_attr(not(feature = "tls"), allow(dead_code))]
+    tls: TlsSettings,
 }
 
 impl ClusterSeeds {
     fn new(nodes: &[String], config: &ClientConfig, label: &str) -> Result<Self, Failure> {
         let mut infos = Vec::with_capacity(nodes.len());
         for node in nodes.iter().filter(|n| !n.is_empty()) {
-            let info = node
-                .as_str()
-                .into_connection_info()
-                .map_err(|e| Failure::Lock(config_error(label, &e)))?;
-            infos.push(info);
+            infos.push(tls::connection_info(node, config, label, UrlRole::Server)?);
         }
         Ok(ClusterSeeds {
             nodes: infos,
             connect_timeout: config.connect_timeout,
             response_timeout: config.response_timeout,
+            tls: config.tls.clone(),
         })
     }
 
@@ -436,10 +438,19 @@ impl ClusterSeeds {
     /// request whose reply was lost (fine for subscribing); the command connection turns
     /// that off (see `cluster_resend`).
     pub(crate) fn builder(&self) -> ClusterClientBuilder {
-        ClusterClientBuilder::new(self.nodes.clone())
+        let builder = ClusterClientBuilder::new(self.nodes.clone())
             .connection_timeout(self.connect_timeout)
             .response_timeout(self.response_timeout)
-            .retries(3)
+            .retries(3);
+        #[cfg(feature = "tls")]
+        let builder = {
+            let seeds_use_tls = self
+                .nodes
+                .iter()
+                .any(|n| matches!(n.addr(), redis::ConnectionAddr::TcpTls { .. }));
+            tls::cluster_builder(builder, &self.tls, seeds_use_tls)
+        };
+        builder
     }
 }
 
@@ -449,21 +460,36 @@ fn sentinel_client(config: &ClientConfig, label: &str) -> Result<SentinelClient,
             "not a sentinel deployment",
         )));
     };
+    let data_nodes = match config.url() {
+        "" => None,
+        url => Some(tls::connection_info(
+            url,
+            config,
+            label,
+            UrlRole::SentinelDataNodes,
+        )?),
+    };
+    let sentinel_infos = sentinels
+        .iter()
+        .filter(|s| !s.is_empty())
+        .map(|url| tls::connection_info(url, config, label, UrlRole::Server))
+        .collect::<Result<Vec<_>, _>>()?;
+    #[cfg(feature = "tls")]
+    {
+        let is_tls = |info: &redis::ConnectionInfo| {
+            matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. })
+        };
+        if sentinel_infos.iter().any(is_tls) || data_nodes.as_ref().is_some_and(is_tls) {
+            return tls::sentinel_client(&sentinel_infos, data_nodes.as_ref(), service, config)
+                .map_err(|e| Failure::Lock(config_error(label, &e)));
+        }
+    }
     let mut node_info = SentinelNodeConnectionInfo::default();
-    if !config.url().is_empty() {
-        let info = config
-            .url()
-            .into_connection_info()
-            .map_err(|e| Failure::Lock(config_error(label, &e)))?;
+    if let Some(info) = &data_nodes {
         node_info = node_info.set_redis_connection_info(info.redis_settings().clone());
     }
-    let urls: Vec<&str> = sentinels
-        .iter()
-        .map(String::as_str)
-        .filter(|s| !s.is_empty())
-        .collect();
     SentinelClient::build(
-        urls,
+        sentinel_infos,
         service.clone(),
         Some(node_info),
         SentinelServerType::Master,

@@ -295,8 +295,19 @@ impl LockError {
             },
             None => LockError::Unavailable {
                 node: node.into(),
-                reason: redact_text(&err.to_string()),
+                reason: tls_reason(err).unwrap_or_else(|| redact_text(&err.to_string())),
             },
         }
+    }
+}
+
+/// What a failed TLS handshake means, when `err` is one.
+fn tls_reason(err: &redis::RedisError) -> Option<String> {
+    #[cfg(feature = "tls")]
+    return crate::tls::describe_failure(err);
+    #[cfg(not(feature = "tls"))]
+    {
+        let _ = err;
+        None
     }
 }

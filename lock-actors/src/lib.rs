@@ -78,6 +78,7 @@ mod runtime;
 mod rwlock;
 mod script;
 mod semaphore;
+mod tls;
 mod wait_queue;
 mod watch_list;
 #[cfg(feature = "web")]

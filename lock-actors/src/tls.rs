@@ -1,0 +1,405 @@
+//! TLS (`rediss://`, behind the `tls` feature): which CA a client trusts, its certificate for
+//! mutual TLS, the loudly named insecure mode; how they go onto every connection the client
+//! opens (command, subscription, cluster, Sentinel), and what a failed handshake is called
+//! in errors.
+//!
+//! rustls does the TLS, with the `ring` crypto provider: the first connection installs it as
+//! the process default unless the application installed one (then that one is used), so no
+//! set-up is asked of the user and nothing panics when two providers are compiled in.
+
+use crate::config::ClientConfig;
+use crate::error::LockError;
+use redis::{ConnectionInfo, IntoConnectionInfo};
+
+/// The TLS settings of one [`ClientConfig`]: all unset by default (then `rediss://` trusts
+/// the system's CA store and sends no client certificate).
+#[derive(Clone, Default)]
+pub(crate) struct TlsSettings {
+    /// CA certificates (PEM) trusted instead of the system's.
+    #[cfg(feature = "tls")]
+    ca_pem: Option<Vec<u8>>,
+    /// Client certificate chain and private key (PEM), for mutual TLS.
+    #[cfg(feature = "tls")]
+    client_identity: Option<(Vec<u8>, Vec<u8>)>,
+    /// No certificate verification at all (tests only).
+    #[cfg(feature = "tls")]
+    accept_invalid_certificates: bool,
+}
+
+impl std::fmt::Debug for TlsSettings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut out = f.debug_struct("TlsSettings");
+        // Whether each is set, never its contents (a private key among them).
+        #[cfg(feature = "tls")]
+        out.field("ca_certificate", &self.ca_pem.is_some())
+            .field("client_certificate", &self.client_identity.is_some())
+            .field(
+                "accept_invalid_certificates",
+                &self.accept_invalid_certificates,
+            );
+        out.finish()
+    }
+}
+
+#[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+impl ClientConfig {
+    /// Trusts the CA certificate(s) in `pem` (one or more PEM `CERTIFICATE` blocks) for
+    /// `rediss://` connections, instead of the system's trust store: for servers whose
+    /// certificates a private CA signed. Every node of a cluster and every sentinel and
+    /// data node of a Sentinel deployment is checked against it.
+    ///
+    /// ```
+    /// use actix_distributed_lock::ClientConfig;
+    ///
+    /// # let ca_pem = "";
+    /// // let ca_pem = std::fs::read("/etc/redis/tls/ca.crt")?;
+    /// let config = ClientConfig::new("rediss://redis.internal:6380/").tls_ca_certificate(ca_pem);
+    /// # let _ = config;
+    /// ```
+    pub fn tls_ca_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.ca_pem = Some(pem.into());
+        self
+    }
+
+    /// Presents this client certificate (chain, PEM) and its private key (PEM: PKCS#8,
+    /// PKCS#1 or SEC1) to servers that ask for one: mutual TLS, as a redis-server with
+    /// `tls-auth-clients yes` requires.
+    ///
+    /// ```
+    /// use actix_distributed_lock::ClientConfig;
+    ///
+    /// # let (cert_pem, key_pem) = ("", "");
+    /// // let cert_pem = std::fs::read("/etc/redis/tls/client.crt")?;
+    /// // let key_pem = std::fs::read("/etc/redis/tls/client.key")?;
+    /// let config = ClientConfig::new("rediss://redis.internal:6380/")
+    ///     .tls_client_certificate(cert_pem, key_pem);
+    /// # let _ = config;
+    /// ```
+    pub fn tls_client_certificate(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client_identity = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// **For tests only: turns off every check of the servers' certificates** on
+    /// `rediss://` connections (any certificate is accepted, for any host). The traffic is
+    /// still encrypted, but anyone who can intercept it can read and change it, passwords
+    /// and locks included. Never use this in production: give the client the server's CA
+    /// with [`tls_ca_certificate`](ClientConfig::tls_ca_certificate) instead.
+    ///
+    /// This is the only way to turn verification off: Redis's `rediss://host/#insecure`
+    /// URL fragment is refused with [`LockError::InvalidConfig`], so a URL copied from an
+    /// environment variable cannot turn it off unseen.
+    ///
+    /// [`LockError::InvalidConfig`]: crate::LockError::InvalidConfig
+    ///
+    /// ```
+    /// use actix_distributed_lock::ClientConfig;
+    ///
+    /// // A test against a server with a throw-away self-signed certificate.
+    /// let config = ClientConfig::new("rediss://127.0.0.1:6380/").danger_accept_invalid_certificates();
+    /// assert!(config.validate().is_ok());
+    /// ```
+    pub fn danger_accept_invalid_certificates(mut self) -> Self {
+        self.tls.accept_invalid_certificates = true;
+        self
+    }
+}
+
+impl TlsSettings {
+    /// Whether any TLS setting was made.
+    #[cfg(feature = "tls")]
+    fn any(&self) -> bool {
+        self.ca_pem.is_some() || self.client_identity.is_some() || self.accept_invalid_certificates
+    }
+
+    /// Checks the PEM given (the client refuses to start with unreadable certificates).
+    pub(crate) fn validate(&self) -> Result<(), LockError> {
+        #[cfg(feature = "tls")]
+        {
+            use rustls::pki_types::pem::PemObject;
+            use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+            let certificates = |what: &str, pem: &[u8]| {
+                let found = CertificateDer::pem_slice_iter(pem)
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| {
+                        LockError::invalid_config(format!("{what}: unreadable PEM ({e})"))
+                    })?;
+                if found.is_empty() {
+                    return Err(LockError::invalid_config(format!(
+                        "{what}: no PEM CERTIFICATE block found"
+                    )));
+                }
+                Ok(())
+            };
+            if let Some(pem) = &self.ca_pem {
+                certificates("tls_ca_certificate", pem)?;
+            }
+            if let Some((cert, key)) = &self.client_identity {
+                certificates("tls_client_certificate (certificate)", cert)?;
+                PrivateKeyDer::from_pem_slice(key).map_err(|e| {
+                    LockError::invalid_config(format!(
+                        "tls_client_certificate (key): no readable PEM private key ({e})"
+                    ))
+                })?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The certificates for the redis crate, if a CA or a client certificate was given.
+    #[cfg(feature = "tls")]
+    fn certificates(&self) -> Option<redis::TlsCertificates> {
+        if self.ca_pem.is_none() && self.client_identity.is_none() {
+            return None;
+        }
+        Some(redis::TlsCertificates {
+            client_tls: self
+                .client_identity
+                .as_ref()
+                .map(|(cert, key)| redis::ClientTlsConfig {
+                    client_cert: cert.clone(),
+                    client_key: key.clone(),
+                }),
+            root_cert: self.ca_pem.clone(),
+        })
+    }
+
+    /// The TLS mode of connections the redis crate makes from addresses it discovers
+    /// (cluster nodes, the primary a sentinel names).
+    #[cfg(feature = "tls")]
+    fn mode(&self) -> redis::TlsMode {
+        if self.accept_invalid_certificates {
+            redis::TlsMode::Insecure
+        } else {
+            redis::TlsMode::Secure
+        }
+    }
+}
+
+/// Where a URL is used, for the check that TLS settings have a `rediss://` URL to go on.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UrlRole {
+    /// A server, seed node or sentinel: TLS settings need it to be `rediss://`.
+    Server,
+    /// A Sentinel deployment's data-node URL (credentials and database): may be plain
+    /// while the sentinels use TLS.
+    SentinelDataNodes,
+}
+
+/// Parses `url` (named `label` in errors: the URL itself may hold a password) and puts
+/// `config`'s TLS settings on it.
+pub(crate) fn connection_info(
+    url: &str,
+    config: &ClientConfig,
+    label: &str,
+    role: UrlRole,
+) -> Result<ConnectionInfo, LockError> {
+    let uses_tls = url
+        .get(..9)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("rediss://"))
+        || url
+            .get(..10)
+            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("valkeys://"));
+    #[cfg(not(feature = "tls"))]
+    if uses_tls {
+        return Err(LockError::invalid_config(format!(
+            "{label} is a TLS URL (rediss://), which needs the `tls` feature of \
+             actix-distributed-lock"
+        )));
+    }
+    let info = url
+        .into_connection_info()
+        .map_err(|e| url_error(label, &e))?;
+    #[cfg(feature = "tls")]
+    let info = with_tls(info, config, label, role, uses_tls)?;
+    #[cfg(not(feature = "tls"))]
+    let _ = (config, role, uses_tls);
+    Ok(info)
+}
+
+/// The error for a URL the redis crate refuses.
+pub(crate) fn url_error(label: &str, e: &redis::RedisError) -> LockError {
+    // The kind only: the error text may quote the URL, password and all.
+    LockError::invalid_config(format!("cannot use Redis URL {label}: {:?}", e.kind()))
+}
+
+#[cfg(feature = "tls")]
+fn with_tls(
+    info: ConnectionInfo,
+    config: &ClientConfig,
+    label: &str,
+    role: UrlRole,
+    uses_tls: bool,
+) -> Result<ConnectionInfo, LockError> {
+    use redis::ConnectionAddr;
+    let settings = &config.tls;
+    let redis::ConnectionAddr::TcpTls { insecure, .. } = info.addr() else {
+        if settings.any() && role == UrlRole::Server {
+            return Err(LockError::invalid_config(format!(
+                "TLS settings were given, but {label} is not a rediss:// URL"
+            )));
+        }
+        return Ok(info);
+    };
+    if *insecure && !settings.accept_invalid_certificates {
+        return Err(LockError::invalid_config(format!(
+            "{label}: the #insecure URL fragment would turn TLS certificate verification off; \
+             give the server's CA with ClientConfig::tls_ca_certificate, or, in tests only, \
+             call ClientConfig::danger_accept_invalid_certificates()"
+        )));
+    }
+    debug_assert!(uses_tls);
+    install_crypto_provider();
+    let mut info = match settings.certificates() {
+        Some(certificates) => redis::Client::build_with_tls(info, certificates)
+            .map_err(|e| url_error(label, &e))?
+            .get_connection_info()
+            .clone(),
+        None => info,
+    };
+    if settings.accept_invalid_certificates {
+        if let ConnectionAddr::TcpTls {
+            host,
+            port,
+            tls_params,
+            ..
+        } = info.addr().clone()
+        {
+            info = info.set_addr(ConnectionAddr::TcpTls {
+                host,
+                port,
+                insecure: true,
+                tls_params,
+            });
+        }
+    }
+    Ok(info)
+}
+
+/// Makes ring the process's rustls crypto provider, unless one is installed already (by the
+/// application, or by an earlier client): the redis crate builds its rustls configurations
+/// with the process default, and rustls panics when it has none and cannot tell from its
+/// features which one to pick (both ring and aws-lc-rs compiled in, or neither enabled).
+#[cfg(feature = "tls")]
+pub(crate) fn install_crypto_provider() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        if rustls::crypto::CryptoProvider::get_default().is_none() {
+            // Err: another thread installed one in between; that one serves as well.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+        }
+    });
+}
+
+/// For a cluster: puts the TLS settings on the client builder, for the nodes it discovers
+/// (the seeds carry them already from [`connection_info`]).
+#[cfg(feature = "tls")]
+pub(crate) fn cluster_builder(
+    builder: redis::cluster::ClusterClientBuilder,
+    settings: &TlsSettings,
+    seeds_use_tls: bool,
+) -> redis::cluster::ClusterClientBuilder {
+    if !seeds_use_tls {
+        return builder;
+    }
+    let builder = match settings.certificates() {
+        Some(certificates) => builder.certs(certificates),
+        None => builder,
+    };
+    builder.tls(settings.mode())
+}
+
+/// For Sentinel: a client that reaches TLS sentinels and/or TLS data nodes with the TLS
+/// settings. `sentinels` come from [`connection_info`]; `data_nodes` is the data-node URL's
+/// (credentials, database), if one was given; the data nodes use TLS when that URL is
+/// `rediss://`, or, without one, when the sentinels' URLs are.
+#[cfg(feature = "tls")]
+pub(crate) fn sentinel_client(
+    sentinels: &[ConnectionInfo],
+    data_nodes: Option<&ConnectionInfo>,
+    service: &str,
+    config: &ClientConfig,
+) -> redis::RedisResult<redis::sentinel::SentinelClient> {
+    use redis::sentinel::{SentinelClientBuilder, SentinelServerType};
+    let is_tls =
+        |info: &ConnectionInfo| matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. });
+    let addresses = sentinels.iter().map(|info| info.addr().clone());
+    let mut builder = SentinelClientBuilder::new(addresses, service, SentinelServerType::Master)?;
+    // The sentinels share one user and password (the first URL that names them).
+    if let Some(user) = sentinels.iter().find_map(|i| i.redis_settings().username()) {
+        builder = builder.set_client_to_sentinel_username(user);
+    }
+    if let Some(password) = sentinels.iter().find_map(|i| i.redis_settings().password()) {
+        builder = builder.set_client_to_sentinel_password(password);
+    }
+    let data_tls = match data_nodes {
+        Some(info) => {
+            let settings = info.redis_settings();
+            if let Some(user) = settings.username() {
+                builder = builder.set_client_to_redis_username(user);
+            }
+            if let Some(password) = settings.password() {
+                builder = builder.set_client_to_redis_password(password);
+            }
+            builder = builder
+                .set_client_to_redis_db(settings.db())
+                .set_client_to_redis_protocol(settings.protocol());
+            is_tls(info)
+        }
+        None => sentinels.first().is_some_and(is_tls),
+    };
+    if data_tls {
+        builder = builder.set_client_to_redis_tls_mode(config.tls.mode());
+        if let Some(certificates) = config.tls.certificates() {
+            builder = builder.set_client_to_redis_certificates(certificates);
+        }
+    }
+    builder.build()
+}
+
+/// What a failed TLS handshake means, for the error's reason: `None` when `err` is no TLS
+/// failure.
+#[cfg(feature = "tls")]
+pub(crate) fn describe_failure(err: &redis::RedisError) -> Option<String> {
+    let tls_error = tls_error_in(err)?;
+    let advice = match tls_error {
+        rustls::Error::InvalidCertificate(problem) => format!(
+            "TLS certificate verification failed: the server's certificate was refused \
+             ({problem:?}); give the CA that signed it with ClientConfig::tls_ca_certificate"
+        ),
+        rustls::Error::AlertReceived(alert) => format!(
+            "TLS handshake refused by the server (alert: {alert:?}); if the server requires \
+             client certificates (tls-auth-clients yes), give one with \
+             ClientConfig::tls_client_certificate"
+        ),
+        other => format!("TLS handshake failed: {other}"),
+    };
+    Some(advice)
+}
+
+/// The rustls error somewhere in `err`'s chain of sources (inside an I/O error, where
+/// tokio-rustls puts it).
+#[cfg(feature = "tls")]
+fn tls_error_in(err: &redis::RedisError) -> Option<&rustls::Error> {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
+    while let Some(current) = next {
+        if let Some(found) = current.downcast_ref::<rustls::Error>() {
+            return Some(found);
+        }
+        if let Some(inner) = current
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            if let Some(found) = inner.downcast_ref::<rustls::Error>() {
+                return Some(found);
+            }
+        }
+        next = current.source();
+    }
+    None
+}
