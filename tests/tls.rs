@@ -4,9 +4,9 @@
 
 mod support;
 
-use actix_distributed_lock::{ClientConfig, LockClient};
+use actix_distributed_lock::{ClientConfig, LockClient, LockError};
 use std::process::Command;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use support::tls::TlsMaterial;
 use support::RedisServer;
 
@@ -63,4 +63,200 @@ fn child_locks_once(url: &str) {
         let guard = client.lock("fresh").unwrap().acquire().await.unwrap();
         guard.unlock().await.unwrap();
     });
+}
+
+/// A client configured for `server`, trusting `material`'s CA.
+fn trusting(server: &RedisServer, material: &TlsMaterial) -> ClientConfig {
+    ClientConfig::new(server.url()).tls_ca_certificate(material.ca_pem.clone())
+}
+
+/// Connects with `config`, bounded; the error if it fails, and how long it took.
+async fn try_connect(config: ClientConfig) -> (Result<LockClient, LockError>, Duration) {
+    let started = Instant::now();
+    let result = tokio::time::timeout(Duration::from_secs(30), LockClient::connect(config))
+        .await
+        .expect("LockClient::connect returned within 30 s");
+    (result, started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connects_locks_and_unlocks_over_tls() {
+    let material = TlsMaterial::generate("single");
+    let server = RedisServer::start_tls(&material, false);
+    let client = support::clients::connect(trusting(&server, &material), "the TLS server").await;
+    let guard = client.lock("tls:order:1").unwrap().acquire().await.unwrap();
+    assert_eq!(server.keys().await, vec!["tls:order:1".to_string()]);
+    let other = support::clients::connect(trusting(&server, &material), "the TLS server").await;
+    assert!(
+        other
+            .lock("tls:order:1")
+            .unwrap()
+            .try_acquire()
+            .await
+            .unwrap()
+            .is_none(),
+        "a second client must not get the held lock"
+    );
+    guard.unlock().await.unwrap();
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}
+
+/// The unlock reaches the waiter through its pub/sub subscription, which goes over TLS too:
+/// the hand-off comes long before the lease (the waiter's fallback timer) would end.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_is_woken_by_the_unlock_over_tls() {
+    let material = TlsMaterial::generate("wake");
+    let server = RedisServer::start_tls(&material, false);
+    let holder = support::clients::connect(trusting(&server, &material), "the TLS server").await;
+    let waiter = support::clients::connect(trusting(&server, &material), "the TLS server").await;
+    let held = holder.lock("handoff").unwrap().acquire().await.unwrap();
+    let lease = holder.config().watchdog_timeout_value();
+
+    let waiter_lock = waiter.lock("handoff").unwrap();
+    let waiting = tokio::spawn(async move {
+        let guard = waiter_lock.acquire_timeout(Duration::from_secs(60)).await;
+        (Instant::now(), guard)
+    });
+    server
+        .wait_until_parked("redisson_lock__channel:{handoff}", 1)
+        .await;
+    let unlocked_at = Instant::now();
+    held.unlock().await.unwrap();
+    let (acquired_at, guard) = waiting.await.unwrap();
+    let guard = guard.expect("the waiter gets the lock");
+    let handoff = acquired_at.duration_since(unlocked_at);
+    // Generous for a loaded machine, and far under the 30 s lease it would poll at.
+    assert!(
+        handoff < Duration::from_secs(5),
+        "hand-off took {handoff:?}, lease is {lease:?}"
+    );
+    guard.unlock().await.unwrap();
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}
+
+/// A server that requires client certificates (`tls-auth-clients yes`) refuses a client
+/// without one with a clear error, in bounded time, and takes one with the certificate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutual_tls_needs_the_client_certificate() {
+    let material = TlsMaterial::generate("mutual");
+    let server = RedisServer::start_tls(&material, true);
+    let connect_timeout = Duration::from_secs(3);
+
+    let without = trusting(&server, &material).connect_timeout(connect_timeout);
+    let (refused, took) = try_connect(without).await;
+    let err = refused
+        .err()
+        .expect("a client without a certificate is refused");
+    assert!(err.is_unavailable(), "{err:?}");
+    let text = err.to_string();
+    assert!(
+        text.contains("127.0.0.1") && text.contains("TLS") && text.contains("client certificate"),
+        "the error names the node and says the server wants a client certificate: {text}"
+    );
+    assert!(
+        took < connect_timeout + Duration::from_secs(5),
+        "took {took:?}"
+    );
+
+    let with = trusting(&server, &material)
+        .tls_client_certificate(
+            material.client_cert_pem.clone(),
+            material.client_key_pem.clone(),
+        )
+        .connect_timeout(connect_timeout);
+    let client = support::clients::connect(with, "the mutual-TLS server").await;
+    let guard = client.lock("mtls").unwrap().acquire().await.unwrap();
+    guard.unlock().await.unwrap();
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}
+
+/// A server whose certificate another CA signed is refused with an error that says so and
+/// names the node (its password redacted), within the connect timeout: no hang, no panic.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wrong_ca_is_a_clear_error_not_a_hang() {
+    let material = TlsMaterial::generate("server");
+    let stranger = TlsMaterial::generate("stranger");
+    let server = RedisServer::start_tls(&material, false);
+    let connect_timeout = Duration::from_secs(3);
+    let url = format!("rediss://:secret-pw@127.0.0.1:{}/", server.port());
+    let config = ClientConfig::new(url)
+        .tls_ca_certificate(stranger.ca_pem.clone())
+        .connect_timeout(connect_timeout);
+    let (result, took) = try_connect(config).await;
+    let err = result
+        .err()
+        .expect("a server signed by another CA is refused");
+    let text = err.to_string();
+    assert!(err.is_unavailable(), "{err:?}");
+    assert!(
+        text.contains("TLS certificate verification failed") && text.contains("127.0.0.1"),
+        "the error says what failed, and where: {text}"
+    );
+    assert!(!text.contains("secret-pw"), "the password leaked: {text}");
+    assert!(
+        took < connect_timeout + Duration::from_secs(5),
+        "took {took:?}"
+    );
+
+    // The system trust store does not know the test CA either.
+    let config = ClientConfig::new(server.url()).connect_timeout(connect_timeout);
+    let err = try_connect(config)
+        .await
+        .0
+        .err()
+        .expect("an unknown CA is refused");
+    assert!(
+        err.to_string()
+            .contains("TLS certificate verification failed"),
+        "{err}"
+    );
+}
+
+/// The loudly named insecure mode connects whatever the certificate; the `#insecure` URL
+/// fragment does not turn verification off: it is refused, pointing at that method.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn verification_is_off_only_through_the_loud_method() {
+    let material = TlsMaterial::generate("insecure");
+    let server = RedisServer::start_tls(&material, false);
+
+    let fragment = format!("{}#insecure", server.url());
+    let (result, _) = try_connect(ClientConfig::new(fragment.clone())).await;
+    match result {
+        Err(LockError::InvalidConfig { reason }) => assert!(
+            reason.contains("danger_accept_invalid_certificates"),
+            "the error points at the method: {reason}"
+        ),
+        other => panic!(
+            "#insecure must be refused, got {:?}",
+            other.map(|_| "a client")
+        ),
+    }
+
+    let insecure = ClientConfig::new(server.url()).danger_accept_invalid_certificates();
+    let client = support::clients::connect(insecure, "the TLS server, unverified").await;
+    let guard = client.lock("insecure").unwrap().acquire().await.unwrap();
+    guard.unlock().await.unwrap();
+    // With the loud method, the fragment is allowed too (it says the same).
+    let both = ClientConfig::new(fragment).danger_accept_invalid_certificates();
+    support::clients::connect(both, "the TLS server, unverified").await;
+}
+
+/// TLS settings with a plain `redis://` URL are a mistake the client names at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tls_settings_need_a_rediss_url() {
+    let material = TlsMaterial::generate("plain");
+    let server = RedisServer::start();
+    let config = ClientConfig::new(server.url()).tls_ca_certificate(material.ca_pem.clone());
+    match try_connect(config).await.0 {
+        Err(LockError::InvalidConfig { reason }) => {
+            assert!(reason.contains("not a rediss:// URL"), "{reason}")
+        }
+        other => panic!(
+            "expected InvalidConfig, got {:?}",
+            other.map(|_| "a client")
+        ),
+    }
+    let bad_pem = ClientConfig::new("rediss://127.0.0.1:1/").tls_ca_certificate("not a PEM");
+    let err = bad_pem.validate().expect_err("unreadable CA PEM");
+    assert!(err.to_string().contains("tls_ca_certificate"), "{err}");
 }

@@ -382,12 +382,16 @@ pub(crate) fn describe_failure(err: &redis::RedisError) -> Option<String> {
     Some(advice)
 }
 
-/// The rustls error somewhere in `err`'s chain of sources (inside an I/O error, where
-/// tokio-rustls puts it).
+/// The rustls error somewhere in `err`'s chain of sources: inside an I/O error (where
+/// tokio-rustls puts it), which the redis crate keeps behind an `Arc`.
 #[cfg(feature = "tls")]
 fn tls_error_in(err: &redis::RedisError) -> Option<&rustls::Error> {
+    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
     let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(current) = next {
+    while let Some(mut current) = next {
+        if let Some(shared) = current.downcast_ref::<Shared>() {
+            current = shared.as_ref();
+        }
         if let Some(found) = current.downcast_ref::<rustls::Error>() {
             return Some(found);
         }

@@ -176,6 +176,8 @@ pub fn material_for(port: u16) -> Option<Arc<TlsMaterial>> {
 /// A TLS `redis::Client` for the support's own questions to `port`, if it serves TLS.
 pub fn client_for(port: u16) -> Option<redis::Client> {
     let material = material_for(port)?;
+    // The support's connections may come before any client's (which installs it too).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let client = redis::Client::build_with_tls(
         format!("rediss://127.0.0.1:{port}/"),
         material.certificates(),
