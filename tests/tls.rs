@@ -5,9 +5,12 @@
 mod support;
 
 use actix_distributed_lock::{ClientConfig, LockClient, LockError};
+use std::collections::HashSet;
 use std::process::Command;
 use std::time::{Duration, Instant};
+use support::eventually;
 use support::tls::TlsMaterial;
+use support::topology::RedisCluster;
 use support::RedisServer;
 
 /// Set in the child process of [`a_fresh_process_connects_with_no_crypto_setup`]: the URL
@@ -259,4 +262,66 @@ async fn tls_settings_need_a_rediss_url() {
     let bad_pem = ClientConfig::new("rediss://127.0.0.1:1/").tls_ca_certificate("not a PEM");
     let err = bad_pem.validate().expect_err("unreadable CA PEM");
     assert!(err.to_string().contains("tls_ca_certificate"), "{err}");
+}
+
+/// A Redis Cluster over TLS (client connections, the cluster bus and replication): locks on
+/// every primary, found through the seeds' `rediss://` and the nodes the cluster names,
+/// and a wake-up through sharded pub/sub over TLS.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cluster_over_tls_locks_on_every_primary_and_wakes_waiters() {
+    let material = TlsMaterial::generate("cluster");
+    let cluster = RedisCluster::start_tls(3, 1, &material);
+    let seeds = cluster.primary_urls();
+    assert!(
+        seeds.iter().all(|url| url.starts_with("rediss://")),
+        "{seeds:?}"
+    );
+    let config = || {
+        ClientConfig::cluster(cluster.primary_urls())
+            .tls_ca_certificate(material.ca_pem.clone())
+            .default_wait(Duration::from_secs(20))
+    };
+    let holder = support::clients::connect(config(), "the TLS cluster").await;
+    let waiter = support::clients::connect(config(), "the TLS cluster").await;
+
+    let names: Vec<String> = (0..30).map(|i| format!("tls-order:{i}")).collect();
+    let mut guards = Vec::new();
+    for name in &names {
+        guards.push(holder.lock(name).unwrap().acquire().await.expect("acquire"));
+    }
+    let owners: HashSet<u16> = names.iter().map(|n| cluster.primary_for_key(n)).collect();
+    assert_eq!(owners.len(), 3, "the names landed on {owners:?}");
+    let mut expected = names.clone();
+    expected.sort();
+    assert_eq!(cluster.keys_on_all(), expected);
+
+    let contended = names[0].clone();
+    let waiter_lock = waiter.lock(&contended).unwrap();
+    let waiting = tokio::spawn(async move {
+        let guard = waiter_lock.acquire_timeout(Duration::from_secs(60)).await;
+        (Instant::now(), guard)
+    });
+    let channel = format!("redisson_lock__channel:{{{contended}}}");
+    eventually(
+        "the waiter subscribed on the lock's shard",
+        Duration::from_secs(10),
+        || std::future::ready(cluster.sharded_subscribers(&channel) >= 1),
+    )
+    .await;
+    let mut guards = guards.into_iter();
+    let first = guards.next().expect("the contended lock's guard");
+    let unlocked_at = Instant::now();
+    first.unlock().await.unwrap();
+    let (acquired_at, guard) = waiting.await.unwrap();
+    let guard = guard.expect("the waiter gets the lock");
+    let handoff = acquired_at.duration_since(unlocked_at);
+    assert!(
+        handoff < Duration::from_secs(5),
+        "hand-off took {handoff:?}; the lease is 30 s"
+    );
+    guard.unlock().await.unwrap();
+    for guard in guards {
+        guard.unlock().await.expect("unlock");
+    }
+    assert_eq!(cluster.keys_on_all(), Vec::<String>::new());
 }

@@ -368,7 +368,7 @@ fn log_says_ready(path: &Path) -> bool {
 }
 
 /// Whether the server on `port` serves TLS only.
-fn is_tls_port(port: u16) -> bool {
+pub(crate) fn is_tls_port(port: u16) -> bool {
     #[cfg(feature = "tls")]
     if tls::material_for(port).is_some() {
         return true;

@@ -183,6 +183,9 @@ impl Process {
 impl Drop for Process {
     fn drop(&mut self) {
         self.kill();
+        // A TLS process's port (a no-op for a plain one): a later server may take it.
+        #[cfg(feature = "tls")]
+        super::tls::unregister(self.port);
     }
 }
 
@@ -241,8 +244,7 @@ fn query_cmd<T: redis::FromRedisValue>(
     cmd: &redis::Cmd,
     what: &str,
 ) -> Result<T, String> {
-    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-        .map_err(|e| format!("client for port {port}: {e}"))?;
+    let client = super::helper_client(port);
     let mut conn = client
         .get_connection_with_timeout(CONNECT_TIMEOUT)
         .map_err(|e| format!("connect to port {port}: {e}"))?;
@@ -409,6 +411,8 @@ pub struct RedisCluster {
     ids: HashMap<u16, String>,
     /// Slots each killed node owned when it was killed (empty for a replica).
     killed_slots: HashMap<u16, Vec<(u16, u16)>>,
+    /// `redis-cli`'s TLS arguments for a TLS cluster (empty for a plain one).
+    cli_tls_args: Vec<String>,
 }
 
 impl RedisCluster {
@@ -428,6 +432,34 @@ impl RedisCluster {
         replicas_per_primary: usize,
         node_timeout: Duration,
     ) -> RedisCluster {
+        Self::start_nodes(primaries, replicas_per_primary, node_timeout, None)
+    }
+
+    /// Starts a cluster whose nodes serve TLS only (`--port 0 --tls-port P`, with
+    /// `--tls-cluster yes` and `--tls-replication yes`: the cluster bus and replication go
+    /// over TLS too) with `material`'s certificates, clients not asked for one. Its
+    /// [`urls`](Self::urls) are `rediss://`, and the helpers here talk TLS to it.
+    #[cfg(feature = "tls")]
+    pub fn start_tls(
+        primaries: usize,
+        replicas_per_primary: usize,
+        material: &std::sync::Arc<super::tls::TlsMaterial>,
+    ) -> RedisCluster {
+        Self::start_nodes(
+            primaries,
+            replicas_per_primary,
+            DEFAULT_NODE_TIMEOUT,
+            Some(material),
+        )
+    }
+
+    fn start_nodes(
+        primaries: usize,
+        replicas_per_primary: usize,
+        node_timeout: Duration,
+        #[cfg(feature = "tls")] tls: Option<&std::sync::Arc<super::tls::TlsMaterial>>,
+        #[cfg(not(feature = "tls"))] tls: Option<std::convert::Infallible>,
+    ) -> RedisCluster {
         assert!(
             primaries >= 3,
             "a Redis Cluster needs at least 3 primaries, not {primaries}"
@@ -442,9 +474,22 @@ impl RedisCluster {
             node_timeout,
             ids: HashMap::new(),
             killed_slots: HashMap::new(),
+            cli_tls_args: Vec::new(),
         };
+        #[cfg(feature = "tls")]
+        if let Some(material) = tls {
+            cluster.cli_tls_args = material.cli_args();
+        }
         let args = |port: u16, dir: &Path| {
             let mut args = data_node_args(port, dir);
+            #[cfg(feature = "tls")]
+            if let Some(material) = tls {
+                // Registered before the process starts: its start is seen through TLS.
+                super::tls::register(port, material);
+                tls_node_args(&mut args, port, material);
+            }
+            #[cfg(not(feature = "tls"))]
+            let _ = tls;
             args.extend([
                 "--cluster-enabled".to_string(),
                 "yes".to_string(),
@@ -473,6 +518,7 @@ impl RedisCluster {
         let out = File::create(&out_path).expect("create redis-cli log file");
         let out_err = out.try_clone().expect("clone redis-cli log file");
         let mut cli = Command::new("redis-cli");
+        cli.args(&self.cli_tls_args);
         cli.args(["--cluster", "create"]);
         for node in &self.nodes {
             cli.arg(format!("127.0.0.1:{}", node.port));
@@ -1050,8 +1096,30 @@ fn strip_ansi(text: &str) -> String {
     out
 }
 
+/// `redis://127.0.0.1:PORT/`, or `rediss://` for a TLS node.
 fn node_url(port: u16) -> String {
-    format!("redis://127.0.0.1:{port}/")
+    let scheme = if super::is_tls_port(port) {
+        "rediss"
+    } else {
+        "redis"
+    };
+    format!("{scheme}://127.0.0.1:{port}/")
+}
+
+/// Turns a data node's arguments into a TLS-only node's: `--port 0 --tls-port PORT`, the
+/// certificates, and TLS for the cluster bus and replication.
+#[cfg(feature = "tls")]
+fn tls_node_args(args: &mut Vec<String>, port: u16, material: &super::tls::TlsMaterial) {
+    let at = args
+        .iter()
+        .position(|a| a == "--port")
+        .expect("data node args have --port");
+    args[at + 1] = "0".to_string();
+    args.extend(["--tls-port".to_string(), port.to_string()]);
+    args.extend(material.server_args(false));
+    for flag in ["--tls-cluster", "--tls-replication"] {
+        args.extend([flag.to_string(), "yes".to_string()]);
+    }
 }
 
 // ---------------------------------------------------------------------------------------
