@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use support::eventually;
 use support::tls::TlsMaterial;
-use support::topology::RedisCluster;
+use support::topology::{RedisCluster, SentinelSetup};
 use support::RedisServer;
 
 /// Set in the child process of [`a_fresh_process_connects_with_no_crypto_setup`]: the URL
@@ -324,4 +324,79 @@ async fn a_cluster_over_tls_locks_on_every_primary_and_wakes_waiters() {
         guard.unlock().await.expect("unlock");
     }
     assert_eq!(cluster.keys_on_all(), Vec::<String>::new());
+}
+
+/// Sentinel over TLS: the sentinels and the data nodes serve TLS only; the client asks the
+/// sentinels over TLS, locks on the primary they name over TLS, and hears the unlock on
+/// its TLS subscription.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sentinel_over_tls_finds_the_primary_and_locks_there() {
+    let material = TlsMaterial::generate("sentinel");
+    let setup = SentinelSetup::start_tls(&material);
+    let sentinels = setup.sentinel_urls();
+    assert!(
+        sentinels.iter().all(|url| url.starts_with("rediss://")),
+        "{sentinels:?}"
+    );
+    let config = || {
+        ClientConfig::sentinel(setup.sentinel_urls(), setup.master_name())
+            .tls_ca_certificate(material.ca_pem.clone())
+    };
+    let holder = support::clients::connect(config(), "the TLS sentinels").await;
+    let waiter = support::clients::connect(config(), "the TLS sentinels").await;
+    let held = holder
+        .lock("sentinel-tls")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let primary = RedisServerProbe(setup.primary_port());
+    assert_eq!(primary.keys(), vec!["sentinel-tls".to_string()]);
+
+    let waiter_lock = waiter.lock("sentinel-tls").unwrap();
+    let waiting = tokio::spawn(async move {
+        let guard = waiter_lock.acquire_timeout(Duration::from_secs(60)).await;
+        (Instant::now(), guard)
+    });
+    eventually(
+        "the waiter subscribed on the primary",
+        Duration::from_secs(10),
+        || std::future::ready(primary.subscribers("redisson_lock__channel:{sentinel-tls}") >= 1),
+    )
+    .await;
+    let unlocked_at = Instant::now();
+    held.unlock().await.unwrap();
+    let (acquired_at, guard) = waiting.await.unwrap();
+    let guard = guard.expect("the waiter gets the lock");
+    let handoff = acquired_at.duration_since(unlocked_at);
+    assert!(
+        handoff < Duration::from_secs(5),
+        "hand-off took {handoff:?}; the lease is 30 s"
+    );
+    guard.unlock().await.unwrap();
+    assert_eq!(primary.keys(), Vec::<String>::new());
+}
+
+/// Blocking questions to one TLS data node (through the support's TLS connections).
+struct RedisServerProbe(u16);
+
+impl RedisServerProbe {
+    fn query<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd) -> T {
+        let mut conn = support::helper_client(self.0)
+            .get_connection_with_timeout(Duration::from_secs(5))
+            .expect("a TLS connection to the data node");
+        cmd.query(&mut conn).expect("the data node answers")
+    }
+
+    fn keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.query(redis::cmd("KEYS").arg("*"));
+        keys.sort();
+        keys
+    }
+
+    fn subscribers(&self, channel: &str) -> i64 {
+        let counts: Vec<(String, i64)> =
+            self.query(redis::cmd("PUBSUB").arg("NUMSUB").arg(channel));
+        counts.first().map_or(0, |(_, n)| *n)
+    }
 }

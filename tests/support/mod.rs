@@ -362,9 +362,11 @@ pub fn helper_client(port: u16) -> redis::Client {
 }
 
 /// Whether the log at `path` says the server is ready (how a TLS-only server's start is
-/// seen: the plain `INFO` probe cannot reach it).
+/// seen: the plain `INFO` probe cannot reach it). A Sentinel says its id instead.
 fn log_says_ready(path: &Path) -> bool {
-    fs::read_to_string(path).is_ok_and(|log| log.contains("Ready to accept connections"))
+    fs::read_to_string(path).is_ok_and(|log| {
+        log.contains("Ready to accept connections") || log.contains("Sentinel ID is")
+    })
 }
 
 /// Whether the server on `port` serves TLS only.

@@ -486,7 +486,7 @@ impl RedisCluster {
             if let Some(material) = tls {
                 // Registered before the process starts: its start is seen through TLS.
                 super::tls::register(port, material);
-                tls_node_args(&mut args, port, material);
+                tls_node_args(&mut args, port, material, true);
             }
             #[cfg(not(feature = "tls"))]
             let _ = tls;
@@ -1107,9 +1107,14 @@ fn node_url(port: u16) -> String {
 }
 
 /// Turns a data node's arguments into a TLS-only node's: `--port 0 --tls-port PORT`, the
-/// certificates, and TLS for the cluster bus and replication.
+/// certificates, and TLS for replication and (`cluster`) the cluster bus.
 #[cfg(feature = "tls")]
-fn tls_node_args(args: &mut Vec<String>, port: u16, material: &super::tls::TlsMaterial) {
+fn tls_node_args(
+    args: &mut Vec<String>,
+    port: u16,
+    material: &super::tls::TlsMaterial,
+    cluster: bool,
+) {
     let at = args
         .iter()
         .position(|a| a == "--port")
@@ -1117,8 +1122,9 @@ fn tls_node_args(args: &mut Vec<String>, port: u16, material: &super::tls::TlsMa
     args[at + 1] = "0".to_string();
     args.extend(["--tls-port".to_string(), port.to_string()]);
     args.extend(material.server_args(false));
-    for flag in ["--tls-cluster", "--tls-replication"] {
-        args.extend([flag.to_string(), "yes".to_string()]);
+    args.extend(["--tls-replication".to_string(), "yes".to_string()]);
+    if cluster {
+        args.extend(["--tls-cluster".to_string(), "yes".to_string()]);
     }
 }
 
@@ -1164,20 +1170,50 @@ impl SentinelSetup {
     /// Starts the primary, the replica and the Sentinels and waits until they know each
     /// other (at most 30 s, then panics with every log).
     pub fn start() -> SentinelSetup {
+        Self::start_processes(None)
+    }
+
+    /// Starts the setup with every process serving TLS only (`port 0`, `tls-port P`),
+    /// `material`'s certificates, clients not asked for one; replication and the Sentinels'
+    /// connections to the data nodes go over TLS too (`tls-replication yes`). Its URLs are
+    /// `rediss://`, and the helpers here talk TLS to it.
+    #[cfg(feature = "tls")]
+    pub fn start_tls(material: &std::sync::Arc<super::tls::TlsMaterial>) -> SentinelSetup {
+        Self::start_processes(Some(material))
+    }
+
+    fn start_processes(
+        #[cfg(feature = "tls")] tls: Option<&std::sync::Arc<super::tls::TlsMaterial>>,
+        #[cfg(not(feature = "tls"))] tls: Option<std::convert::Infallible>,
+    ) -> SentinelSetup {
         let mut setup = SentinelSetup {
             root: fresh_temp_dir(),
             data: Vec::with_capacity(2),
             sentinels: Vec::with_capacity(SENTINELS),
         };
+        // A data node's arguments; for TLS, its port registered before it starts (its start
+        // is seen through TLS).
+        let node_args = |port: u16, dir: &Path| {
+            #[allow(unused_mut)]
+            let mut args = data_node_args(port, dir);
+            #[cfg(feature = "tls")]
+            if let Some(material) = tls {
+                super::tls::register(port, material);
+                tls_node_args(&mut args, port, material, false);
+            }
+            #[cfg(not(feature = "tls"))]
+            let _ = tls;
+            args
+        };
         setup.data.push(Process::start(
             "primary",
             setup.root.join("primary"),
             free_port,
-            &data_node_args,
+            &node_args,
         ));
         let primary = setup.data[0].port;
         let replica_args = |port: u16, dir: &Path| {
-            let mut args = data_node_args(port, dir);
+            let mut args = node_args(port, dir);
             args.extend(["--replicaof".to_string(), "127.0.0.1".to_string()]);
             args.push(primary.to_string());
             args
@@ -1196,8 +1232,19 @@ impl SentinelSetup {
         for i in 0..SENTINELS {
             let args = |port: u16, dir: &Path| {
                 let conf = dir.join("sentinel.conf");
+                #[allow(unused_mut)]
+                let mut port_lines = format!("port {port}\n");
+                #[cfg(feature = "tls")]
+                if let Some(material) = tls {
+                    super::tls::register(port, material);
+                    port_lines = format!("port 0\ntls-port {port}\ntls-replication yes\n");
+                    for pair in material.server_args(false).chunks(2) {
+                        let key = pair[0].trim_start_matches("--");
+                        port_lines.push_str(&format!("{key} {}\n", pair[1]));
+                    }
+                }
                 let text = format!(
-                    "port {port}\n\
+                    "{port_lines}\
                      bind 127.0.0.1\n\
                      daemonize no\n\
                      dir {dir}\n\
