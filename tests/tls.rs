@@ -147,9 +147,7 @@ async fn mutual_tls_needs_the_client_certificate() {
 
     let without = trusting(&server, &material).connect_timeout(connect_timeout);
     let (refused, took) = try_connect(without).await;
-    let err = refused
-        .err()
-        .expect("a client without a certificate is refused");
+    let err = refused.expect_err("a client without a certificate is refused");
     assert!(err.is_unavailable(), "{err:?}");
     let text = err.to_string();
     assert!(
@@ -186,9 +184,7 @@ async fn a_wrong_ca_is_a_clear_error_not_a_hang() {
         .tls_ca_certificate(stranger.ca_pem.clone())
         .connect_timeout(connect_timeout);
     let (result, took) = try_connect(config).await;
-    let err = result
-        .err()
-        .expect("a server signed by another CA is refused");
+    let err = result.expect_err("a server signed by another CA is refused");
     let text = err.to_string();
     assert!(err.is_unavailable(), "{err:?}");
     assert!(
@@ -206,8 +202,7 @@ async fn a_wrong_ca_is_a_clear_error_not_a_hang() {
     let err = try_connect(config)
         .await
         .0
-        .err()
-        .expect("an unknown CA is refused");
+        .expect_err("an unknown CA is refused");
     assert!(
         err.to_string()
             .contains("TLS certificate verification failed"),

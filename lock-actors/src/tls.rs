@@ -49,13 +49,15 @@ impl ClientConfig {
     /// certificates a private CA signed. Every node of a cluster and every sentinel and
     /// data node of a Sentinel deployment is checked against it.
     ///
-    /// ```
-    /// use actix_distributed_lock::ClientConfig;
+    /// ```no_run
+    /// use actix_distributed_lock::{ClientConfig, LockClient};
     ///
-    /// # let ca_pem = "";
-    /// // let ca_pem = std::fs::read("/etc/redis/tls/ca.crt")?;
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ca_pem = std::fs::read("/etc/redis/tls/ca.crt")?;
     /// let config = ClientConfig::new("rediss://redis.internal:6380/").tls_ca_certificate(ca_pem);
-    /// # let _ = config;
+    /// let client = LockClient::connect(config).await?;
+    /// # Ok(())
+    /// # }
     /// ```
     pub fn tls_ca_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
         self.tls.ca_pem = Some(pem.into());
@@ -66,15 +68,17 @@ impl ClientConfig {
     /// PKCS#1 or SEC1) to servers that ask for one: mutual TLS, as a redis-server with
     /// `tls-auth-clients yes` requires.
     ///
-    /// ```
+    /// ```no_run
     /// use actix_distributed_lock::ClientConfig;
     ///
-    /// # let (cert_pem, key_pem) = ("", "");
-    /// // let cert_pem = std::fs::read("/etc/redis/tls/client.crt")?;
-    /// // let key_pem = std::fs::read("/etc/redis/tls/client.key")?;
     /// let config = ClientConfig::new("rediss://redis.internal:6380/")
-    ///     .tls_client_certificate(cert_pem, key_pem);
-    /// # let _ = config;
+    ///     .tls_ca_certificate(std::fs::read("/etc/redis/tls/ca.crt")?)
+    ///     .tls_client_certificate(
+    ///         std::fs::read("/etc/redis/tls/client.crt")?,
+    ///         std::fs::read("/etc/redis/tls/client.key")?,
+    ///     );
+    /// assert!(config.validate().is_ok());
+    /// # Ok::<(), std::io::Error>(())
     /// ```
     pub fn tls_client_certificate(
         mut self,
@@ -406,4 +410,50 @@ fn tls_error_in(err: &redis::RedisError) -> Option<&rustls::Error> {
         next = current.source();
     }
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_rediss_url_needs_the_tls_feature() {
+        let config = ClientConfig::new("rediss://127.0.0.1:6380/");
+        let parsed = connection_info(config.url(), &config, "the node", UrlRole::Server);
+        #[cfg(feature = "tls")]
+        assert!(parsed.is_ok());
+        #[cfg(not(feature = "tls"))]
+        assert!(
+            matches!(&parsed, Err(LockError::InvalidConfig { reason }) if reason.contains("`tls` feature")),
+            "{parsed:?}"
+        );
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn debug_output_never_shows_the_certificates_or_the_key() {
+        let config = ClientConfig::new("rediss://h/")
+            .tls_ca_certificate("CA-PEM-TEXT")
+            .tls_client_certificate("CERT-PEM-TEXT", "KEY-PEM-TEXT");
+        let shown = format!("{config:?}");
+        for secret in ["CA-PEM-TEXT", "CERT-PEM-TEXT", "KEY-PEM-TEXT"] {
+            assert!(!shown.contains(secret), "{shown}");
+        }
+        assert!(shown.contains("client_certificate: true"), "{shown}");
+    }
+
+    #[cfg(feature = "tls")]
+    #[test]
+    fn a_plain_url_with_tls_settings_is_refused_but_a_sentinel_data_url_may_be_plain() {
+        let config = ClientConfig::new("redis://h/").danger_accept_invalid_certificates();
+        let as_server = connection_info(config.url(), &config, "the node", UrlRole::Server);
+        assert!(matches!(as_server, Err(LockError::InvalidConfig { .. })));
+        let as_data = connection_info(
+            config.url(),
+            &config,
+            "the node",
+            UrlRole::SentinelDataNodes,
+        );
+        assert!(as_data.is_ok());
+    }
 }
