@@ -4,7 +4,7 @@
 
 mod support;
 
-use actix_distributed_lock::{ClientConfig, LockClient, LockError};
+use actix_distributed_lock::{ClientConfig, Lock, LockClient, LockError, LockGuard};
 use std::collections::HashSet;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -73,6 +73,34 @@ fn trusting(server: &RedisServer, material: &TlsMaterial) -> ClientConfig {
     ClientConfig::new(server.url()).tls_ca_certificate(material.ca_pem.clone())
 }
 
+/// Starts `waiter` waiting for the lock `held` holds, waits until `parked` says it waits
+/// on its subscription, unlocks `held`, and checks that the unlock woke the waiter: it got
+/// the lock within 5 s (generous for a loaded machine), far under the 30 s lease at which
+/// it would try again without a wake-up. Then unlocks the waiter's hold.
+async fn hand_over<F, Fut>(held: LockGuard, waiter: Lock, parked: F)
+where
+    F: FnOnce() -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let lease = Duration::from_secs(30);
+    let waiting = tokio::spawn(async move {
+        let guard = waiter.acquire_timeout(Duration::from_secs(60)).await;
+        (Instant::now(), guard)
+    });
+    parked().await;
+    let unlocked_at = Instant::now();
+    held.unlock().await.unwrap();
+    let (acquired_at, guard) = waiting.await.unwrap();
+    let guard = guard.expect("the waiter gets the lock");
+    let handoff = acquired_at.duration_since(unlocked_at);
+    println!("hand-off over TLS: {handoff:?}");
+    assert!(
+        handoff < Duration::from_secs(5),
+        "hand-off took {handoff:?}; the lease is {lease:?}"
+    );
+    guard.unlock().await.unwrap();
+}
+
 /// Connects with `config`, bounded; the error if it fails, and how long it took.
 async fn try_connect(config: ClientConfig) -> (Result<LockClient, LockError>, Duration) {
     let started = Instant::now();
@@ -113,27 +141,10 @@ async fn a_waiter_is_woken_by_the_unlock_over_tls() {
     let holder = support::clients::connect(trusting(&server, &material), "the TLS server").await;
     let waiter = support::clients::connect(trusting(&server, &material), "the TLS server").await;
     let held = holder.lock("handoff").unwrap().acquire().await.unwrap();
-    let lease = holder.config().watchdog_timeout_value();
-
-    let waiter_lock = waiter.lock("handoff").unwrap();
-    let waiting = tokio::spawn(async move {
-        let guard = waiter_lock.acquire_timeout(Duration::from_secs(60)).await;
-        (Instant::now(), guard)
-    });
-    server
-        .wait_until_parked("redisson_lock__channel:{handoff}", 1)
-        .await;
-    let unlocked_at = Instant::now();
-    held.unlock().await.unwrap();
-    let (acquired_at, guard) = waiting.await.unwrap();
-    let guard = guard.expect("the waiter gets the lock");
-    let handoff = acquired_at.duration_since(unlocked_at);
-    // Generous for a loaded machine, and far under the 30 s lease it would poll at.
-    assert!(
-        handoff < Duration::from_secs(5),
-        "hand-off took {handoff:?}, lease is {lease:?}"
-    );
-    guard.unlock().await.unwrap();
+    hand_over(held, waiter.lock("handoff").unwrap(), || {
+        server.wait_until_parked("redisson_lock__channel:{handoff}", 1)
+    })
+    .await;
     assert_eq!(server.keys().await, Vec::<String>::new());
 }
 
@@ -290,31 +301,17 @@ async fn a_cluster_over_tls_locks_on_every_primary_and_wakes_waiters() {
     expected.sort();
     assert_eq!(cluster.keys_on_all(), expected);
 
-    let contended = names[0].clone();
-    let waiter_lock = waiter.lock(&contended).unwrap();
-    let waiting = tokio::spawn(async move {
-        let guard = waiter_lock.acquire_timeout(Duration::from_secs(60)).await;
-        (Instant::now(), guard)
-    });
-    let channel = format!("redisson_lock__channel:{{{contended}}}");
-    eventually(
-        "the waiter subscribed on the lock's shard",
-        Duration::from_secs(10),
-        || std::future::ready(cluster.sharded_subscribers(&channel) >= 1),
-    )
-    .await;
     let mut guards = guards.into_iter();
     let first = guards.next().expect("the contended lock's guard");
-    let unlocked_at = Instant::now();
-    first.unlock().await.unwrap();
-    let (acquired_at, guard) = waiting.await.unwrap();
-    let guard = guard.expect("the waiter gets the lock");
-    let handoff = acquired_at.duration_since(unlocked_at);
-    assert!(
-        handoff < Duration::from_secs(5),
-        "hand-off took {handoff:?}; the lease is 30 s"
-    );
-    guard.unlock().await.unwrap();
+    let channel = format!("redisson_lock__channel:{{{}}}", names[0]);
+    hand_over(first, waiter.lock(&names[0]).unwrap(), || {
+        eventually(
+            "the waiter subscribed on the lock's shard",
+            Duration::from_secs(10),
+            || std::future::ready(cluster.sharded_subscribers(&channel) >= 1),
+        )
+    })
+    .await;
     for guard in guards {
         guard.unlock().await.expect("unlock");
     }
@@ -348,27 +345,18 @@ async fn sentinel_over_tls_finds_the_primary_and_locks_there() {
     let primary = RedisServerProbe(setup.primary_port());
     assert_eq!(primary.keys(), vec!["sentinel-tls".to_string()]);
 
-    let waiter_lock = waiter.lock("sentinel-tls").unwrap();
-    let waiting = tokio::spawn(async move {
-        let guard = waiter_lock.acquire_timeout(Duration::from_secs(60)).await;
-        (Instant::now(), guard)
-    });
-    eventually(
-        "the waiter subscribed on the primary",
-        Duration::from_secs(10),
-        || std::future::ready(primary.subscribers("redisson_lock__channel:{sentinel-tls}") >= 1),
-    )
+    hand_over(held, waiter.lock("sentinel-tls").unwrap(), || {
+        eventually(
+            "the waiter subscribed on the primary",
+            Duration::from_secs(10),
+            || {
+                std::future::ready(
+                    primary.subscribers("redisson_lock__channel:{sentinel-tls}") >= 1,
+                )
+            },
+        )
+    })
     .await;
-    let unlocked_at = Instant::now();
-    held.unlock().await.unwrap();
-    let (acquired_at, guard) = waiting.await.unwrap();
-    let guard = guard.expect("the waiter gets the lock");
-    let handoff = acquired_at.duration_since(unlocked_at);
-    assert!(
-        handoff < Duration::from_secs(5),
-        "hand-off took {handoff:?}; the lease is 30 s"
-    );
-    guard.unlock().await.unwrap();
     assert_eq!(primary.keys(), Vec::<String>::new());
 }
 

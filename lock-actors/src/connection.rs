@@ -15,8 +15,8 @@ use redis::cluster_routing::{
 };
 use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
 use redis::{
-    Cmd, ErrorKind, FromRedisValue, InfoDict, Pipeline, RedisFuture, RedisResult,
-    ServerErrorKind, Value,
+    Cmd, ErrorKind, FromRedisValue, InfoDict, Pipeline, RedisFuture, RedisResult, ServerErrorKind,
+    Value,
 };
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};

@@ -58,26 +58,7 @@ impl RedisServer {
     ///
     /// Panics (with the server's log) if no server could be started.
     pub fn start() -> RedisServer {
-        let dir = fresh_temp_dir();
-        let mut last_error = String::new();
-        for _ in 0..START_ATTEMPTS {
-            let port = free_port();
-            match spawn_and_wait(port, &dir, None) {
-                Ok(child) => {
-                    return RedisServer {
-                        port,
-                        dir,
-                        child: Some(child),
-                        paused: false,
-                        tls_args: None,
-                    }
-                }
-                // Most likely someone grabbed the port between our probe and redis' bind.
-                Err(e) => last_error = e,
-            }
-        }
-        let _ = fs::remove_dir_all(&dir);
-        panic!("could not start redis-server after {START_ATTEMPTS} attempts: {last_error}");
+        Self::start_with(None, |_| {})
     }
 
     /// Starts a TLS-only server (`--port 0 --tls-port PORT`) with `material`'s
@@ -88,30 +69,41 @@ impl RedisServer {
         material: &std::sync::Arc<tls::TlsMaterial>,
         auth_clients: bool,
     ) -> RedisServer {
+        // Each port tried is registered before its server starts: its start is seen
+        // through TLS. One that failed is forgotten again in `start_with`.
+        Self::start_with(Some(material.server_args(auth_clients)), |port| {
+            tls::register(port, material)
+        })
+    }
+
+    /// Starts a server on a free port (`tls_args`: TLS only, with these arguments), calling
+    /// `before_spawn(port)` first for each port tried.
+    fn start_with(tls_args: Option<Vec<String>>, before_spawn: impl Fn(u16)) -> RedisServer {
         let dir = fresh_temp_dir();
-        let tls_args = material.server_args(auth_clients);
         let mut last_error = String::new();
         for _ in 0..START_ATTEMPTS {
             let port = free_port();
-            tls::register(port, material);
-            match spawn_and_wait(port, &dir, Some(&tls_args)) {
+            before_spawn(port);
+            match spawn_and_wait(port, &dir, tls_args.as_deref()) {
                 Ok(child) => {
                     return RedisServer {
                         port,
                         dir,
                         child: Some(child),
                         paused: false,
-                        tls_args: Some(tls_args),
+                        tls_args,
                     }
                 }
+                // Most likely someone grabbed the port between our probe and redis' bind.
                 Err(e) => {
+                    #[cfg(feature = "tls")]
                     tls::unregister(port);
                     last_error = e;
                 }
             }
         }
         let _ = fs::remove_dir_all(&dir);
-        panic!("could not start a TLS redis-server after {START_ATTEMPTS} attempts: {last_error}");
+        panic!("could not start redis-server after {START_ATTEMPTS} attempts: {last_error}");
     }
 
     /// The loopback port the server listens on (stable across [`restart`](Self::restart)).
