@@ -159,6 +159,7 @@ async fn mutual_tls_needs_the_client_certificate() {
     let without = trusting(&server, &material).connect_timeout(connect_timeout);
     let (refused, took) = try_connect(without).await;
     let err = refused.expect_err("a client without a certificate is refused");
+    println!("without a client certificate, after {took:?}: {err}");
     assert!(err.is_unavailable(), "{err:?}");
     let text = err.to_string();
     assert!(
@@ -196,6 +197,7 @@ async fn a_wrong_ca_is_a_clear_error_not_a_hang() {
         .connect_timeout(connect_timeout);
     let (result, took) = try_connect(config).await;
     let err = result.expect_err("a server signed by another CA is refused");
+    println!("signed by another CA, after {took:?}: {err}");
     let text = err.to_string();
     assert!(err.is_unavailable(), "{err:?}");
     assert!(

@@ -203,14 +203,8 @@ pub(crate) fn connection_info(
     label: &str,
     role: UrlRole,
 ) -> Result<ConnectionInfo, LockError> {
-    let uses_tls = url
-        .get(..9)
-        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("rediss://"))
-        || url
-            .get(..10)
-            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("valkeys://"));
     #[cfg(not(feature = "tls"))]
-    if uses_tls {
+    if is_tls_url(url) {
         return Err(LockError::invalid_config(format!(
             "{label} is a TLS URL (rediss://), which needs the `tls` feature of \
              actix-distributed-lock"
@@ -220,10 +214,17 @@ pub(crate) fn connection_info(
         .into_connection_info()
         .map_err(|e| url_error(label, &e))?;
     #[cfg(feature = "tls")]
-    let info = with_tls(info, config, label, role, uses_tls)?;
+    let info = with_tls(info, config, label, role)?;
     #[cfg(not(feature = "tls"))]
-    let _ = (config, role, uses_tls);
+    let _ = (config, role);
     Ok(info)
+}
+
+/// Whether `url`'s scheme asks for TLS (`rediss://`, `valkeys://`).
+#[cfg(not(feature = "tls"))]
+fn is_tls_url(url: &str) -> bool {
+    let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
+    scheme.eq_ignore_ascii_case("rediss") || scheme.eq_ignore_ascii_case("valkeys")
 }
 
 /// The error for a URL the redis crate refuses.
@@ -238,7 +239,6 @@ fn with_tls(
     config: &ClientConfig,
     label: &str,
     role: UrlRole,
-    uses_tls: bool,
 ) -> Result<ConnectionInfo, LockError> {
     use redis::ConnectionAddr;
     let settings = &config.tls;
@@ -257,7 +257,6 @@ fn with_tls(
              call ClientConfig::danger_accept_invalid_certificates()"
         )));
     }
-    debug_assert!(uses_tls);
     install_crypto_provider();
     let mut info = match settings.certificates() {
         Some(certificates) => redis::Client::build_with_tls(info, certificates)
