@@ -572,10 +572,13 @@ pub fn lock_worker_binary() -> &'static Path {
 
 /// The facade's features that this test binary was built with, as `--features` names them.
 fn facade_features() -> Vec<&'static str> {
-    [("actix-distributed-lock/web", cfg!(feature = "web"))]
-        .into_iter()
-        .filter_map(|(name, on)| on.then_some(name))
-        .collect()
+    [
+        ("actix-distributed-lock/web", cfg!(feature = "web")),
+        ("actix-distributed-lock/tls", cfg!(feature = "tls")),
+    ]
+    .into_iter()
+    .filter_map(|(name, on)| on.then_some(name))
+    .collect()
 }
 
 /// Builds example `name` and returns its path.
