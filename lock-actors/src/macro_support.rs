@@ -6,11 +6,15 @@ use crate::compose::{MultiLock, MultiLockGuard};
 use crate::error::LockError;
 use crate::lock::{AcquireOptions, Lock};
 use crate::lock::{LockGuard, LockOwner};
+use crate::loss_watch::LossWatch;
 use crate::semaphore::{PermitGuard, PermitOptions, SemaphoreGuard};
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+pub use crate::macro_current::{
+    current, fencing_token, run_as_current, run_until_lost, CurrentLock,
+};
 pub use crate::macro_kind::Kind;
 pub use crate::macro_owner::Turn;
 
@@ -158,6 +162,26 @@ impl Held {
             Held::Permits(_) | Held::Permit(_) => None,
         }
     }
+
+    /// The hold as the body sees it through [`current`].
+    pub fn current(&self) -> CurrentLock {
+        let (name, watch) = match self {
+            Held::Lock(guard) => (guard.name(), guard.loss_watch()),
+            Held::Permits(permits) => (permits.name(), LossWatch::never()),
+            Held::Permit(permit) => (permit.name(), permit.loss_watch()),
+        };
+        CurrentLock::new(vec![(name.to_string(), watch)], self.fencing_token())
+    }
+}
+
+/// A MultiLock's hold as the body sees it through [`current`]: lost when any member is.
+pub fn current_of_many(guard: &MultiLockGuard) -> CurrentLock {
+    let members = guard
+        .guards()
+        .iter()
+        .map(|member| (member.name().to_string(), member.loss_watch()))
+        .collect();
+    CurrentLock::new(members, None)
 }
 
 /// Takes every lock of `names` (the attribute's several templates) as one [`MultiLock`],
@@ -201,7 +225,7 @@ fn options(owner: LockOwner, wait: Option<Duration>, lease: Option<Duration>) ->
     options
 }
 
-fn lock_of(client: &LockClient, name: &str, kind: Kind) -> Result<Lock, LockError> {
+pub(crate) fn lock_of(client: &LockClient, name: &str, kind: Kind) -> Result<Lock, LockError> {
     Ok(match kind {
         Kind::Reentrant => client.lock(name)?,
         Kind::Fenced => client.fenced_lock(name)?,
@@ -239,32 +263,6 @@ pub async fn release_many(guard: MultiLockGuard) {
     if let Err(error) = guard.unlock().await {
         tracing::warn!(%error, "unlock after #[distributed_lock] body failed");
     }
-}
-
-tokio::task_local! {
-    static FENCING_TOKEN: Option<u64>;
-}
-
-/// The fencing token of the innermost `#[distributed_lock(…, kind = fenced)]` call running in
-/// this task, or `None` outside one (or for an unfenced lock).
-///
-/// ```no_run
-/// use actix_distributed_lock::{distributed_lock, fencing_token, LockClient, LockError};
-///
-/// #[distributed_lock("ledger:<id>", client = client, kind = fenced)]
-/// async fn post_entry(client: &LockClient, id: u64) -> Result<u64, LockError> {
-///     let token = fencing_token().expect("inside a fenced lock");
-///     // ledger.write_if_newer(id, token, …)
-///     Ok(token)
-/// }
-/// ```
-pub fn fencing_token() -> Option<u64> {
-    FENCING_TOKEN.try_with(|token| *token).ok().flatten()
-}
-
-/// Runs the moved body with `token` as the task's current fencing token.
-pub async fn with_fencing_token<F: Future>(token: Option<u64>, body: F) -> F::Output {
-    FENCING_TOKEN.scope(token, body).await
 }
 
 /// Pins the output type of the moved body, so `?` inside it knows its error type.
