@@ -259,7 +259,10 @@ async fn a_busy_lock_is_409_with_an_exact_json_body_and_retry_after() {
     let response = test::call_service(&app, pay(id, "pay-now")).await;
     assert_eq!(response.status(), StatusCode::CONFLICT);
     // Retry-After is the holder's remaining watchdog lease (30 s by default), rounded up.
-    let retry_after: u64 = response.headers()["retry-after"]
+    let retry_after: u64 = response
+        .headers()
+        .get("retry-after")
+        .unwrap()
         .to_str()
         .unwrap()
         .parse()

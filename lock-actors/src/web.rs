@@ -172,7 +172,7 @@ impl LockRejection {
     /// let busy = LockRejection::new("order:42", LockError::Timeout {
     ///     name: "order:42".into(), waited: Duration::from_secs(5) })
     ///     .with_retry_after(Duration::from_millis(2_100));
-    /// assert_eq!(busy.error_response().headers()["retry-after"], "3");
+    /// assert_eq!(busy.error_response().headers().get("retry-after").unwrap(), "3");
     /// ```
     pub fn with_retry_after(mut self, wait: Duration) -> Self {
         let whole = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
