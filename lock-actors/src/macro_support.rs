@@ -163,6 +163,15 @@ impl Held {
         }
     }
 
+    /// True once the hold is known to be lost (plain semaphore permits never are).
+    pub fn is_lost(&self) -> bool {
+        match self {
+            Held::Lock(guard) => guard.is_lost(),
+            Held::Permits(_) => false,
+            Held::Permit(permit) => permit.is_lost(),
+        }
+    }
+
     /// The hold as the body sees it through [`current`].
     pub fn current(&self) -> CurrentLock {
         let (name, watch) = match self {
@@ -245,6 +254,7 @@ pub(crate) fn lock_of(client: &LockClient, name: &str, kind: Kind) -> Result<Loc
 /// Releases after the body finished normally; an unlock that fails is logged, not raised:
 /// the body's result stands, and the lock expires at its lease.
 pub async fn release(held: Held) {
+    let lost = held.is_lost();
     let failed = match held {
         Held::Lock(guard) => {
             let name = guard.name().to_string();
@@ -253,15 +263,27 @@ pub async fn release(held: Held) {
         Held::Permits(permits) => permits.release().await.err().map(|e| (String::new(), e)),
         Held::Permit(permit) => permit.release().await.err().map(|e| (String::new(), e)),
     };
-    if let Some((name, error)) = failed {
-        tracing::warn!(lock = %name, %error, "release after #[distributed_lock] body failed");
+    match failed {
+        // The loss was reported when it happened; the refused unlock is its echo.
+        Some((name, error)) if lost => {
+            tracing::debug!(lock = %name, %error, "release after #[distributed_lock] body: the lock was lost");
+        }
+        Some((name, error)) => {
+            tracing::warn!(lock = %name, %error, "release after #[distributed_lock] body failed");
+        }
+        None => {}
     }
 }
 
 /// [`release`] for the several-template form: releases every member.
 pub async fn release_many(guard: MultiLockGuard) {
-    if let Err(error) = guard.unlock().await {
-        tracing::warn!(%error, "unlock after #[distributed_lock] body failed");
+    let lost = guard.is_lost();
+    match guard.unlock().await {
+        Err(error) if lost => {
+            tracing::debug!(%error, "unlock after #[distributed_lock] body: a member was lost");
+        }
+        Err(error) => tracing::warn!(%error, "unlock after #[distributed_lock] body failed"),
+        Ok(()) => {}
     }
 }
 
