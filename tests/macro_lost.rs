@@ -12,12 +12,12 @@ use actix_distributed_lock::{
     current, distributed_lock, fencing_token, AcquireOptions, LockClient, LockError,
 };
 use actix_web::{get, http::StatusCode, post, test, web, App, HttpResponse};
-use redis::AsyncCommands;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::proxy::TcpProxy;
 use support::RedisServer;
+use tokio::sync::Notify;
 use tokio::time::timeout;
 
 /// The watchdog lease of the stalled clients: short, so a stall loses the lock soon.
@@ -40,22 +40,24 @@ async fn stallable_client(server: &RedisServer) -> (TcpProxy, LockClient) {
     (proxy, client)
 }
 
-/// Waits until `key` exists in `server` (read directly, not through a proxy).
-async fn held(server: &RedisServer, key: &str) {
-    let conn = server.conn().await;
-    support::eventually(&format!("{key} is held"), Duration::from_secs(10), || {
-        let mut conn = conn.clone();
-        async move { conn.exists::<_, bool>(key).await.unwrap() }
-    })
-    .await;
-}
-
-/// What a body did: a step it takes only after it has seen the loss, and whether its future
-/// was dropped (a value living in it was dropped, at its end or where it was cancelled).
+/// What a body did: that it started (it holds the lock, and its caller knows: a key seen
+/// in Redis is not enough, the acquire's reply may still be on its way), a step it takes
+/// only after it has seen the loss, and whether its future was dropped (a value living in
+/// it was dropped, at its end or where it was cancelled).
 #[derive(Clone, Default)]
 struct Probe {
+    started: Arc<Notify>,
     after_loss: Arc<AtomicBool>,
     dropped: Arc<AtomicBool>,
+}
+
+impl Probe {
+    /// Waits until the body runs.
+    async fn started(&self) {
+        timeout(Duration::from_secs(10), self.started.notified())
+            .await
+            .expect("the body started");
+    }
 }
 
 struct SetOnDrop(Arc<AtomicBool>);
@@ -71,6 +73,7 @@ async fn work_until_lost(probe: Probe) -> bool {
     let _alive = SetOnDrop(probe.dropped.clone());
     let hold = current().expect("inside an annotated body");
     assert!(!hold.is_lost());
+    probe.started.notify_one();
     hold.lost().await;
     probe.after_loss.store(true, Ordering::SeqCst);
     hold.is_lost()
@@ -92,7 +95,7 @@ async fn by_default_a_body_keeps_running_and_sees_the_loss_through_current() {
     let (proxy, client) = stallable_client(&server).await;
     let probe = Probe::default();
     let call = tokio::spawn(keeps_running(client, 1, probe.clone()));
-    held(&server, "body:1").await;
+    probe.started().await;
     proxy.blackhole(true);
     let seen_lost = timeout(LOSS_BOUND, call)
         .await
@@ -110,7 +113,7 @@ async fn on_lost_stop_drops_the_body_and_returns_lost() {
     let (proxy, client) = stallable_client(&server).await;
     let probe = Probe::default();
     let call = tokio::spawn(stops(client, 2, probe.clone()));
-    held(&server, "body:2").await;
+    probe.started().await;
     proxy.blackhole(true);
     let result = timeout(LOSS_BOUND, call)
         .await
@@ -155,7 +158,7 @@ async fn on_lost_stop_in_a_handler_answers_503_naming_the_lock() {
     let request = test::TestRequest::post().uri("/stop/3").to_request();
     let call = test::call_service(&app, request);
     let stall = async {
-        held(&server, "handler:3").await;
+        probe.started().await;
         proxy.blackhole(true);
     };
     let (response, ()) = timeout(LOSS_BOUND, async { tokio::join!(call, stall) })
