@@ -69,12 +69,13 @@ pub use lock_actors::*;
 ///
 /// | option | meaning | default |
 /// |---|---|---|
-/// | `wait = "5s"` | how long to wait for a busy lock (`ms`, `s`, `m`, `h`, combined: `"1m30s"`); `"0s"` tries once | the client's `default_wait` |
+/// | `wait = "5s"` | how long to wait for a busy lock, in `humantime`'s syntax (`"250ms"`, `"5s"`, `"2m"`, `"1h"`, combined: `"1m30s"` or `"1m 30s"`; whole milliseconds); `"0s"` tries once | the client's `default_wait` |
 /// | `lease = "30s"` | a fixed lease, no watchdog | watchdog lease, renewed while the body runs |
 /// | `kind = reentrant` | the lock kind: `reentrant`, `fair`, `read`, `write`, `fast` (non-reentrant: a nested call is `AlreadyHeld`) or `fenced`; or permits of a semaphore: `semaphore` (no lease) or `expirable_semaphore` (set its permits at start-up with `try_set_permits`; permits are not reentrant: a nested call takes more). Checked at compile time: each name is a variant of one enum the runtime matches | `reentrant` |
 /// | `permits = 2` | how many permits the body holds (semaphore kinds only) | `1` |
 /// | `client = expr` | the client: a `LockClient`, a reference to one, an `Arc`, or `web::Data<LockClient>` | see below |
 /// | `on_fail = path` | a `fn(LockError) -> E` whose result is returned as `Err(E)` | see below |
+/// | `on_lost = stop` | drop the body when the lock is lost: a handler answers 503 `{"error":"lock_lost","lock":…}`, a plain fn returns `LockError::Lost` (through `on_fail` or `E::from`); `keep_running` lets the body run on and check [`current`] | `keep_running` |
 ///
 /// # Where the client comes from, and what a failure returns
 ///
@@ -88,7 +89,8 @@ pub use lock_actors::*;
 ///   the client comes from `App::app_data(web::Data::new(client))` through a hidden
 ///   extractor, and is a clear 500 when missing. The return type becomes
 ///   `Either<LockRejection, T>`: a wait that times out is 409 Conflict with
-///   `{"error":"lock_timeout","lock":"order:42","waited_ms":…}` and `Retry-After: 1`;
+///   `{"error":"lock_timeout","lock":"order:42","waited_ms":…}` and `Retry-After` (the
+///   holder's remaining TTL in whole seconds, rounded up, at least 1);
 ///   Redis unreachable is 503 (see [`web::LockRejection`]). With `on_fail`, the signature is
 ///   unchanged and failures return `Err(on_fail(error))`.
 /// - **Any other async fn or method**: the client is `client = expr`, else the one set with
@@ -101,6 +103,9 @@ pub use lock_actors::*;
 ///   returns), `?` and early `return`, panic and a dropped future (in the background).
 /// - With `kind = fenced` every hold draws a fencing token, readable in the body with
 ///   [`fencing_token`].
+/// - Inside the body, [`current`] is the hold of the innermost annotated call: its name,
+///   fencing token, and whether it is lost ([`CurrentLock`] says what it gives for a
+///   MultiLock and for permits).
 /// - Several templates (`#[distributed_lock("order:<id>", "stock:<sku>")]`) take a
 ///   [`MultiLock`]: all of them or none, in a canonical order, one wait for the set; a 409
 ///   names the member that was busy.
@@ -147,7 +152,8 @@ pub use lock_actors::*;
 ///
 /// These are compile errors on the offending token, never failures at run time: an unknown
 /// placeholder (the message lists the parameters), a non-async fn, a malformed duration, a
-/// zero lease, an unknown option or kind, an option given twice, an empty template;
+/// zero lease, an unknown option, kind or `on_lost` value, an option given twice, an empty
+/// template; `on_lost = stop` with `kind = semaphore` (its permits are never lost);
 /// `lease` with `kind = semaphore` (its permits have no lease: use `expirable_semaphore`);
 /// `permits` with a lock kind (or no kind) and `permits = 0`; several templates with
 /// `kind = fenced` or a semaphore kind.

@@ -57,6 +57,8 @@ assert_send_sync!(
     Released,
     LockClientData,
 );
+// The hold an annotated body reaches with `current()`, moved into spawned tasks.
+assert_send_sync!(actix_distributed_lock::CurrentLock);
 // Actor messages and replies (sent across threads to the actors).
 assert_send_sync!(
     Acquire,

@@ -258,7 +258,16 @@ async fn a_busy_lock_is_409_with_an_exact_json_body_and_retry_after() {
         .unwrap();
     let response = test::call_service(&app, pay(id, "pay-now")).await;
     assert_eq!(response.status(), StatusCode::CONFLICT);
-    assert_eq!(response.headers().get("retry-after").unwrap(), "1");
+    // Retry-After is the holder's remaining watchdog lease (30 s by default), rounded up.
+    let retry_after: u64 = response
+        .headers()
+        .get("retry-after")
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((2..=30).contains(&retry_after), "Retry-After {retry_after}");
     assert_eq!(
         response.headers().get("content-type").unwrap(),
         "application/json"

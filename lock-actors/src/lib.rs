@@ -66,6 +66,8 @@ mod error;
 mod identity;
 mod keys;
 mod lock;
+mod loss_watch;
+mod macro_current;
 mod macro_kind;
 mod macro_owner;
 #[doc(hidden)]
@@ -93,7 +95,7 @@ pub use keys::LockName;
 #[doc(hidden)]
 pub use lock::Deferred;
 pub use lock::{AcquireOptions, Lock, LockActor, LockGuard, LockKind, LockOwner, Released};
-pub use macro_support::{default_client, fencing_token, set_default_client};
+pub use macro_support::{current, default_client, fencing_token, set_default_client, CurrentLock};
 pub use node::NodeSupervisor;
 pub use redact::redact_url;
 pub use rwlock::ReadWriteLock;

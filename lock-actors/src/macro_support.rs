@@ -6,11 +6,15 @@ use crate::compose::{MultiLock, MultiLockGuard};
 use crate::error::LockError;
 use crate::lock::{AcquireOptions, Lock};
 use crate::lock::{LockGuard, LockOwner};
+use crate::loss_watch::LossWatch;
 use crate::semaphore::{PermitGuard, PermitOptions, SemaphoreGuard};
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+pub use crate::macro_current::{
+    current, fencing_token, run_as_current, run_until_lost, CurrentLock,
+};
 pub use crate::macro_kind::Kind;
 pub use crate::macro_owner::Turn;
 
@@ -158,6 +162,35 @@ impl Held {
             Held::Permits(_) | Held::Permit(_) => None,
         }
     }
+
+    /// True once the hold is known to be lost (plain semaphore permits never are).
+    pub fn is_lost(&self) -> bool {
+        match self {
+            Held::Lock(guard) => guard.is_lost(),
+            Held::Permits(_) => false,
+            Held::Permit(permit) => permit.is_lost(),
+        }
+    }
+
+    /// The hold as the body sees it through [`current`].
+    pub fn current(&self) -> CurrentLock {
+        let (name, watch) = match self {
+            Held::Lock(guard) => (guard.name(), guard.loss_watch()),
+            Held::Permits(permits) => (permits.name(), LossWatch::never()),
+            Held::Permit(permit) => (permit.name(), permit.loss_watch()),
+        };
+        CurrentLock::new(vec![(name.to_string(), watch)], self.fencing_token())
+    }
+}
+
+/// A MultiLock's hold as the body sees it through [`current`]: lost when any member is.
+pub fn current_of_many(guard: &MultiLockGuard) -> CurrentLock {
+    let members = guard
+        .guards()
+        .iter()
+        .map(|member| (member.name().to_string(), member.loss_watch()))
+        .collect();
+    CurrentLock::new(members, None)
 }
 
 /// Takes every lock of `names` (the attribute's several templates) as one [`MultiLock`],
@@ -201,7 +234,7 @@ fn options(owner: LockOwner, wait: Option<Duration>, lease: Option<Duration>) ->
     options
 }
 
-fn lock_of(client: &LockClient, name: &str, kind: Kind) -> Result<Lock, LockError> {
+pub(crate) fn lock_of(client: &LockClient, name: &str, kind: Kind) -> Result<Lock, LockError> {
     Ok(match kind {
         Kind::Reentrant => client.lock(name)?,
         Kind::Fenced => client.fenced_lock(name)?,
@@ -221,6 +254,7 @@ fn lock_of(client: &LockClient, name: &str, kind: Kind) -> Result<Lock, LockErro
 /// Releases after the body finished normally; an unlock that fails is logged, not raised:
 /// the body's result stands, and the lock expires at its lease.
 pub async fn release(held: Held) {
+    let lost = held.is_lost();
     let failed = match held {
         Held::Lock(guard) => {
             let name = guard.name().to_string();
@@ -229,42 +263,28 @@ pub async fn release(held: Held) {
         Held::Permits(permits) => permits.release().await.err().map(|e| (String::new(), e)),
         Held::Permit(permit) => permit.release().await.err().map(|e| (String::new(), e)),
     };
-    if let Some((name, error)) = failed {
-        tracing::warn!(lock = %name, %error, "release after #[distributed_lock] body failed");
+    match failed {
+        // The loss was reported when it happened; the refused unlock is its echo.
+        Some((name, error)) if lost => {
+            tracing::debug!(lock = %name, %error, "release after #[distributed_lock] body: the lock was lost");
+        }
+        Some((name, error)) => {
+            tracing::warn!(lock = %name, %error, "release after #[distributed_lock] body failed");
+        }
+        None => {}
     }
 }
 
 /// [`release`] for the several-template form: releases every member.
 pub async fn release_many(guard: MultiLockGuard) {
-    if let Err(error) = guard.unlock().await {
-        tracing::warn!(%error, "unlock after #[distributed_lock] body failed");
+    let lost = guard.is_lost();
+    match guard.unlock().await {
+        Err(error) if lost => {
+            tracing::debug!(%error, "unlock after #[distributed_lock] body: a member was lost");
+        }
+        Err(error) => tracing::warn!(%error, "unlock after #[distributed_lock] body failed"),
+        Ok(()) => {}
     }
-}
-
-tokio::task_local! {
-    static FENCING_TOKEN: Option<u64>;
-}
-
-/// The fencing token of the innermost `#[distributed_lock(…, kind = fenced)]` call running in
-/// this task, or `None` outside one (or for an unfenced lock).
-///
-/// ```no_run
-/// use actix_distributed_lock::{distributed_lock, fencing_token, LockClient, LockError};
-///
-/// #[distributed_lock("ledger:<id>", client = client, kind = fenced)]
-/// async fn post_entry(client: &LockClient, id: u64) -> Result<u64, LockError> {
-///     let token = fencing_token().expect("inside a fenced lock");
-///     // ledger.write_if_newer(id, token, …)
-///     Ok(token)
-/// }
-/// ```
-pub fn fencing_token() -> Option<u64> {
-    FENCING_TOKEN.try_with(|token| *token).ok().flatten()
-}
-
-/// Runs the moved body with `token` as the task's current fencing token.
-pub async fn with_fencing_token<F: Future>(token: Option<u64>, body: F) -> F::Output {
-    FENCING_TOKEN.scope(token, body).await
 }
 
 /// Pins the output type of the moved body, so `?` inside it knows its error type.

@@ -2,10 +2,12 @@
 
 use crate::client::LockClient;
 use crate::error::LockError;
+use crate::macro_support::{lock_of, Kind};
 use actix_web::dev::Payload;
 use actix_web::http::{header, StatusCode};
 use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError};
 use std::future::{ready, Ready};
+use std::time::Duration;
 
 #[doc(hidden)]
 pub use actix_web as __actix_web;
@@ -101,10 +103,16 @@ impl ResponseError for MissingLockClient {
 ///
 /// | error | status | body `error` |
 /// |---|---|---|
-/// | `Timeout` | 409 Conflict, `Retry-After: 1` | `lock_timeout` (with `lock`, `waited_ms`) |
-/// | `Unavailable`, `Shutdown`, a transient `Server` error (`BUSY`, `LOADING`, ...) | 503 Service Unavailable | `lock_unavailable` |
+/// | `Timeout` | 409 Conflict, `Retry-After` (see below) | `lock_timeout` (with `lock`, `waited_ms`) |
+/// | `Lost` (the body ran under `on_lost = stop` and the lock was lost) | 503 Service Unavailable | `lock_lost` (with `lock`, `message`) |
+/// | `Unavailable`, `Shutdown`, a transient `Server` error (`BUSY`, `LOADING`, ...) | 503 Service Unavailable | `lock_unavailable` (with `lock`, `message`) |
 /// | `InvalidName` | 400 Bad Request (the name came from the request) | `lock_name_invalid` |
 /// | anything else | 500 | `lock_error` |
+///
+/// `Retry-After` on a 409 is the holder's remaining lease in whole seconds, rounded up, at
+/// least 1: `#[distributed_lock]` reads the lock's TTL once after the wait ran out (see
+/// [`with_retry_after`](LockRejection::with_retry_after)). Where there is no TTL to read
+/// (semaphores, a lock freed meanwhile, Redis not answering) it is 1.
 ///
 /// # Example
 ///
@@ -121,6 +129,8 @@ impl ResponseError for MissingLockClient {
 pub struct LockRejection {
     lock: String,
     error: LockError,
+    /// `Retry-After` of a 409, in whole seconds (at least 1).
+    retry_after: u64,
 }
 
 impl LockRejection {
@@ -135,6 +145,7 @@ impl LockRejection {
         LockRejection {
             lock: lock.into(),
             error,
+            retry_after: 1,
         }
     }
 
@@ -150,6 +161,41 @@ impl LockRejection {
 }
 
 impl LockRejection {
+    /// Sets the `Retry-After` of a 409 to `wait` in whole seconds, rounded up, at least 1
+    /// (`Retry-After` takes no fractions, and 0 would invite an immediate retry).
+    ///
+    /// ```
+    /// use actix_distributed_lock::{web::LockRejection, LockError};
+    /// use actix_web::ResponseError;
+    /// use std::time::Duration;
+    ///
+    /// let busy = LockRejection::new("order:42", LockError::Timeout {
+    ///     name: "order:42".into(), waited: Duration::from_secs(5) })
+    ///     .with_retry_after(Duration::from_millis(2_100));
+    /// assert_eq!(busy.error_response().headers().get("retry-after").unwrap(), "3");
+    /// ```
+    pub fn with_retry_after(mut self, wait: Duration) -> Self {
+        let whole = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+        self.retry_after = whole.max(1);
+        self
+    }
+
+    /// The response `#[distributed_lock]` gives for failing to take (or losing) lock `lock`
+    /// of `kind` with `error`; for a timeout, with `Retry-After` from the lock's remaining
+    /// TTL, read once (left at 1 when there is none or the read fails).
+    #[doc(hidden)]
+    pub async fn for_lock(client: &LockClient, kind: Kind, lock: String, error: LockError) -> Self {
+        let ttl = match &error {
+            LockError::Timeout { .. } => remaining_ttl(client, kind, &lock).await,
+            _ => None,
+        };
+        let rejection = LockRejection::new(lock, error);
+        match ttl {
+            Some(ttl) => rejection.with_retry_after(ttl),
+            None => rejection,
+        }
+    }
+
     /// Redis cannot serve the lock now (no answer, a transient refusal such as `BUSY`, too
     /// few replicas, a stopped client): 503, try again later.
     fn unavailable(&self) -> bool {
@@ -171,6 +217,7 @@ impl ResponseError for LockRejection {
     fn status_code(&self) -> StatusCode {
         match self.error {
             LockError::Timeout { .. } => StatusCode::CONFLICT,
+            LockError::Lost { .. } => StatusCode::SERVICE_UNAVAILABLE,
             _ if self.unavailable() => StatusCode::SERVICE_UNAVAILABLE,
             LockError::InvalidName { .. } => StatusCode::BAD_REQUEST,
             _ => StatusCode::INTERNAL_SERVER_ERROR,
@@ -181,13 +228,18 @@ impl ResponseError for LockRejection {
         let mut response = HttpResponse::build(self.status_code());
         let body = match &self.error {
             LockError::Timeout { waited, .. } => {
-                response.insert_header((header::RETRY_AFTER, "1"));
+                response.insert_header((header::RETRY_AFTER, self.retry_after.to_string()));
                 serde_json::json!({
                     "error": "lock_timeout",
                     "lock": self.lock,
                     "waited_ms": waited.as_millis() as u64,
                 })
             }
+            LockError::Lost { .. } => serde_json::json!({
+                "error": "lock_lost",
+                "lock": self.lock,
+                "message": self.error.to_string(),
+            }),
             _ if self.unavailable() => serde_json::json!({
                 "error": "lock_unavailable",
                 "lock": self.lock,
@@ -213,4 +265,20 @@ impl actix_web::Responder for LockRejection {
     fn respond_to(self, _: &HttpRequest) -> HttpResponse {
         self.error_response()
     }
+}
+
+/// The remaining lease of lock `name` of `kind` (one TTL read): `None` for the semaphore
+/// kinds, a lock that is free by now, or a read that failed.
+async fn remaining_ttl(client: &LockClient, kind: Kind, name: &str) -> Option<Duration> {
+    if kind.is_semaphore() {
+        return None;
+    }
+    let read = match lock_of(client, name, kind) {
+        Ok(lock) => lock.remaining_ttl().await,
+        Err(error) => Err(error),
+    };
+    read.unwrap_or_else(|error| {
+        tracing::debug!(lock = %name, %error, "no TTL for Retry-After; sending 1");
+        None
+    })
 }

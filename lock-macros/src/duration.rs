@@ -1,43 +1,24 @@
-//! Durations written as strings in the attribute: `"5s"`, `"250ms"`, `"1m30s"`, `"2h"`.
+//! Durations written as strings in the attribute, parsed by `humantime` (`"5s"`, `"250ms"`,
+//! `"1m30s"`, `"1m 30s"`, `"2h"`, `"1.5s"`, `"5 seconds"`), in whole milliseconds.
+//!
+//! `humantime` is the parser `clap`, `tracing-subscriber` and most of the field use for
+//! such strings, so the attribute accepts what users write elsewhere.
+
+const HINT: &str = "write a duration like \"5s\", \"250ms\", \"2m\", \"1h\" or \"1m30s\"";
 
 /// Milliseconds in `text`, or a message saying what is wrong with it.
 pub(crate) fn parse_millis(text: &str) -> Result<u64, String> {
-    const HINT: &str = "write a duration like \"5s\", \"250ms\", \"2m\", \"1h\" or \"1m30s\"";
-    let text = text.trim();
-    if text.is_empty() {
+    if text.trim().is_empty() {
         return Err(format!("empty duration; {HINT}"));
     }
-    let mut total: u64 = 0;
-    let mut rest = text;
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        if digits == 0 {
-            return Err(format!("`{text}` is not a duration; {HINT}"));
-        }
-        let number: u64 = rest[..digits]
-            .parse()
-            .map_err(|_| format!("`{text}` is too large"))?;
-        rest = &rest[digits..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let per_unit = match &rest[..unit_len] {
-            "ms" => 1,
-            "s" => 1_000,
-            "m" => 60_000,
-            "h" => 3_600_000,
-            "" => return Err(format!("`{text}` has a number without a unit; {HINT}")),
-            unit => return Err(format!("unknown unit `{unit}` in `{text}`; {HINT}")),
-        };
-        rest = &rest[unit_len..];
-        total = number
-            .checked_mul(per_unit)
-            .and_then(|ms| total.checked_add(ms))
-            .ok_or_else(|| format!("`{text}` is too large"))?;
+    let duration = humantime::parse_duration(text)
+        .map_err(|error| format!("`{text}` is not a duration ({error}); {HINT}"))?;
+    if duration.subsec_nanos() % 1_000_000 != 0 {
+        return Err(format!(
+            "`{text}` is not a whole number of milliseconds; lock durations are counted in ms"
+        ));
     }
-    Ok(total)
+    u64::try_from(duration.as_millis()).map_err(|_| format!("`{text}` is too large"))
 }
 
 #[cfg(test)]
@@ -51,6 +32,9 @@ mod tests {
         assert_eq!(parse_millis("2m"), Ok(120_000));
         assert_eq!(parse_millis("1h"), Ok(3_600_000));
         assert_eq!(parse_millis("1m30s"), Ok(90_000));
+        assert_eq!(parse_millis("1m 30s"), Ok(90_000));
+        assert_eq!(parse_millis("5 seconds"), Ok(5_000));
+        assert_eq!(parse_millis("1.5s"), Ok(1_500));
         assert_eq!(parse_millis("0s"), Ok(0));
     }
 
@@ -58,12 +42,13 @@ mod tests {
     fn refuses_what_is_not_a_duration() {
         for bad in [
             "",
+            " ",
             "5",
             "s",
-            "5 s",
             "5x",
             "-1s",
-            "1.5s",
+            "1.5ms",
+            "500us",
             "99999999999999999999h",
         ] {
             assert!(parse_millis(bad).is_err(), "{bad:?} was accepted");

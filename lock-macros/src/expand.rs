@@ -34,13 +34,21 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
         })
         .collect();
 
-    // How to answer when the lock cannot be taken, and how to hand back the body's result.
+    let kind = {
+        let variant = attribute.kind.variant(attribute.kind_span);
+        quote!(#private::Kind::#variant)
+    };
+
+    // How to answer when the lock cannot be taken (or is lost under `on_lost = stop`), and
+    // how to hand back the body's result.
     let respond = attribute.handler && attribute.on_fail.is_none();
     let fail = match (&attribute.on_fail, respond) {
         (Some(on_fail), _) => quote!(::core::result::Result::Err(#on_fail(__adl_error))),
         (None, true) => quote! {
             #krate::web::__actix_web::Either::Left(
-                #krate::web::LockRejection::new(__adl_name.clone(), __adl_error))
+                #krate::web::LockRejection::for_lock(
+                    &__adl_client, #kind, __adl_name.clone(), __adl_error,
+                ).await)
         },
         (None, false) => quote!(::core::result::Result::Err(::core::convert::From::from(
             __adl_error
@@ -84,9 +92,12 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
         quote!(#private::typed::<#original_output, _>(async move #block))
     };
 
-    let kind = {
-        let variant = attribute.kind.variant(attribute.kind_span);
-        quote!(#private::Kind::#variant)
+    // The body runs with its hold as `current()`; under `on_lost = stop` it is raced against
+    // the loss, and its result is a `Result` whose `Err` is answered after the release.
+    let run = if attribute.stop_on_lost {
+        quote!(#private::run_until_lost)
+    } else {
+        quote!(#private::run_as_current)
     };
     let permits = attribute.permits;
     let request = quote! {
@@ -103,6 +114,7 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
                 #request,
             )
         };
+        let stopped = stopped(attribute.stop_on_lost, quote!(return #fail));
         quote! {
             let __adl_name: ::std::string::String = #name;
             let __adl_client: #krate::LockClient = #client;
@@ -123,14 +135,12 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
             };
             // A panic or a dropped future unwinds through here: the guard's drop releases.
             let __adl_out = __adl_turn
-                .run(::std::boxed::Box::pin(#private::with_fencing_token(
-                    __adl_guard.fencing_token(),
-                    #body,
-                )))
+                .run(::std::boxed::Box::pin(#run(__adl_guard.current(), #body)))
                 .await;
             #private::release(__adl_guard).await;
             // The turn goes to a sibling only now, after the unlock.
             ::core::mem::drop(__adl_turn);
+            #stopped
         }
     } else {
         // Several templates: one MultiLock over all of them. A rejection names the member
@@ -155,6 +165,7 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
         } else {
             (quote!(), quote!(return #fail))
         };
+        let stopped = stopped(attribute.stop_on_lost, on_error.clone());
         quote! {
             let __adl_names: ::std::vec::Vec<::std::string::String> = ::std::vec![#(#names),*];
             #joined
@@ -170,14 +181,15 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
             };
             // A panic or a dropped future unwinds through here: the guard's drop releases.
             let __adl_out = __adl_turn
-                .run(::std::boxed::Box::pin(#private::with_fencing_token(
-                    ::core::option::Option::None,
+                .run(::std::boxed::Box::pin(#run(
+                    #private::current_of_many(&__adl_guard),
                     #body,
                 )))
                 .await;
             #private::release_many(__adl_guard).await;
             // The turn goes to a sibling only now, after the unlock.
             ::core::mem::drop(__adl_turn);
+            #stopped
         }
     };
     quote! {
@@ -186,6 +198,19 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
             #locked
             #succeed
         }
+    }
+}
+
+/// Under `on_lost = stop`, unwraps the body's result or answers the loss with `on_error`.
+fn stopped(stop_on_lost: bool, on_error: TokenStream) -> TokenStream {
+    if !stop_on_lost {
+        return TokenStream::new();
+    }
+    quote! {
+        let __adl_out = match __adl_out {
+            ::core::result::Result::Ok(__adl_out) => __adl_out,
+            ::core::result::Result::Err(__adl_error) => #on_error,
+        };
     }
 }
 

@@ -23,6 +23,8 @@ pub(crate) struct Attribute {
     pub(crate) permits: u32,
     /// Wrap as an actix-web handler: client from `web::Data`, failures as responses.
     pub(crate) handler: bool,
+    /// `on_lost = stop`: drop the body when the lock is lost (it runs on by default).
+    pub(crate) stop_on_lost: bool,
 }
 
 /// A lock name template: a `format!` string and the expressions its `{}` stand for.
@@ -32,7 +34,11 @@ pub(crate) struct Template {
     pub(crate) literal: LitStr,
 }
 
-const OPTIONS: &str = "wait, lease, kind, permits, client, on_fail";
+const OPTIONS: &str = "wait, lease, kind, permits, client, on_fail, on_lost";
+
+/// What `on_lost = …` accepts.
+const ON_LOST: &str =
+    "`stop` (drop the body, answer `LockError::Lost`) or `keep_running` (the default)";
 
 impl Attribute {
     pub(crate) fn parse(args: TokenStream, item: &ItemFn) -> syn::Result<Attribute> {
@@ -67,6 +73,7 @@ impl Attribute {
             kind_span,
             permits: raw.permits.map_or(1, |(_, permits)| permits),
             handler,
+            stop_on_lost: raw.on_lost.is_some_and(|(_, stop)| stop),
         })
     }
 }
@@ -88,6 +95,13 @@ fn check_combination(raw: &RawArgs, kind: KindName, kind_span: Span) -> syn::Res
                 format!("`kind = {name}` takes one template: a MultiLock is made of locks, not semaphores"),
             ));
         }
+    }
+    if let (Some((span, true)), "semaphore") = (raw.on_lost, name) {
+        return Err(syn::Error::new(
+            span,
+            "`kind = semaphore` permits are never lost (they have no lease), so `on_lost = stop` \
+             would never stop the body; use `kind = expirable_semaphore` for permits that can be lost",
+        ));
     }
     if let (Some((span, _)), "semaphore") = (raw.lease, name) {
         return Err(syn::Error::new(
@@ -124,6 +138,8 @@ struct RawArgs {
     permits: Option<(Span, u32)>,
     client: Option<Expr>,
     on_fail: Option<Path>,
+    /// `on_lost = stop` (true) or `on_lost = keep_running` (false), and the option's span.
+    on_lost: Option<(Span, bool)>,
 }
 
 fn parse_args(input: ParseStream, params: &[String]) -> syn::Result<RawArgs> {
@@ -162,6 +178,10 @@ fn parse_args(input: ParseStream, params: &[String]) -> syn::Result<RawArgs> {
                 }
                 "client" => raw.client.replace(input.parse()?).is_some(),
                 "on_fail" => raw.on_fail.replace(input.parse()?).is_some(),
+                "on_lost" => {
+                    let stop = parse_on_lost(input)?;
+                    raw.on_lost.replace((key.span(), stop)).is_some()
+                }
                 _ => {
                     return Err(syn::Error::new(
                         key.span(),
@@ -181,6 +201,21 @@ fn parse_args(input: ParseStream, params: &[String]) -> syn::Result<RawArgs> {
         }
     }
     Ok(raw)
+}
+
+/// `stop` or `keep_running`, as an ident (like `kind = …`); true for `stop`.
+fn parse_on_lost(input: ParseStream) -> syn::Result<bool> {
+    let value: Ident = input
+        .parse()
+        .map_err(|error| syn::Error::new(error.span(), format!("`on_lost` takes {ON_LOST}")))?;
+    match value.to_string().as_str() {
+        "stop" => Ok(true),
+        "keep_running" => Ok(false),
+        other => Err(syn::Error::new(
+            value.span(),
+            format!("unknown `on_lost = {other}`; `on_lost` takes {ON_LOST}"),
+        )),
+    }
 }
 
 fn parse_duration(input: ParseStream) -> syn::Result<u64> {

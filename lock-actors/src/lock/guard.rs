@@ -1,6 +1,7 @@
 use super::{LockOwner, Released};
 use crate::error::LockError;
 use crate::keys::LockName;
+use crate::loss_watch::LossWatch;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -210,6 +211,16 @@ impl LockGuard {
     /// ```
     pub fn is_lost(&self) -> bool {
         self.status.get() == HoldStatus::Lost
+    }
+
+    /// [`is_lost`](LockGuard::is_lost) and [`lost`](LockGuard::lost) without the guard, for
+    /// code that reports on a hold it does not own (`#[distributed_lock]`'s `current()`).
+    pub(crate) fn loss_watch(&self) -> LossWatch {
+        let (now, later) = (self.status.clone(), self.status.clone());
+        LossWatch::new(
+            move || now.get() == HoldStatus::Lost,
+            move || Box::pin(later.clone().ended_by_loss()),
+        )
     }
 }
 

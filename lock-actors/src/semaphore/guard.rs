@@ -3,6 +3,7 @@
 
 use crate::error::LockError;
 use crate::keys::LockName;
+use crate::loss_watch::LossWatch;
 use actix::Recipient;
 use std::future::Future;
 use std::time::Duration;
@@ -334,17 +335,7 @@ impl PermitGuard {
     /// # Ok(()) }
     /// ```
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let mut status = self.status.clone();
-        async move {
-            // An error means the actor is gone (the client shut down) and nothing renews.
-            let ended = status
-                .wait_for(|s| *s != PermitStatus::Held)
-                .await
-                .map(|s| *s);
-            if ended.unwrap_or(PermitStatus::Lost) == PermitStatus::Released {
-                std::future::pending::<()>().await;
-            }
-        }
+        permits_lost(self.status.clone())
     }
 
     /// True once the permits are known lost (see [`lost`](PermitGuard::lost)).
@@ -356,11 +347,38 @@ impl PermitGuard {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        match *self.status.borrow() {
-            PermitStatus::Lost => true,
-            PermitStatus::Released => false,
-            PermitStatus::Held => self.status.has_changed().is_err(),
-        }
+        permits_are_lost(&self.status)
+    }
+
+    /// [`is_lost`](PermitGuard::is_lost) and [`lost`](PermitGuard::lost) without the
+    /// guard, for code that reports on a hold it does not own.
+    pub(crate) fn loss_watch(&self) -> LossWatch {
+        let (now, later) = (self.status.clone(), self.status.clone());
+        LossWatch::new(
+            move || permits_are_lost(&now),
+            move || Box::pin(permits_lost(later.clone())),
+        )
+    }
+}
+
+/// Resolves once the permits behind `status` are lost; never after a normal release.
+async fn permits_lost(mut status: watch::Receiver<PermitStatus>) {
+    // An error means the actor is gone (the client shut down) and nothing renews.
+    let ended = status
+        .wait_for(|s| *s != PermitStatus::Held)
+        .await
+        .map(|s| *s);
+    if ended.unwrap_or(PermitStatus::Lost) == PermitStatus::Released {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Whether the permits behind `status` are known lost.
+fn permits_are_lost(status: &watch::Receiver<PermitStatus>) -> bool {
+    match *status.borrow() {
+        PermitStatus::Lost => true,
+        PermitStatus::Released => false,
+        PermitStatus::Held => status.has_changed().is_err(),
     }
 }
 
