@@ -36,6 +36,9 @@ pub struct ClientConfig {
     pub(crate) replica_sync: Option<ReplicaSync>,
     /// CA, client certificate and insecure mode for `rediss://` (see the `tls` module).
     pub(crate) tls: crate::tls::TlsSettings,
+    /// Metrics carry a `lock` label with the lock's name (see `metrics_lock_name_labels`).
+    #[cfg(feature = "metrics")]
+    pub(crate) metrics_lock_name_labels: bool,
 }
 
 /// How the Redis behind a [`LockClient`](crate::LockClient) is deployed. Lock code does not
@@ -166,6 +169,8 @@ impl ClientConfig {
             sharded_subscription: ShardedSubscriptionMode::Auto,
             replica_sync: None,
             tls: crate::tls::TlsSettings::default(),
+            #[cfg(feature = "metrics")]
+            metrics_lock_name_labels: false,
         }
     }
 
@@ -557,5 +562,35 @@ impl ClientConfig {
     /// ```
     pub fn default_wait_value(&self) -> Duration {
         self.default_wait
+    }
+}
+
+#[cfg(feature = "metrics")]
+impl ClientConfig {
+    /// Adds the lock's name as a `lock` label to every per-lock metric (off by default).
+    ///
+    /// Each lock name then is a series of its own in the exporter: turn it on only when
+    /// the names are few and fixed (not `order:<id>`), or the exporter's memory grows with
+    /// every name ever locked. Recording then also allocates the label on every event.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::ClientConfig;
+    /// let config = ClientConfig::new("redis://127.0.0.1/").metrics_lock_name_labels(true);
+    /// assert!(config.metrics_lock_name_labels_value());
+    /// ```
+    pub fn metrics_lock_name_labels(mut self, on: bool) -> Self {
+        self.metrics_lock_name_labels = on;
+        self
+    }
+
+    /// Whether metrics carry the lock's name (see
+    /// [`metrics_lock_name_labels`](ClientConfig::metrics_lock_name_labels)).
+    ///
+    /// ```
+    /// # use actix_distributed_lock::ClientConfig;
+    /// assert!(!ClientConfig::new("redis://127.0.0.1/").metrics_lock_name_labels_value());
+    /// ```
+    pub fn metrics_lock_name_labels_value(&self) -> bool {
+        self.metrics_lock_name_labels
     }
 }

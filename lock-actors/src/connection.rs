@@ -299,6 +299,7 @@ impl SentinelPrimary {
             Ok(Ok((address, conn))) => {
                 tracing::info!(node = %self.label, primary = %address,
                     "connected to the primary the sentinels name");
+                crate::telemetry::reconnected(crate::telemetry::Connection::Primary);
                 let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
                 *current = (current.0 + 1, conn);
             }

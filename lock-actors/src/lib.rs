@@ -80,6 +80,7 @@ mod runtime;
 mod rwlock;
 mod script;
 mod semaphore;
+mod telemetry;
 mod tls;
 mod wait_queue;
 mod watch_list;

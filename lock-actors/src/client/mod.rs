@@ -115,6 +115,7 @@ impl LockClient {
             }
         };
         tracing::debug!(client = %id, node = node.commands.label(), "lock client connected");
+        crate::telemetry::describe();
         Ok(LockClient {
             inner: Arc::new(ClientInner {
                 actors: ArcSwapOption::from_pointee(NodeActors::start(node, id.clone())),

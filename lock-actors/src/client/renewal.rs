@@ -12,6 +12,7 @@
 use crate::config::clock_drift;
 use crate::lock::watch::renew_confirmed;
 use crate::node::Commands;
+use crate::telemetry::{self, RenewalRound};
 use crate::watch_list::{Loss, Rearm, Renewable};
 use actix::prelude::*;
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
@@ -46,6 +47,8 @@ struct Batch {
     /// Set once it has failed (it then counts in `failing` until it goes through or
     /// empties): the waits before its next tries.
     retry: Option<ExponentialBackoff>,
+    /// The round it was first sent in (`None` for a retry: retries are outside rounds).
+    round: Option<u64>,
 }
 
 /// The renewal actor of one node.
@@ -68,6 +71,9 @@ pub(crate) struct RenewalService {
     deadline: Option<SpawnHandle>,
     /// How its renewals are going, shared with the client.
     health: Arc<RenewalHealth>,
+    /// Rounds whose batches have not all answered yet (their spans and times), by number.
+    rounds: BTreeMap<u64, RenewalRound>,
+    next_round: u64,
 }
 
 /// How one node's renewals are going, shared with the client: a RedLock counts a member
@@ -127,6 +133,8 @@ impl RenewalService {
             max_in_flight: if commands_is_cluster { usize::MAX } else { 1 },
             deadline: None,
             health,
+            rounds: BTreeMap::new(),
+            next_round: 0,
         }
     }
 
@@ -134,13 +142,21 @@ impl RenewalService {
     /// into batches, queued to go out (see `max_in_flight`).
     fn tick(&mut self, ctx: &mut Context<Self>) {
         let by_slot = self.commands.is_cluster();
+        let (round, queued) = (self.next_round, self.queue.len());
         for (list, renewable) in self.lists.iter().enumerate() {
             let batches = renewable.round(by_slot, BATCH);
             self.queue.extend(batches.into_iter().map(|ids| Batch {
                 list,
                 ids,
                 retry: None,
+                round: Some(round),
             }));
+        }
+        let batches = self.queue.len() - queued;
+        if batches > 0 {
+            self.next_round += 1;
+            let started = RenewalRound::start(self.commands.label(), batches);
+            self.rounds.insert(round, started);
         }
         self.pump(ctx);
     }
@@ -160,7 +176,12 @@ impl RenewalService {
     /// any of them is still registered, and the other batches go on meanwhile. Holds whose
     /// lease runs out are reported by the deadline timer, not here.
     fn send_batch(&mut self, batch: Batch, ctx: &mut Context<Self>) {
-        let Batch { list, ids, retry } = batch;
+        let Batch {
+            list,
+            ids,
+            retry,
+            round,
+        } = batch;
         let failed = retry.is_some();
         let renewable = self.lists[list].clone();
         let Some((invocation, sent_ids, first)) =
@@ -169,6 +190,7 @@ impl RenewalService {
             if failed {
                 self.health.failing.fetch_sub(1, Ordering::Relaxed);
             }
+            self.round_answered(round, |r| r.renewed(0, 0));
             return;
         };
         let sent = Instant::now();
@@ -184,14 +206,19 @@ impl RenewalService {
                         act.health.failing.fetch_sub(1, Ordering::Relaxed);
                     }
                     let lease = act.lease;
-                    for id in renewable.confirm(&sent_ids, &renewed, sent, lease) {
+                    let lost = renewable.confirm(&sent_ids, &renewed, sent, lease);
+                    let (renewed, gone) = (sent_ids.len().saturating_sub(lost.len()), lost.len());
+                    for id in lost {
                         renewable.report_lost(id, Loss::Gone);
                     }
+                    act.round_answered(round, |r| r.renewed(renewed, gone));
                 }
                 Err(err) => {
                     if !failed {
                         act.health.failing.fetch_add(1, Ordering::Relaxed);
                     }
+                    telemetry::renewal_failed();
+                    act.round_answered(round, RenewalRound::failed);
                     let mut retry = retry.unwrap_or_else(|| retry_backoff(act.interval));
                     let retry_in = retry.next().unwrap_or(act.interval);
                     tracing::warn!(node = act.commands.label(), holds = sent_ids.len(),
@@ -200,6 +227,7 @@ impl RenewalService {
                         list,
                         ids: sent_ids,
                         retry: Some(retry),
+                        round: None,
                     };
                     ctx.run_later(retry_in, move |act, ctx| {
                         act.queue.push_front(again);
@@ -209,6 +237,20 @@ impl RenewalService {
             }
             act.pump(ctx);
         }));
+    }
+
+    /// A batch of `round` answered (`answer` notes how): the round ends with its last batch.
+    fn round_answered(
+        &mut self,
+        round: Option<u64>,
+        answer: impl FnOnce(&mut RenewalRound) -> bool,
+    ) {
+        let Some(number) = round else {
+            return;
+        };
+        if self.rounds.get_mut(&number).is_some_and(answer) {
+            self.rounds.remove(&number);
+        }
     }
 
     /// Reports every hold whose lease may have run out unconfirmed (counting the clock

@@ -26,6 +26,7 @@ use crate::error::LockError;
 use crate::keys::LockName;
 use crate::node::{Commands, Node};
 use crate::script::ScriptCall;
+use crate::telemetry::HoldTimer;
 use actix::{Actor, Addr, Context, Handler};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
@@ -341,8 +342,10 @@ impl<A: LockActorApi> Direct<A> {
                 }
                 tracing::debug!(lock = %self.name, owner = owner.id(), "acquired directly");
                 let link: Arc<dyn GuardLink> = self.clone();
-                let guard = LockGuard::new(link, self.name.clone(), owner, hold, fixed, receiver);
-                Tried::Acquired(guard.with_token(token))
+                let guard = LockGuard::new(link, self.name.clone(), owner, hold, fixed, receiver)
+                    .with_token(token)
+                    .timed(HoldTimer::start(self.kind, &self.name, &node.config));
+                Tried::Acquired(guard)
             }
             Ok((Some(_), _)) => {
                 // Held by another owner: the actor queues the caller from here on.
@@ -457,6 +460,9 @@ impl<A: LockActorApi> Direct<A> {
             Ok(None) => {
                 tracing::warn!(lock = %self.name, owner = owner.id(),
                     why = "an unlock found it held by nobody or by another owner", "lock lost");
+                if let Some(node) = self.node() {
+                    crate::telemetry::lost(self.kind, &self.name, &node.config);
+                }
                 taken.status.send_replace(HoldStatus::Lost);
                 self.shift(Mode::Unlocking, Mode::Idle);
                 Err(LockError::NotOwner {

@@ -2,6 +2,7 @@ use super::{LockOwner, Released};
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::loss_watch::LossWatch;
+use crate::telemetry::HoldTimer;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -45,6 +46,8 @@ pub struct LockGuard {
     status: StatusReceiver,
     released: bool,
     token: Option<u64>,
+    /// Records how long the hold lasted when the guard goes (with the `metrics` feature).
+    _timer: HoldTimer,
 }
 
 /// What a guard asks of its lock's actor side, without naming the actor (which builds the
@@ -92,7 +95,14 @@ impl LockGuard {
             status,
             released: false,
             token: None,
+            _timer: HoldTimer::default(),
         }
+    }
+
+    /// Times the hold with `timer` (recorded when the guard goes).
+    pub(crate) fn timed(mut self, timer: HoldTimer) -> Self {
+        self._timer = timer;
+        self
     }
 
     pub(crate) fn with_token(mut self, token: Option<u64>) -> Self {

@@ -11,6 +11,7 @@ use crate::keys::LockName;
 use crate::lock::{
     Acquire, AcquireFenced, ForceRelease, LockActor, LockGuard, LockOwner, LockState,
 };
+use crate::telemetry;
 use actix::Addr;
 use std::time::Duration;
 
@@ -372,6 +373,12 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn acquire_with(&self, options: AcquireOptions) -> Result<LockGuard, LockError> {
+        let config = self.client.config();
+        telemetry::acquire(self.kind, &self.name, config, self.acquire_once(options)).await
+    }
+
+    /// One acquire as [`acquire_with`](Lock::acquire_with) describes, not yet recorded.
+    async fn acquire_once(&self, options: AcquireOptions) -> Result<LockGuard, LockError> {
         let (owner, lease) = (options.owner.unwrap_or_default(), options.lease);
         let wait = options.wait.unwrap_or(self.client.config().default_wait);
         if let Some(lease) = lease {

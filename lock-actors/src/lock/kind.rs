@@ -468,3 +468,17 @@ pub(crate) type ActorKey = (LockKind, LockName, Option<LockOwner>);
 pub(crate) fn actor_key(kind: LockKind, name: &LockName, owner: Option<LockOwner>) -> ActorKey {
     (kind, name.clone(), owner.filter(|_| kind.per_owner()))
 }
+
+/// The kind as the `kind` label of metrics and spans.
+impl From<LockKind> for crate::telemetry::Kind {
+    fn from(kind: LockKind) -> Self {
+        use crate::telemetry::Kind;
+        match kind {
+            LockKind::Reentrant => Kind::Reentrant,
+            LockKind::Fast => Kind::Fast,
+            LockKind::Read => Kind::Read,
+            LockKind::Write => Kind::Write,
+            LockKind::Fair => Kind::Fair,
+        }
+    }
+}

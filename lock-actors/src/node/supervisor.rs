@@ -4,6 +4,7 @@
 use crate::config::ClientConfig;
 use crate::connection::{PubSub, SubscriptionTarget};
 use crate::error::LockError;
+use crate::telemetry;
 use actix::prelude::*;
 use actix::WeakRecipient;
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
@@ -257,6 +258,9 @@ impl NodeSupervisor {
                         act.retry = retry_backoff();
                         tracing::debug!(node = %act.label, "subscription connection up");
                         let reconnected = std::mem::replace(&mut act.connected_once, true);
+                        if reconnected {
+                            telemetry::reconnected(telemetry::Connection::Subscription);
+                        }
                         act.resubscribe(reconnected, ctx);
                     }
                     failed => {

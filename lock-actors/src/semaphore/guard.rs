@@ -4,6 +4,7 @@
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::loss_watch::LossWatch;
+use crate::telemetry::HoldTimer;
 use actix::Recipient;
 use std::future::Future;
 use std::time::Duration;
@@ -79,6 +80,8 @@ pub struct SemaphoreGuard {
     name: LockName,
     permits: u32,
     released: bool,
+    /// Records how long the permits were held when the guard goes (`metrics` feature).
+    _timer: HoldTimer,
 }
 
 impl SemaphoreGuard {
@@ -88,7 +91,14 @@ impl SemaphoreGuard {
             name,
             permits,
             released: false,
+            _timer: HoldTimer::default(),
         }
+    }
+
+    /// Times the hold with `timer` (recorded when the guard goes).
+    pub(crate) fn timed(mut self, timer: HoldTimer) -> Self {
+        self._timer = timer;
+        self
     }
 
     /// How many permits this holds.
@@ -213,6 +223,8 @@ pub struct PermitGuard {
     lease: Option<Duration>,
     status: watch::Receiver<PermitStatus>,
     released: bool,
+    /// Records how long the permits were held when the guard goes (`metrics` feature).
+    _timer: HoldTimer,
 }
 
 impl PermitGuard {
@@ -232,7 +244,14 @@ impl PermitGuard {
             lease,
             status,
             released: false,
+            _timer: HoldTimer::default(),
         }
+    }
+
+    /// Times the hold with `timer` (recorded when the guard goes).
+    pub(crate) fn timed(mut self, timer: HoldTimer) -> Self {
+        self._timer = timer;
+        self
     }
 
     /// The id of the (first) permit: 32 hex digits, as Redisson shows permit ids. Another

@@ -7,6 +7,7 @@ use super::{
 use crate::client::LockClient;
 use crate::error::LockError;
 use crate::keys::LockName;
+use crate::telemetry;
 use actix::Addr;
 use std::time::Duration;
 
@@ -130,7 +131,8 @@ impl Semaphore {
         wait: Duration,
     ) -> Result<SemaphoreGuard, LockError> {
         let request = AcquirePermits { permits, wait };
-        ask(&self.client, Kind::Plain, &self.name, request).await?
+        let asking = async { ask(&self.client, Kind::Plain, &self.name, request).await? };
+        telemetry::acquire(Kind::Plain, &self.name, self.client.config(), asking).await
     }
 
     /// Tries once, without waiting: `Ok(None)` when fewer than `permits` are available.
@@ -516,7 +518,8 @@ impl PermitExpirableSemaphore {
             wait: options.wait.unwrap_or(self.client.config().default_wait),
             lease: options.lease,
         };
-        ask(&self.client, Kind::Expirable, &self.name, request).await?
+        let asking = async { ask(&self.client, Kind::Expirable, &self.name, request).await? };
+        telemetry::acquire(Kind::Expirable, &self.name, self.client.config(), asking).await
     }
 
     /// Releases the permit `permit_id`, whoever holds it (Redisson's `release(permitId)`).

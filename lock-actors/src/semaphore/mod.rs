@@ -78,6 +78,16 @@ pub(crate) enum Kind {
     Expirable,
 }
 
+/// The kind as the `kind` label of metrics and spans.
+impl From<Kind> for crate::telemetry::Kind {
+    fn from(kind: Kind) -> Self {
+        match kind {
+            Kind::Plain => crate::telemetry::Kind::Semaphore,
+            Kind::Expirable => crate::telemetry::Kind::ExpirableSemaphore,
+        }
+    }
+}
+
 /// The Redis keys and channel of one semaphore. The only place they are built.
 ///
 /// Redisson (`RedissonObject.prefixName` / `suffixName`) wraps the name in braces, the

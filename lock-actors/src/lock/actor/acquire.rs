@@ -10,6 +10,7 @@ use crate::lock::guard::{GuardLink, StatusSender};
 use crate::lock::reply::{Deferred, ReplySlot};
 use crate::lock::{Acquire, AcquireFenced, LockGuard, LockKind, LockOwner};
 use crate::node::{Subscription, Wake};
+use crate::telemetry::{self, HoldTimer};
 use crate::wait_queue::{Effect, Gate, Granted, Waiter, ERROR_RETRY};
 use actix::prelude::*;
 use std::sync::Arc;
@@ -60,8 +61,9 @@ impl LockActor {
             ?lease, "acquired");
         self.direct.hand_out(|| ctx.address());
         let link: Arc<dyn GuardLink> = self.direct.clone();
-        let guard =
-            LockGuard::new(link, self.name.clone(), owner, hold, lease, status).with_token(token);
+        let guard = LockGuard::new(link, self.name.clone(), owner, hold, lease, status)
+            .with_token(token)
+            .timed(HoldTimer::start(self.kind, &self.name, &self.node.config));
         // An undelivered guard is dropped here, and its drop releases the hold.
         let _ = reply.send(Ok(guard));
     }
@@ -127,6 +129,7 @@ impl LockActor {
             fenced,
             reply: reply.clone(),
             deadline_timer: None,
+            _queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
         };
         let waiter = self.queue.waiter(Instant::now(), msg.wait, data);
         self.enqueue_waiter(waiter, ctx);
@@ -151,6 +154,7 @@ impl LockActor {
             let longest_lease = self.longest_local_lease();
             let (kind, name, holders) = (self.kind, &self.name, &self.holders);
             let (reconciles, reconcile_error) = (&self.reconciles, &self.reconcile_error);
+            let config = &self.node.config;
             let effects = self.queue.pump(now, |head| {
                 let owner = head.data.owner;
                 if !kind.reentrant() && holders.contains_key(&owner) {
@@ -164,6 +168,9 @@ impl LockActor {
                     // owner's release (or loss) wakes the head here. Sleep at most its
                     // lease, in case the lock is lost without our hearing of it.
                     let pause = longest_lease.min(head.deadline.saturating_duration_since(now));
+                    if head.attempts == 0 {
+                        telemetry::contended(kind, name, config);
+                    }
                     return Gate::Hold { pause, error: None };
                 }
                 if reconciles.iter().any(|r| r.owner == owner) {
@@ -305,6 +312,13 @@ impl LockActor {
                 Vec::new()
             }
             Ok((Some(pttl), _)) => {
+                if self
+                    .queue
+                    .get(id)
+                    .is_some_and(|waiter| waiter.attempts == 0)
+                {
+                    telemetry::contended(self.kind, &self.name, &self.node.config);
+                }
                 if self.queue.contains(id) {
                     self.joined |= self.kind.per_owner();
                 }
@@ -368,12 +382,17 @@ impl Handler<AfterDirect> for LockActor {
         self.take_charge(ctx);
         let reply = ReplySlot::new();
         let failed = msg.error.is_some();
+        if !failed {
+            // Its fast-path try found the lock busy.
+            telemetry::contended(self.kind, &self.name, &self.node.config);
+        }
         let data = Waiting {
             owner: msg.owner,
             lease: msg.lease,
             fenced: msg.fenced,
             reply: reply.clone(),
             deadline_timer: None,
+            _queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
         };
         let now = Instant::now();
         let mut waiter = self.queue.waiter(now, msg.wait, data);

@@ -19,6 +19,7 @@ use crate::error::LockError;
 use crate::keys::LockName;
 use crate::node::{Node, Unsubscribe};
 use crate::registry::Registry;
+use crate::telemetry;
 use crate::wait_queue::{Asker, Retry, WaitQueue};
 use actix::prelude::*;
 use std::collections::{HashMap, VecDeque};
@@ -132,6 +133,8 @@ pub(super) struct Waiting {
     /// Armed only once the waiter has to wait: an uncontended acquire never needs it.
     /// Its deadline timer and the watch on its asker leaving (a dropped future).
     deadline_timer: Option<[SpawnHandle; 2]>,
+    /// Counts it in the waiters gauge while it is queued.
+    _queued: telemetry::Queued,
 }
 
 impl Asker for Waiting {

@@ -71,6 +71,7 @@ impl LockActor {
                 holder.set_status(HoldStatus::Released);
             } else {
                 tracing::warn!(lock = %self.name, owner = owner.id(), why, "lock lost");
+                crate::telemetry::lost(self.kind, &self.name, &self.node.config);
                 holder.set_status(HoldStatus::Lost);
             }
             // A head that slept on this local holder may go now.

@@ -8,6 +8,7 @@ use crate::script::ScriptCall;
 use crate::semaphore::grant::Grant;
 use crate::semaphore::guard::{PermitGuard, PermitId, PermitStatus, SemaphoreGuard};
 use crate::semaphore::{Kind, ACQUIRE, EXPIRABLE_ACQUIRE};
+use crate::telemetry::{self, HoldTimer};
 use crate::wait_queue::{Effect, Gate, Granted, Waiter};
 use actix::prelude::*;
 use std::time::{Duration, Instant};
@@ -53,6 +54,7 @@ impl SemaphoreActor {
             lease,
             reply,
             deadline_timer: None,
+            _queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
         };
         let waiter = self.queue.waiter(Instant::now(), wait, data);
         let effects = self.queue.enqueue(waiter, false);
@@ -205,6 +207,13 @@ impl SemaphoreActor {
                 Vec::new()
             }
             Ok(Tried::Short { next_expiry }) => {
+                if self
+                    .queue
+                    .get(id)
+                    .is_some_and(|waiter| waiter.attempts == 0)
+                {
+                    telemetry::contended(self.kind, &self.name, &self.node.config);
+                }
                 let pause = next_expiry.map_or(FALLBACK_POLL, |expiry| expiry.min(FALLBACK_POLL));
                 tracing::trace!(semaphore = %self.name, permits, ?pause, "waiting for permits");
                 self.queue.busy(id, now, pause)
@@ -241,6 +250,7 @@ impl SemaphoreActor {
             lease,
             reply,
             deadline_timer,
+            ..
         } = waiter.data;
         disarm(deadline_timer, ctx);
         tracing::debug!(semaphore = %self.name, permits,
@@ -249,7 +259,8 @@ impl SemaphoreActor {
             Reply::Plain(slot) => {
                 self.plain_out += u64::from(permits);
                 let permits =
-                    SemaphoreGuard::new(ctx.address().recipient(), self.name.clone(), permits);
+                    SemaphoreGuard::new(ctx.address().recipient(), self.name.clone(), permits)
+                        .timed(HoldTimer::start(self.kind, &self.name, &self.node.config));
                 // An undelivered guard is dropped here, and its drop gives the permits back.
                 let _ = slot.send(Ok(permits));
             }
@@ -293,7 +304,8 @@ impl SemaphoreActor {
                     shown,
                     lease,
                     watching,
-                );
+                )
+                .timed(HoldTimer::start(self.kind, &self.name, &self.node.config));
                 let _ = slot.send(Ok(guard));
             }
         }

@@ -42,6 +42,7 @@ impl SemaphoreActor {
         disarm(lost.expiry, ctx);
         self.unwatch(&lost.watched);
         tracing::warn!(semaphore = %self.name, permits = lost.ids.len(), why, "permits lost");
+        crate::telemetry::lost(self.kind, &self.name, &self.node.config);
         lost.status.send_replace(PermitStatus::Lost);
         self.refresh_keepalive(ctx);
         Some(lost.ids)

@@ -18,6 +18,7 @@ use crate::lock::{Deferred, ReplySlot};
 use crate::node::{Node, Unsubscribe};
 use crate::registry::Registry;
 use crate::script::ScriptCall;
+use crate::telemetry;
 use crate::wait_queue::{Asker, Retry, WaitQueue};
 use actix::prelude::*;
 use std::collections::HashMap;
@@ -99,6 +100,8 @@ pub(super) struct Waiting {
     reply: Reply,
     /// Its deadline timer, once it has to wait.
     deadline_timer: Option<SpawnHandle>,
+    /// Counts it in the waiters gauge while it is queued.
+    _queued: telemetry::Queued,
 }
 
 impl Asker for Waiting {
