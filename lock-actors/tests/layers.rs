@@ -58,8 +58,16 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "keys, scripts, config, errors, the wait queue",
-        &["keys", "script", "config", "error", "redact", "wait_queue"],
+        "keys, scripts, config, errors, the wait queue, telemetry",
+        &[
+            "keys",
+            "script",
+            "config",
+            "error",
+            "redact",
+            "wait_queue",
+            "telemetry",
+        ],
     ),
 ];
 
