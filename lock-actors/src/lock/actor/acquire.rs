@@ -43,6 +43,7 @@ impl LockActor {
             lease,
             reply,
             deadline_timer,
+            queued,
             ..
         } = data;
         disarm(deadline_timer, ctx);
@@ -64,6 +65,7 @@ impl LockActor {
         let guard = LockGuard::new(link, self.name.clone(), owner, hold, lease, status)
             .with_token(token)
             .timed(HoldTimer::start(self.kind, &self.name, &self.node.config));
+        drop(queued);
         // An undelivered guard is dropped here, and its drop releases the hold.
         let _ = reply.send(Ok(guard));
     }
@@ -82,6 +84,7 @@ impl LockActor {
         };
         tracing::debug!(lock = %self.name, owner = waiter.data.owner.id(), ?waited,
             "wait timed out");
+        drop(waiter.data.queued);
         let _ = waiter.data.reply.send(Err(error));
     }
 
@@ -129,7 +132,7 @@ impl LockActor {
             fenced,
             reply: reply.clone(),
             deadline_timer: None,
-            _queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
+            queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
         };
         let waiter = self.queue.waiter(Instant::now(), msg.wait, data);
         self.enqueue_waiter(waiter, ctx);
@@ -215,6 +218,7 @@ impl LockActor {
                 Effect::Fail(waiter, error) => {
                     disarm(waiter.data.deadline_timer, ctx);
                     tracing::debug!(lock = %self.name, %error, "acquire failed");
+                    drop(waiter.data.queued);
                     let _ = waiter.data.reply.send(Err(error));
                 }
                 Effect::Withdrawn(waiter) => {
@@ -392,7 +396,7 @@ impl Handler<AfterDirect> for LockActor {
             fenced: msg.fenced,
             reply: reply.clone(),
             deadline_timer: None,
-            _queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
+            queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
         };
         let now = Instant::now();
         let mut waiter = self.queue.waiter(now, msg.wait, data);

@@ -133,8 +133,9 @@ pub(super) struct Waiting {
     /// Armed only once the waiter has to wait: an uncontended acquire never needs it.
     /// Its deadline timer and the watch on its asker leaving (a dropped future).
     deadline_timer: Option<[SpawnHandle; 2]>,
-    /// Counts it in the waiters gauge while it is queued.
-    _queued: telemetry::Queued,
+    /// Counts it in the waiters gauge while it is queued; dropped before its asker hears
+    /// the answer, so an asker never sees itself still counted.
+    queued: telemetry::Queued,
 }
 
 impl Asker for Waiting {

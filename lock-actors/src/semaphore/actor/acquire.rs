@@ -54,7 +54,7 @@ impl SemaphoreActor {
             lease,
             reply,
             deadline_timer: None,
-            _queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
+            queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
         };
         let waiter = self.queue.waiter(Instant::now(), wait, data);
         let effects = self.queue.enqueue(waiter, false);
@@ -106,6 +106,7 @@ impl SemaphoreActor {
                 Effect::Fail(waiter, error) => {
                     disarm(waiter.data.deadline_timer, ctx);
                     tracing::debug!(semaphore = %self.name, %error, "acquire failed");
+                    drop(waiter.data.queued);
                     waiter.data.reply.fail(error);
                 }
                 Effect::Withdrawn(waiter) => disarm(waiter.data.deadline_timer, ctx),
@@ -235,6 +236,7 @@ impl SemaphoreActor {
         };
         tracing::debug!(semaphore = %self.name, permits = waiter.data.permits, ?waited,
             "wait for permits timed out");
+        drop(waiter.data.queued);
         waiter.data.reply.fail(error);
     }
 
@@ -250,9 +252,10 @@ impl SemaphoreActor {
             lease,
             reply,
             deadline_timer,
-            ..
+            queued,
         } = waiter.data;
         disarm(deadline_timer, ctx);
+        drop(queued);
         tracing::debug!(semaphore = %self.name, permits,
             waited = ?waiter.started.elapsed(), ?lease, "permits acquired");
         match reply {

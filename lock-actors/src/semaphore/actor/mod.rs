@@ -100,8 +100,9 @@ pub(super) struct Waiting {
     reply: Reply,
     /// Its deadline timer, once it has to wait.
     deadline_timer: Option<SpawnHandle>,
-    /// Counts it in the waiters gauge while it is queued.
-    _queued: telemetry::Queued,
+    /// Counts it in the waiters gauge while it is queued; dropped before its asker hears
+    /// the answer, so an asker never sees itself still counted.
+    queued: telemetry::Queued,
 }
 
 impl Asker for Waiting {
