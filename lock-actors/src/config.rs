@@ -566,6 +566,7 @@ impl ClientConfig {
 }
 
 #[cfg(feature = "metrics")]
+#[cfg_attr(docsrs, doc(cfg(feature = "metrics")))]
 impl ClientConfig {
     /// Adds the lock's name as a `lock` label to every per-lock metric (off by default).
     ///

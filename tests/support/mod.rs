@@ -575,6 +575,7 @@ fn facade_features() -> Vec<&'static str> {
     [
         ("actix-distributed-lock/web", cfg!(feature = "web")),
         ("actix-distributed-lock/tls", cfg!(feature = "tls")),
+        ("actix-distributed-lock/metrics", cfg!(feature = "metrics")),
     ]
     .into_iter()
     .filter_map(|(name, on)| on.then_some(name))

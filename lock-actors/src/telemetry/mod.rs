@@ -250,6 +250,11 @@ impl Queued {
     }
 }
 
+impl Queued {
+    /// Leaves the count now (before the waiter's asker hears its answer).
+    pub(crate) fn leave(self) {}
+}
+
 #[cfg(feature = "metrics")]
 impl Drop for Queued {
     fn drop(&mut self) {

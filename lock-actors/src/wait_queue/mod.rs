@@ -361,6 +361,12 @@ impl<T: Asker> WaitQueue<T> {
         let Some(pos) = self.position(id) else {
             return effects;
         };
+        if self.waiters[pos].data.left() {
+            // Its asker left while the try was in Redis (the watch on that has fired
+            // already): it goes now, not after sleeping out the holder's lease.
+            effects.extend(self.waiters.remove(pos).map(Effect::Withdrawn));
+            return effects;
+        }
         let waiter = &mut self.waiters[pos];
         waiter.attempts += 1;
         waiter.last_error = None;

@@ -457,3 +457,22 @@ fn a_reentry_goes_ahead_of_the_queue_and_wakes_the_head() {
     assert_eq!(run.log(effects), ["cancel sleep"]);
     assert_eq!(run.pump(), ["try R"]);
 }
+
+#[test]
+fn a_head_whose_asker_left_during_its_try_is_withdrawn_at_the_busy_answer() {
+    let mut run = Run::new(Retry::TransientOnce);
+    run.enqueue("A", WAIT);
+    run.wait_subscribed("A", Duration::from_secs(5));
+    let effects = run.queue.news();
+    assert_eq!(run.log(effects), ["cancel sleep"]);
+    assert_eq!(run.pump(), ["try A"]);
+    // Its caller leaves while the try is in Redis: the answer decides.
+    run.leave("A");
+    let effects = run.queue.gone(run.id("A"));
+    assert!(effects.is_empty());
+    // Busy: it leaves now, instead of sleeping out the holder's lease (its asker watch
+    // has fired already: nothing else would wake it before then).
+    assert_eq!(run.busy("A", Duration::from_secs(5)), ["withdrawn A"]);
+    run.enqueue("B", WAIT);
+    assert_eq!(run.pump(), ["try B"]);
+}

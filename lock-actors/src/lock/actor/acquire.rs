@@ -65,7 +65,7 @@ impl LockActor {
         let guard = LockGuard::new(link, self.name.clone(), owner, hold, lease, status)
             .with_token(token)
             .timed(HoldTimer::start(self.kind, &self.name, &self.node.config));
-        drop(queued);
+        queued.leave();
         // An undelivered guard is dropped here, and its drop releases the hold.
         let _ = reply.send(Ok(guard));
     }
@@ -84,7 +84,7 @@ impl LockActor {
         };
         tracing::debug!(lock = %self.name, owner = waiter.data.owner.id(), ?waited,
             "wait timed out");
-        drop(waiter.data.queued);
+        waiter.data.queued.leave();
         let _ = waiter.data.reply.send(Err(error));
     }
 
@@ -218,7 +218,7 @@ impl LockActor {
                 Effect::Fail(waiter, error) => {
                     disarm(waiter.data.deadline_timer, ctx);
                     tracing::debug!(lock = %self.name, %error, "acquire failed");
-                    drop(waiter.data.queued);
+                    waiter.data.queued.leave();
                     let _ = waiter.data.reply.send(Err(error));
                 }
                 Effect::Withdrawn(waiter) => {

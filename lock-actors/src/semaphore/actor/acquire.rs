@@ -106,7 +106,7 @@ impl SemaphoreActor {
                 Effect::Fail(waiter, error) => {
                     disarm(waiter.data.deadline_timer, ctx);
                     tracing::debug!(semaphore = %self.name, %error, "acquire failed");
-                    drop(waiter.data.queued);
+                    waiter.data.queued.leave();
                     waiter.data.reply.fail(error);
                 }
                 Effect::Withdrawn(waiter) => disarm(waiter.data.deadline_timer, ctx),
@@ -236,7 +236,7 @@ impl SemaphoreActor {
         };
         tracing::debug!(semaphore = %self.name, permits = waiter.data.permits, ?waited,
             "wait for permits timed out");
-        drop(waiter.data.queued);
+        waiter.data.queued.leave();
         waiter.data.reply.fail(error);
     }
 
@@ -255,7 +255,7 @@ impl SemaphoreActor {
             queued,
         } = waiter.data;
         disarm(deadline_timer, ctx);
-        drop(queued);
+        queued.leave();
         tracing::debug!(semaphore = %self.name, permits,
             waited = ?waiter.started.elapsed(), ?lease, "permits acquired");
         match reply {
