@@ -35,7 +35,7 @@ pub struct ClientConfig {
     pub(crate) sharded_subscription: ShardedSubscriptionMode,
     pub(crate) replica_sync: Option<ReplicaSync>,
     /// CA, client certificate and insecure mode for `rediss://` (see the `tls` module).
-    pub(crate) tls: crate::tls::TlsSettings,
+    pub(crate) tls: crate::tls::settings::TlsSettings,
     /// Metrics carry a `lock` label with the lock's name (see `metrics_lock_name_labels`).
     #[cfg(feature = "metrics")]
     pub(crate) metrics_lock_name_labels: bool,

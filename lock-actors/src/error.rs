@@ -304,7 +304,7 @@ impl LockError {
 /// What a failed TLS handshake means, when `err` is one.
 fn tls_reason(err: &redis::RedisError) -> Option<String> {
     #[cfg(feature = "tls")]
-    return crate::tls::describe_failure(err);
+    return crate::tls::failure::describe_failure(err);
     #[cfg(not(feature = "tls"))]
     {
         let _ = err;

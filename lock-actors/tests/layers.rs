@@ -27,6 +27,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "macro_support",
             "macro_kind",
             "macro_owner",
+            "macro_current",
             "messages",
             "web",
         ],
@@ -55,10 +56,11 @@ const LAYERS: &[(&str, &[&str])] = &[
             "cluster_resend",
             "identity",
             "runtime",
+            "tls",
         ],
     ),
     (
-        "keys, scripts, config, errors, the wait queue, telemetry",
+        "keys, scripts, config, errors, the wait queue, telemetry, TLS settings, loss signals",
         &[
             "keys",
             "script",
@@ -67,6 +69,9 @@ const LAYERS: &[(&str, &[&str])] = &[
             "redact",
             "wait_queue",
             "telemetry",
+            "tls::settings",
+            "tls::failure",
+            "loss_watch",
         ],
     ),
 ];

@@ -7,39 +7,14 @@
 //! the process default unless the application installed one (then that one is used), so no
 //! set-up is asked of the user and nothing panics when two providers are compiled in.
 
+pub(crate) mod failure;
+pub(crate) mod settings;
+
+pub(crate) use settings::TlsSettings;
+
 use crate::config::ClientConfig;
 use crate::error::LockError;
 use redis::{ConnectionInfo, IntoConnectionInfo};
-
-/// The TLS settings of one [`ClientConfig`]: all unset by default (then `rediss://` trusts
-/// the system's CA store and sends no client certificate).
-#[derive(Clone, Default)]
-pub(crate) struct TlsSettings {
-    /// CA certificates (PEM) trusted instead of the system's.
-    #[cfg(feature = "tls")]
-    ca_pem: Option<Vec<u8>>,
-    /// Client certificate chain and private key (PEM), for mutual TLS.
-    #[cfg(feature = "tls")]
-    client_identity: Option<(Vec<u8>, Vec<u8>)>,
-    /// No certificate verification at all (tests only).
-    #[cfg(feature = "tls")]
-    accept_invalid_certificates: bool,
-}
-
-impl std::fmt::Debug for TlsSettings {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let mut out = f.debug_struct("TlsSettings");
-        // Whether each is set, never its contents (a private key among them).
-        #[cfg(feature = "tls")]
-        out.field("ca_certificate", &self.ca_pem.is_some())
-            .field("client_certificate", &self.client_identity.is_some())
-            .field(
-                "accept_invalid_certificates",
-                &self.accept_invalid_certificates,
-            );
-        out.finish()
-    }
-}
 
 #[cfg(feature = "tls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
@@ -111,77 +86,6 @@ impl ClientConfig {
     pub fn danger_accept_invalid_certificates(mut self) -> Self {
         self.tls.accept_invalid_certificates = true;
         self
-    }
-}
-
-impl TlsSettings {
-    /// Whether any TLS setting was made.
-    #[cfg(feature = "tls")]
-    fn any(&self) -> bool {
-        self.ca_pem.is_some() || self.client_identity.is_some() || self.accept_invalid_certificates
-    }
-
-    /// Checks the PEM given (the client refuses to start with unreadable certificates).
-    pub(crate) fn validate(&self) -> Result<(), LockError> {
-        #[cfg(feature = "tls")]
-        {
-            use rustls::pki_types::pem::PemObject;
-            use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-            let certificates = |what: &str, pem: &[u8]| {
-                let found = CertificateDer::pem_slice_iter(pem)
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| {
-                        LockError::invalid_config(format!("{what}: unreadable PEM ({e})"))
-                    })?;
-                if found.is_empty() {
-                    return Err(LockError::invalid_config(format!(
-                        "{what}: no PEM CERTIFICATE block found"
-                    )));
-                }
-                Ok(())
-            };
-            if let Some(pem) = &self.ca_pem {
-                certificates("tls_ca_certificate", pem)?;
-            }
-            if let Some((cert, key)) = &self.client_identity {
-                certificates("tls_client_certificate (certificate)", cert)?;
-                PrivateKeyDer::from_pem_slice(key).map_err(|e| {
-                    LockError::invalid_config(format!(
-                        "tls_client_certificate (key): no readable PEM private key ({e})"
-                    ))
-                })?;
-            }
-        }
-        Ok(())
-    }
-
-    /// The certificates for the redis crate, if a CA or a client certificate was given.
-    #[cfg(feature = "tls")]
-    fn certificates(&self) -> Option<redis::TlsCertificates> {
-        if self.ca_pem.is_none() && self.client_identity.is_none() {
-            return None;
-        }
-        Some(redis::TlsCertificates {
-            client_tls: self
-                .client_identity
-                .as_ref()
-                .map(|(cert, key)| redis::ClientTlsConfig {
-                    client_cert: cert.clone(),
-                    client_key: key.clone(),
-                }),
-            root_cert: self.ca_pem.clone(),
-        })
-    }
-
-    /// The TLS mode of connections the redis crate makes from addresses it discovers
-    /// (cluster nodes, the primary a sentinel names).
-    #[cfg(feature = "tls")]
-    fn mode(&self) -> redis::TlsMode {
-        if self.accept_invalid_certificates {
-            redis::TlsMode::Insecure
-        } else {
-            redis::TlsMode::Secure
-        }
     }
 }
 
@@ -363,52 +267,6 @@ pub(crate) fn sentinel_client(
         }
     }
     builder.build()
-}
-
-/// What a failed TLS handshake means, for the error's reason: `None` when `err` is no TLS
-/// failure.
-#[cfg(feature = "tls")]
-pub(crate) fn describe_failure(err: &redis::RedisError) -> Option<String> {
-    let tls_error = tls_error_in(err)?;
-    let advice = match tls_error {
-        rustls::Error::InvalidCertificate(problem) => format!(
-            "TLS certificate verification failed: the server's certificate was refused \
-             ({problem:?}); give the CA that signed it with ClientConfig::tls_ca_certificate"
-        ),
-        rustls::Error::AlertReceived(alert) => format!(
-            "TLS handshake refused by the server (alert: {alert:?}); if the server requires \
-             client certificates (tls-auth-clients yes), give one with \
-             ClientConfig::tls_client_certificate"
-        ),
-        other => format!("TLS handshake failed: {other}"),
-    };
-    Some(advice)
-}
-
-/// The rustls error somewhere in `err`'s chain of sources: inside an I/O error (where
-/// tokio-rustls puts it), which the redis crate keeps behind an `Arc`.
-#[cfg(feature = "tls")]
-fn tls_error_in(err: &redis::RedisError) -> Option<&rustls::Error> {
-    type Shared = std::sync::Arc<dyn std::error::Error + Send + Sync>;
-    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(err);
-    while let Some(mut current) = next {
-        if let Some(shared) = current.downcast_ref::<Shared>() {
-            current = shared.as_ref();
-        }
-        if let Some(found) = current.downcast_ref::<rustls::Error>() {
-            return Some(found);
-        }
-        if let Some(inner) = current
-            .downcast_ref::<std::io::Error>()
-            .and_then(|io| io.get_ref())
-        {
-            if let Some(found) = inner.downcast_ref::<rustls::Error>() {
-                return Some(found);
-            }
-        }
-        next = current.source();
-    }
-    None
 }
 
 #[cfg(test)]
