@@ -94,7 +94,8 @@ impl LockName {
         self.prefixed("redisson_lock_token")
     }
 
-    /// The channel of a read-write lock (both sides): a read unlock publishes `1` here.
+    /// The channel of a read-write lock (both sides): a freeing write unlock publishes `1`
+    /// here, a freeing read unlock `0`.
     ///
     /// ```
     /// # use actix_distributed_lock::LockName;
@@ -236,5 +237,6 @@ fn preview(name: &str) -> String {
 
 /// The message published on an unlock channel when a lock is freed (wakes one waiter).
 pub(crate) const UNLOCK_MESSAGE: &str = "0";
-/// The message published when a read lock is freed (wakes every waiter).
+/// The message published when a write lock is freed or turns into a read lock (wakes every
+/// waiter: they may all be readers).
 pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";

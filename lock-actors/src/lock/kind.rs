@@ -407,8 +407,11 @@ impl LockKind {
             }
             _ => {}
         }
+        // Redisson's messages: a write unlock that frees the lock wakes every waiter (`1`,
+        // they may all be readers); any other unlock wakes one (`0`; a read unlock's
+        // waiters are writers).
         let message = match self {
-            LockKind::Read => READ_UNLOCK_MESSAGE,
+            LockKind::Write => READ_UNLOCK_MESSAGE,
             _ => UNLOCK_MESSAGE,
         };
         call.arg(message).arg(lease_ms).arg(field);
@@ -448,8 +451,9 @@ impl LockKind {
                 .arg(UNLOCK_MESSAGE);
             return call;
         }
+        // As Redisson's force unlocks: `1` for a write lock, `0` for the others.
         let message = match self {
-            LockKind::Read | LockKind::Write => READ_UNLOCK_MESSAGE,
+            LockKind::Write => READ_UNLOCK_MESSAGE,
             _ => UNLOCK_MESSAGE,
         };
         let mut call = ScriptCall::with_key(FORCE_UNLOCK.get(pubsub), name.as_str());

@@ -13,8 +13,9 @@ use crate::lock::{Lock, LockKind};
 /// count per reader (`uuid:owner`) or for the writer (`uuid:owner:write`), and one key per
 /// read hold, `{name}:uuid:owner:rwlock_timeout:N`, that carries that hold's lease: a dead
 /// reader's holds expire on their own even while other readers keep the lock. Unlocks are
-/// published on `redisson_rwlock:{name}`; a read unlock that frees the lock publishes `1`,
-/// which wakes every waiter.
+/// published on `redisson_rwlock:{name}` with Redisson's messages: a write unlock that frees
+/// the lock (or leaves the writer's own read holds) publishes `1`, which wakes every waiter;
+/// a read unlock that frees it publishes `0`, which wakes one (a writer).
 ///
 /// What it guarantees: a writer never overlaps a reader or another writer, on one Redis
 /// node; a writer may also take the read side (its read holds outlive its write hold, which

@@ -1,4 +1,5 @@
--- Release one read hold; when no hold is left, delete the lock and wake every waiter.
+-- Release one read hold; when no hold is left, delete the lock and wake one waiter (the
+-- waiters are writers: readers never wait for readers).
 -- Under a write hold (the writer's own read holds) the hash's TTL is never shortened: it
 -- is the writer's lease. Redisson's read unlock cuts it to the longest read hold left; a
 -- read unlock in write mode only ever comes from the writer's own owner, so a waiter (Java
@@ -10,7 +11,7 @@
 -- | KEYS[2] | the read-write channel `redisson_rwlock:{name}`                      |
 -- | KEYS[3] | this reader's timeout prefix `{name}:uuid:owner:rwlock_timeout`       |
 -- | KEYS[4] | the name as a hash tag `{name}` (start of every reader's prefix)      |
--- | ARGV[1] | the message to publish when freed (`1`: wakes all waiters)            |
+-- | ARGV[1] | the message to publish when freed (`0`: wakes one, as Redisson's)     |
 -- | ARGV[2] | lease in milliseconds (unused: each hold keeps its own)              |
 -- | ARGV[3] | owner field `uuid:owner`                                              |
 -- | returns | nil: not a reader; 0: others still hold it; 1: freed                  |

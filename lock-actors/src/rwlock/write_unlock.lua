@@ -1,11 +1,11 @@
--- Release one write hold. The last one frees the lock (waking one waiter), or, when the
+-- Release one write hold. The last one frees the lock (waking every waiter), or, when the
 -- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
 -- that sets it first (classic or sharded pub/sub, see connection.rs).
 -- same owner also took read holds, turns it into a read lock (waking every waiter).
 --
 -- | KEYS[1] | the lock's hash                                                       |
 -- | KEYS[2] | the read-write channel `redisson_rwlock:{name}`                      |
--- | ARGV[1] | the message to publish when freed (`0`)                               |
+-- | ARGV[1] | the message to publish when freed (`1`: wakes all, as Redisson's)     |
 -- | ARGV[2] | lease in milliseconds, set again while holds remain                   |
 -- | ARGV[3] | writer field `uuid:owner:write`                                       |
 -- | ARGV[4] | the message to publish when readers remain (`1`)                      |
