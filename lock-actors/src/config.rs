@@ -39,6 +39,7 @@ pub struct ClientConfig {
     /// Metrics carry a `lock` label with the lock's name (see `metrics_lock_name_labels`).
     #[cfg(feature = "metrics")]
     pub(crate) metrics_lock_name_labels: bool,
+    pub(crate) namespace: Option<String>,
 }
 
 /// How the Redis behind a [`LockClient`](crate::LockClient) is deployed. Lock code does not
@@ -142,6 +143,7 @@ impl std::fmt::Debug for ClientConfig {
             .field("sharded_subscription", &self.sharded_subscription)
             .field("replica_sync", &self.replica_sync)
             .field("tls", &self.tls)
+            .field("namespace", &self.namespace)
             .finish()
     }
 }
@@ -171,6 +173,7 @@ impl ClientConfig {
             tls: crate::tls::TlsSettings::default(),
             #[cfg(feature = "metrics")]
             metrics_lock_name_labels: false,
+            namespace: None,
         }
     }
 
@@ -511,6 +514,9 @@ impl ClientConfig {
             return Err(LockError::invalid_config("max_name_len must be at least 1"));
         }
         self.tls.validate()?;
+        if let Some(namespace) = &self.namespace {
+            crate::keys::check_namespace(namespace)?;
+        }
         Ok(())
     }
 }
@@ -593,5 +599,45 @@ impl ClientConfig {
     /// ```
     pub fn metrics_lock_name_labels_value(&self) -> bool {
         self.metrics_lock_name_labels
+    }
+}
+
+impl ClientConfig {
+    /// Maps every lock and semaphore name of this client into `namespace`, as Redisson's
+    /// `NameMapper` does: the key of lock `order:1` becomes `billing:order:1`, and every
+    /// derived key and channel keeps Redisson's layout around that mapped name
+    /// (`redisson_lock__channel:{billing:order:1}`, `redisson_lock_queue:{billing:order:1}`,
+    /// `redisson_sc:{billing:pool}`, ...). Two clients with different namespaces never
+    /// share a lock of the same name; a Java service whose `NameMapper` maps `name` to
+    /// `"billing:" + name` shares this client's locks (see the README's Namespaces section).
+    ///
+    /// The namespace follows the rules of a lock name, at most
+    /// [`MAX_NAMESPACE_LEN`](crate::MAX_NAMESPACE_LEN) bytes, with no braces and no
+    /// trailing `:` (the separator is added); [`validate`](ClientConfig::validate) refuses
+    /// any other with [`LockError::InvalidConfig`]. Errors and tracing events name a lock
+    /// as the caller gave it, without the namespace.
+    ///
+    /// ```
+    /// use actix_distributed_lock::ClientConfig;
+    ///
+    /// let config = ClientConfig::new("redis://127.0.0.1/").namespace("billing");
+    /// assert!(config.validate().is_ok());
+    /// assert_eq!(config.namespace_value(), Some("billing"));
+    /// assert!(ClientConfig::new("redis://h/").namespace("").validate().is_err());
+    /// assert!(ClientConfig::new("redis://h/").namespace("billing:").validate().is_err());
+    /// ```
+    pub fn namespace(mut self, namespace: impl Into<String>) -> Self {
+        self.namespace = Some(namespace.into());
+        self
+    }
+
+    /// The namespace in force, if any (see [`namespace`](ClientConfig::namespace)).
+    ///
+    /// ```
+    /// # use actix_distributed_lock::ClientConfig;
+    /// assert_eq!(ClientConfig::new("redis://h/").namespace_value(), None);
+    /// ```
+    pub fn namespace_value(&self) -> Option<&str> {
+        self.namespace.as_deref()
     }
 }

@@ -7,7 +7,9 @@ use std::time::Duration;
 /// Everything that can go wrong when taking, holding or releasing a lock.
 ///
 /// Every variant names the lock (or the node) it is about, so a log line is enough to act on.
-/// Passwords in Redis URLs never appear here: node addresses are redacted first.
+/// Passwords in Redis URLs never appear here: node addresses are redacted first. A `name`
+/// is the lock's name as the caller gave it, without the client's
+/// [`namespace`](crate::ClientConfig::namespace).
 ///
 /// # Example
 ///
@@ -63,9 +65,10 @@ pub enum LockError {
         reason: String,
     },
     /// The key exists but holds data that is not a lock; it was left untouched.
-    #[error("key `{name}` holds a value that is not a lock of this kind; it was left untouched (pick another lock name)")]
+    #[error("the key of lock `{name}` holds a value that is not a lock of this kind; it was left untouched (pick another lock name)")]
     WrongType {
-        /// The lock's name (which is also its key).
+        /// The lock's name, as the caller gave it (its key is the name mapped into the
+        /// client's namespace, if any).
         name: String,
     },
     /// The owner already holds this non-reentrant lock: taking it again would wait for

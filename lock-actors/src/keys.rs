@@ -1,14 +1,23 @@
-//! Lock names and the Redis keys and channels derived from them (Redisson's layout).
+//! Lock names and the Redis keys and channels derived from them (Redisson's layout), and
+//! the client's key namespace that maps a name before any key is derived from it.
 //!
 //! This is the only place that builds a key or channel name from a lock name.
 
 use crate::error::LockError;
 use std::sync::Arc;
 
-/// A validated lock name: non-empty, at most the configured length, no control characters.
+/// The longest namespace accepted, in bytes (see [`LockName::namespaced`]).
+pub const MAX_NAMESPACE_LEN: usize = 100;
+
+/// A validated lock name: non-empty, at most the configured length, no control characters,
+/// possibly mapped into a namespace (see [`ClientConfig::namespace`]).
 ///
-/// The name is also the Redis key of the lock's hash, as in Redisson. Braces are kept as
-/// written: they are Redis Cluster hash tags.
+/// The mapped name is the Redis key of the lock's hash, as in Redisson (its `getRawName()`);
+/// every derived key and channel keeps Redisson's layout around the mapped name. The name
+/// as the caller gave it stays available (Redisson's `getName()`). Without a namespace the
+/// two are the same. Braces are kept as written: they are Redis Cluster hash tags.
+///
+/// [`ClientConfig::namespace`]: crate::ClientConfig::namespace
 ///
 /// # Example
 ///
@@ -20,9 +29,20 @@ use std::sync::Arc;
 /// assert_eq!(name.unlock_channel(), "redisson_lock__channel:{order:42}");
 /// assert!(LockName::new("", 4096).is_err());
 /// assert!(LockName::new("a\nb", 4096).is_err());
+///
+/// let mapped = LockName::namespaced("billing", "order:42", 4096).unwrap();
+/// assert_eq!(mapped.as_str(), "billing:order:42");
+/// assert_eq!(mapped.unmapped(), "order:42");
+/// assert_eq!(mapped.unlock_channel(), "redisson_lock__channel:{billing:order:42}");
 /// ```
-#[derive(Clone, PartialEq, Eq, Hash)]
-pub struct LockName(Arc<str>);
+#[derive(Clone)]
+pub struct LockName(
+    /// The mapped name (the key) followed by one ASCII byte: the length of the namespace
+    /// prefix (`billing:`, 0 without a namespace), at most 127 so the string stays UTF-8.
+    /// One allocation and 16 bytes per name, as before namespaces existed: a name is kept
+    /// in every watched hold, and the watchdog's memory per held lock is budgeted.
+    Arc<str>,
+);
 
 impl LockName {
     /// Checks `name` and wraps it; `max_len` is in bytes.
@@ -32,39 +52,83 @@ impl LockName {
     /// assert!(LockName::new("x".repeat(65).as_str(), 64).is_err());
     /// ```
     pub fn new(name: &str, max_len: usize) -> Result<Self, LockError> {
-        if name.is_empty() {
-            return Err(LockError::InvalidName {
-                reason: "the name is empty".into(),
-            });
-        }
-        if name.len() > max_len {
-            return Err(LockError::InvalidName {
-                reason: format!(
-                    "`{}` is {} bytes long; the limit is {max_len} (see ClientConfig::max_name_len)",
-                    preview(name),
-                    name.len()
-                ),
-            });
-        }
-        if let Some(pos) = name.chars().position(char::is_control) {
-            return Err(LockError::InvalidName {
-                reason: format!(
-                    "`{}` has a control character at position {pos}",
-                    preview(name)
-                ),
-            });
-        }
-        Ok(LockName(Arc::from(name)))
+        check_name(name, max_len)?;
+        Ok(Self::build(None, name))
     }
 
-    /// The name as given, which is also the key of the lock's hash.
+    /// Checks `name` and maps it into `namespace`: the key is `namespace:name`, as a
+    /// Redisson client whose `NameMapper` maps `name` to `"billing:" + name` writes it.
+    /// `max_len` bounds the name without the namespace. A bad namespace (empty, longer than
+    /// [`MAX_NAMESPACE_LEN`], control characters, braces, a trailing `:`) is
+    /// [`LockError::InvalidConfig`].
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockName;
+    /// let n = LockName::namespaced("billing", "{order}:7", 64).unwrap();
+    /// assert_eq!(n.as_str(), "billing:{order}:7");
+    /// assert_eq!(n.fair_queue_key(), "redisson_lock_queue:billing:{order}:7");
+    /// assert_eq!(n.namespace(), Some("billing"));
+    /// assert!(LockName::namespaced("", "a", 64).is_err());
+    /// ```
+    pub fn namespaced(namespace: &str, name: &str, max_len: usize) -> Result<Self, LockError> {
+        check_namespace(namespace)?;
+        check_name(name, max_len)?;
+        Ok(Self::build(Some(namespace), name))
+    }
+
+    fn build(namespace: Option<&str>, name: &str) -> Self {
+        let prefix = namespace.map_or(0, |ns| ns.len() + 1);
+        // check_namespace bounds the prefix well below 128: it fits one ASCII byte.
+        let marker = char::from(u8::try_from(prefix).unwrap_or(0) & 0x7f);
+        let mut stored = String::with_capacity(prefix + name.len() + 1);
+        if let Some(ns) = namespace {
+            stored.push_str(ns);
+            stored.push(':');
+        }
+        stored.push_str(name);
+        stored.push(marker);
+        LockName(Arc::from(stored))
+    }
+
+    /// The mapped name: the key of the lock's hash, and what every derived key and channel
+    /// is built around (Redisson's `getRawName()`). Without a namespace, the name as given.
     ///
     /// ```
     /// # use actix_distributed_lock::LockName;
     /// assert_eq!(LockName::new("a", 8).unwrap().as_str(), "a");
+    /// assert_eq!(LockName::namespaced("ns", "a", 8).unwrap().as_str(), "ns:a");
     /// ```
     pub fn as_str(&self) -> &str {
-        &self.0
+        // The marker is one ASCII byte, so this is a char boundary.
+        &self.0[..self.0.len() - 1]
+    }
+
+    /// The name as the caller gave it, without the namespace (Redisson's `getName()`).
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockName;
+    /// assert_eq!(LockName::namespaced("ns", "a", 8).unwrap().unmapped(), "a");
+    /// assert_eq!(LockName::new("a", 8).unwrap().unmapped(), "a");
+    /// ```
+    pub fn unmapped(&self) -> &str {
+        &self.as_str()[self.prefix_len()..]
+    }
+
+    /// The namespace the name was mapped into, if any.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockName;
+    /// assert_eq!(LockName::new("a", 8).unwrap().namespace(), None);
+    /// ```
+    pub fn namespace(&self) -> Option<&str> {
+        match self.prefix_len() {
+            0 => None,
+            len => Some(&self.as_str()[..len - 1]),
+        }
+    }
+
+    fn prefix_len(&self) -> usize {
+        usize::from(self.0.as_bytes()[self.0.len() - 1])
     }
 
     /// The channel on which unlocks of this lock are published (`0` wakes one waiter).
@@ -127,18 +191,19 @@ impl LockName {
     /// assert_eq!(LockName::new("{t}doc", 64).unwrap().hash_tagged(), "{t}doc");
     /// ```
     pub fn hash_tagged(&self) -> String {
-        let mut tagged = String::with_capacity(self.0.len() + 2);
+        let mut tagged = String::with_capacity(self.0.len() + 1);
         self.push_hash_tagged(&mut tagged);
         tagged
     }
 
     /// Appends the name as a hash tag (see [`hash_tagged`](Self::hash_tagged)) to `out`.
     fn push_hash_tagged(&self, out: &mut String) {
-        if self.0.contains('{') {
-            out.push_str(&self.0);
+        let key = self.as_str();
+        if key.contains('{') {
+            out.push_str(key);
         } else {
             out.push('{');
-            out.push_str(&self.0);
+            out.push_str(key);
             out.push('}');
         }
     }
@@ -201,7 +266,7 @@ impl LockName {
     /// `prefix:` then the name as a hash tag (Redisson's `prefixName`).
     fn prefixed(&self, prefix: &str) -> String {
         // One allocation: this runs on every unlock (the channel).
-        let mut key = String::with_capacity(prefix.len() + self.0.len() + 3);
+        let mut key = String::with_capacity(prefix.len() + self.0.len() + 2);
         key.push_str(prefix);
         key.push(':');
         self.push_hash_tagged(&mut key);
@@ -209,16 +274,101 @@ impl LockName {
     }
 }
 
+/// Shows the name as the caller gave it (without the namespace): what errors and tracing
+/// events call the lock.
 impl std::fmt::Display for LockName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(self.unmapped())
     }
 }
 
 impl std::fmt::Debug for LockName {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "LockName({:?})", &*self.0)
+        match self.namespace() {
+            None => write!(f, "LockName({:?})", self.as_str()),
+            Some(ns) => write!(f, "LockName({:?} in namespace {ns:?})", self.unmapped()),
+        }
     }
+}
+
+/// Two names are one lock when they are one key.
+impl PartialEq for LockName {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_str() == other.as_str()
+    }
+}
+
+impl Eq for LockName {}
+
+impl std::hash::Hash for LockName {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.as_str().hash(state);
+    }
+}
+
+fn check_name(name: &str, max_len: usize) -> Result<(), LockError> {
+    if name.is_empty() {
+        return Err(LockError::InvalidName {
+            reason: "the name is empty".into(),
+        });
+    }
+    if name.len() > max_len {
+        return Err(LockError::InvalidName {
+            reason: format!(
+                "`{}` is {} bytes long; the limit is {max_len} (see ClientConfig::max_name_len)",
+                preview(name),
+                name.len()
+            ),
+        });
+    }
+    if let Some(pos) = name.chars().position(char::is_control) {
+        return Err(LockError::InvalidName {
+            reason: format!(
+                "`{}` has a control character at position {pos}",
+                preview(name)
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The rules of a namespace: those of a name, at most [`MAX_NAMESPACE_LEN`] bytes, no
+/// braces (a brace in the namespace would become the hash tag of every lock and put them
+/// all in one cluster slot, overriding the names' own tags) and no trailing `:` (the
+/// separator is added).
+pub(crate) fn check_namespace(namespace: &str) -> Result<(), LockError> {
+    let refuse = |why: String| Err(LockError::invalid_config(format!("namespace {why}")));
+    if namespace.is_empty() {
+        return refuse("is empty; leave it unset for none".into());
+    }
+    if namespace.len() > MAX_NAMESPACE_LEN {
+        return refuse(format!(
+            "`{}` is {} bytes long; the limit is {MAX_NAMESPACE_LEN}",
+            preview(namespace),
+            namespace.len()
+        ));
+    }
+    if let Some(pos) = namespace.chars().position(char::is_control) {
+        return refuse(format!(
+            "`{}` has a control character at position {pos}",
+            preview(namespace)
+        ));
+    }
+    if namespace.contains(['{', '}']) {
+        return refuse(format!(
+            "`{}` has a brace: it would be the cluster hash tag of every lock; leave braces \
+             to the lock names",
+            preview(namespace)
+        ));
+    }
+    if namespace.ends_with(':') {
+        return refuse(format!(
+            "`{}` ends with `:`; give it without the separator, which is added \
+             (`billing` maps `order:1` to `billing:order:1`)",
+            preview(namespace)
+        ));
+    }
+    Ok(())
 }
 
 /// The start of a refused name, escaped, for an error message that must stay short.

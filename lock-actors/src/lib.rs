@@ -92,7 +92,7 @@ pub use client::LockClient;
 pub use compose::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
 pub use config::{ClientConfig, Deployment, ReplicaSync, ShardedSubscriptionMode};
 pub use error::{LockError, ServerReply};
-pub use keys::LockName;
+pub use keys::{LockName, MAX_NAMESPACE_LEN};
 #[doc(hidden)]
 pub use lock::Deferred;
 pub use lock::{AcquireOptions, Lock, LockActor, LockGuard, LockKind, LockOwner, Released};

@@ -193,7 +193,7 @@ impl LockClient {
 
     /// Checks a lock name against this client's limits.
     pub(crate) fn name(&self, name: &str) -> Result<LockName, LockError> {
-        let name = LockName::new(name, self.inner.config.max_name_len)?;
+        let name = self.mapped_name(name)?;
         let cluster = matches!(self.inner.config.deployment(), Deployment::Cluster { .. });
         if cluster && !name.shares_one_slot() {
             return Err(LockError::InvalidName {
@@ -205,6 +205,16 @@ impl LockClient {
             });
         }
         Ok(name)
+    }
+
+    /// Checks a lock or semaphore name and maps it into this client's namespace, if any:
+    /// the one place a caller's name becomes a key.
+    pub(crate) fn mapped_name(&self, name: &str) -> Result<LockName, LockError> {
+        let config = &self.inner.config;
+        match config.namespace_value() {
+            Some(namespace) => LockName::namespaced(namespace, name, config.max_name_len),
+            None => LockName::new(name, config.max_name_len),
+        }
     }
 
     /// This client's uuid: the first part of every owner field it writes.

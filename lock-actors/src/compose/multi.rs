@@ -278,7 +278,7 @@ fn order_key(member: &Member) -> (&str, &str, u8) {
         "read" => 2,
         _ => 1,
     };
-    (&member.node, member.lock.name(), rank)
+    (&member.node, member.lock.key(), rank)
 }
 
 /// Gives every member of a complete set its fixed `lease` from now; on a member found gone,

@@ -128,7 +128,8 @@ impl LockGuard {
         self.token
     }
 
-    /// The lock's name.
+    /// The lock's name as the caller gave it, without the client's namespace (see
+    /// [`Lock::name`](crate::Lock::name)).
     ///
     /// ```no_run
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
@@ -137,6 +138,19 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
+        self.name.unmapped()
+    }
+
+    /// The lock's Redis key, its name mapped into the client's namespace (see
+    /// [`Lock::key`](crate::Lock::key)).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = client.lock("a")?.acquire().await?;
+    /// assert!(guard.key().ends_with("a"));
+    /// # Ok(()) }
+    /// ```
+    pub fn key(&self) -> &str {
         self.name.as_str()
     }
 

@@ -287,7 +287,8 @@ impl Lock {
         self.fenced
     }
 
-    /// The lock's name (also its Redis key).
+    /// The lock's name as the caller gave it, without the client's namespace (Redisson's
+    /// `getName()`); errors name the lock the same way.
     ///
     /// ```no_run
     /// # fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
@@ -295,6 +296,20 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
+        self.name.unmapped()
+    }
+
+    /// The lock's Redis key: its name mapped into the client's
+    /// [`namespace`](crate::ClientConfig::namespace) (`billing:a`), or the name itself
+    /// without one (Redisson's `getRawName()`).
+    ///
+    /// ```no_run
+    /// # fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// // A client configured with `.namespace("billing")`:
+    /// assert_eq!(client.lock("a")?.key(), "billing:a");
+    /// # Ok(()) }
+    /// ```
+    pub fn key(&self) -> &str {
         self.name.as_str()
     }
 

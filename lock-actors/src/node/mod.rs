@@ -85,7 +85,7 @@ impl Commands {
                     .into(),
             }
         } else {
-            LockError::from_redis(err, name.as_str(), &self.label)
+            LockError::from_redis(err, name.unmapped(), &self.label)
         }
     }
 

@@ -112,7 +112,7 @@ impl SemaphoreGuard {
         self.permits
     }
 
-    /// The semaphore's name.
+    /// The semaphore's name as the caller gave it, without the client's namespace.
     ///
     /// ```no_run
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
@@ -120,7 +120,7 @@ impl SemaphoreGuard {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        self.name.as_str()
+        self.name.unmapped()
     }
 
     /// Gives the permits back and wakes waiters.
@@ -292,7 +292,7 @@ impl PermitGuard {
         u32::try_from(self.ids.len()).unwrap_or(u32::MAX)
     }
 
-    /// The semaphore's name.
+    /// The semaphore's name as the caller gave it, without the client's namespace.
     ///
     /// ```no_run
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
@@ -300,7 +300,7 @@ impl PermitGuard {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        self.name.as_str()
+        self.name.unmapped()
     }
 
     /// The fixed lease the permits were taken with; `None` when they are renewed.

@@ -76,7 +76,8 @@ impl Semaphore {
         Semaphore { client, name }
     }
 
-    /// The semaphore's name (also the key of its permit count).
+    /// The semaphore's name as the caller gave it, without the client's namespace (the key
+    /// of its permit count is the name mapped into the namespace).
     ///
     /// ```no_run
     /// # fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
@@ -84,7 +85,7 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        self.name.as_str()
+        self.name.unmapped()
     }
 
     /// Takes `permits` permits, waiting at most the client's default wait.
@@ -419,7 +420,8 @@ impl PermitExpirableSemaphore {
         PermitExpirableSemaphore { client, name }
     }
 
-    /// The semaphore's name (also the key of its permit count).
+    /// The semaphore's name as the caller gave it, without the client's namespace (the key
+    /// of its permit count is the name mapped into the namespace).
     ///
     /// ```no_run
     /// # fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
@@ -427,7 +429,7 @@ impl PermitExpirableSemaphore {
     /// # Ok(()) }
     /// ```
     pub fn name(&self) -> &str {
-        self.name.as_str()
+        self.name.unmapped()
     }
 
     /// Takes `permits` permits (all or none), renewed while held, waiting at most the
@@ -663,7 +665,7 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub fn semaphore(&self, name: &str) -> Result<Semaphore, LockError> {
-        let name = LockName::new(name, self.config().max_name_len)?;
+        let name = self.mapped_name(name)?;
         Ok(Semaphore::new(self.clone(), name))
     }
 
@@ -687,7 +689,7 @@ impl LockClient {
     /// # Ok(()) }
     /// ```
     pub fn expirable_semaphore(&self, name: &str) -> Result<PermitExpirableSemaphore, LockError> {
-        let name = LockName::new(name, self.config().max_name_len)?;
+        let name = self.mapped_name(name)?;
         Ok(PermitExpirableSemaphore::new(self.clone(), name))
     }
 
