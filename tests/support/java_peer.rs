@@ -134,6 +134,9 @@ pub struct PeerOptions {
     pub watchdog: Option<Duration>,
     /// The fair lock's wait time (`fairLockWaitTimeout` in 4.x, per lock in 3.x).
     pub fair_wait: Option<Duration>,
+    /// A `NameMapper` mapping every name to `<namespace>:<name>` (the Java side of
+    /// `ClientConfig::namespace`).
+    pub namespace: Option<String>,
 }
 
 impl PeerOptions {
@@ -141,6 +144,7 @@ impl PeerOptions {
         PeerOptions {
             watchdog: None,
             fair_wait: None,
+            namespace: None,
         }
     }
     pub fn watchdog(mut self, lease: Duration) -> Self {
@@ -149,6 +153,10 @@ impl PeerOptions {
     }
     pub fn fair_wait(mut self, wait: Duration) -> Self {
         self.fair_wait = Some(wait);
+        self
+    }
+    pub fn namespace(mut self, namespace: &str) -> Self {
+        self.namespace = Some(namespace.to_string());
         self
     }
 }
@@ -204,6 +212,9 @@ impl JavaPeer {
         }
         if let Some(wait) = options.fair_wait {
             command.args(["--fair-wait-ms", &wait.as_millis().to_string()]);
+        }
+        if let Some(namespace) = &options.namespace {
+            command.args(["--namespace", namespace]);
         }
         command
             .stdin(Stdio::piped())

@@ -4,6 +4,7 @@ import java.io.BufferedReader;
 import java.io.InputStreamReader;
 import java.lang.reflect.Constructor;
 import java.lang.reflect.Method;
+import java.lang.reflect.Proxy;
 import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 import java.util.HashMap;
@@ -27,8 +28,12 @@ import org.redisson.config.Config;
  *
  * <pre>
  * java -jar redisson-peer.jar (--single URL | --cluster URL,URL,...)
- *      [--watchdog-ms N] [--fair-wait-ms N]
+ *      [--watchdog-ms N] [--fair-wait-ms N] [--namespace NS]
  * </pre>
+ *
+ * <p>{@code --namespace NS} configures a {@code NameMapper} that maps every object name
+ * {@code name} to {@code NS:name} (and back): the Java side of the Rust client's
+ * {@code ClientConfig::namespace}. Lock names in commands are then unmapped names.
  *
  * <p>On start it prints {@code ready <client-id> <redisson-version>}. Every command line is
  * {@code <slot> <command> <args...>}; a slot is a thread of its own (Redisson's lock owner is
@@ -83,6 +88,7 @@ public final class Peer {
         Long fairWaitMs = null;
         String single = null;
         String cluster = null;
+        String namespace = null;
         for (int i = 0; i + 1 < args.length; i += 2) {
             String value = args[i + 1];
             switch (args[i]) {
@@ -90,17 +96,22 @@ public final class Peer {
                 case "--cluster": cluster = value; break;
                 case "--watchdog-ms": config.setLockWatchdogTimeout(Long.parseLong(value)); break;
                 case "--fair-wait-ms": fairWaitMs = Long.parseLong(value); break;
+                case "--namespace": namespace = value; break;
                 default: throw new IllegalArgumentException("unknown option " + args[i]);
             }
         }
+        Object serverConfig;
         if (single != null) {
-            config.useSingleServer().setAddress(single);
+            serverConfig = config.useSingleServer().setAddress(single);
         } else if (cluster != null) {
             // Redisson's defaults otherwise (subscription mode, sharded pub/sub where the
             // version has it): the peer is a service as deployed.
-            config.useClusterServers().addNodeAddress(cluster.split(","));
+            serverConfig = config.useClusterServers().addNodeAddress(cluster.split(","));
         } else {
             throw new IllegalArgumentException("need --single URL or --cluster URL,URL");
+        }
+        if (namespace != null) {
+            setPrefixMapper(config, serverConfig, namespace + ":");
         }
         if (fairWaitMs != null && setFairWaitInConfig(config, fairWaitMs)) {
             fairWaitMs = null; // the config carries it (Redisson 4.x)
@@ -110,6 +121,47 @@ public final class Peer {
                 .getMainAttributes().getValue("Redisson-Version");
         say("ready " + client.getId() + " " + version);
         new Peer(client, fairWaitMs).run();
+    }
+
+    /**
+     * Maps every object name to {@code prefix + name}. A service writes this as a plain
+     * {@code NameMapper} implementation (see the README's Namespaces section); the peer
+     * builds it as a proxy because the interface moved between the Redisson versions it is
+     * built against ({@code org.redisson.api} in 3.x, {@code org.redisson.config} in 4.x),
+     * and so did the setter (the server config in 3.x, {@code Config} in 4.x).
+     */
+    private static void setPrefixMapper(Config config, Object serverConfig, String prefix)
+            throws ReflectiveOperationException {
+        Class<?> mapperType;
+        try {
+            mapperType = Class.forName("org.redisson.config.NameMapper");
+        } catch (ClassNotFoundException e) {
+            mapperType = Class.forName("org.redisson.api.NameMapper");
+        }
+        Object mapper = Proxy.newProxyInstance(mapperType.getClassLoader(), new Class<?>[] {mapperType},
+                (proxy, method, args) -> {
+                    switch (method.getName()) {
+                        case "map":
+                            return prefix + args[0];
+                        case "unmap": {
+                            String name = (String) args[0];
+                            return name.startsWith(prefix) ? name.substring(prefix.length()) : name;
+                        }
+                        case "equals":
+                            return proxy == args[0];
+                        case "hashCode":
+                            return System.identityHashCode(proxy);
+                        case "toString":
+                            return "PrefixNameMapper(" + prefix + ")";
+                        default:
+                            throw new UnsupportedOperationException(method.getName());
+                    }
+                });
+        try {
+            Config.class.getMethod("setNameMapper", mapperType).invoke(config, mapper);
+        } catch (NoSuchMethodException e) {
+            serverConfig.getClass().getMethod("setNameMapper", mapperType).invoke(serverConfig, mapper);
+        }
     }
 
     /** Redisson 4.x has {@code Config.setFairLockWaitTimeout}; 3.x takes it per lock. */
