@@ -70,7 +70,7 @@ impl Connection {
         match tokio::time::timeout(config.connect_timeout, bounded).await {
             Ok(Ok(conn)) => Ok(conn),
             Ok(Err(Failure::Lock(e))) => Err(e),
-            Ok(Err(Failure::Redis(e))) => Err(LockError::from_redis(&e, "", label)),
+            Ok(Err(Failure::Redis(e))) => Err(crate::denied::from_redis(&e, "", label)),
             Err(_) => Err(LockError::Unavailable {
                 node: label.to_string(),
                 reason: format!(
@@ -100,7 +100,7 @@ impl Connection {
         let reply = conn
             .route_command(info, all)
             .await
-            .map_err(|e| LockError::from_redis(&e, "", label))?;
+            .map_err(|e| crate::denied::from_redis(&e, "", label))?;
         let mut majors = Vec::new();
         collect_major_versions(&reply, &mut majors);
         let sharded = !majors.is_empty() && majors.iter().all(|major| *major >= 7);

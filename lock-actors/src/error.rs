@@ -120,6 +120,58 @@ pub enum LockError {
         #[source]
         source: ServerReply,
     },
+    /// The ACL user of the Redis URL may not run a command, or touch a key or channel, that
+    /// this request needs: Redis refused it (`NOPERM`, or a script's refusal). `command` and
+    /// `target` say what was refused; the README's "ACL users" table lists the rules each
+    /// lock kind needs. Never retried: the same request would be refused again.
+    ///
+    /// ```
+    /// use actix_distributed_lock::LockError;
+    ///
+    /// fn advice(error: &LockError) -> Option<String> {
+    ///     let LockError::Denied { command, target, .. } = error else { return None };
+    ///     Some(format!("grant the Redis user {command} on {target}"))
+    /// }
+    /// assert_eq!(advice(&LockError::Shutdown), None);
+    /// ```
+    #[error("{}", denied_text(.node, .name, .command, .target, .message))]
+    Denied {
+        /// The node's address, with any password redacted.
+        node: String,
+        /// The lock's name (empty for a request that is about no lock, such as connecting).
+        name: String,
+        /// The refused command as Redis spells it in upper case: `EVALSHA` (a lock script),
+        /// `PUBLISH`/`SPUBLISH` (a script's wake-up), `SUBSCRIBE`/`SSUBSCRIBE` (a waiter's
+        /// wake-up channel), `SCRIPT|LOAD`, ...; `a command of the script` when a script's
+        /// own call was refused and Redis did not say which.
+        command: String,
+        /// What it was refused on: ``key `order:1` ``, ``channel `redisson_lock__channel:{order:1}` ``,
+        /// ``one of the keys `a`, `b` ``, or empty when the command itself is not allowed.
+        target: String,
+        /// The server's error text.
+        message: String,
+        /// The server's error as the redis crate reported it.
+        #[source]
+        source: ServerReply,
+    },
+}
+
+fn denied_text(node: &str, name: &str, command: &str, target: &str, message: &str) -> String {
+    let on = if target.is_empty() {
+        String::new()
+    } else {
+        format!(" on {target}")
+    };
+    let about = if name.is_empty() {
+        String::new()
+    } else {
+        format!(" for lock `{name}`")
+    };
+    format!(
+        "Redis node {node} refused {command}{on}{about}: the ACL user of the Redis URL lacks \
+         this permission; grant it (ACL SETUSER; the README's \"ACL users\" table lists the \
+         rules of each lock kind) or use another user (server: {message})"
+    )
 }
 
 /// The error codes a server recovers from by itself: a script that ends (`BUSY`), a data
@@ -192,6 +244,12 @@ const ACL_HINT: &str = concat!(
 #[derive(Debug, Clone)]
 pub struct ServerReply(Arc<redis::RedisError>);
 
+impl ServerReply {
+    pub(crate) fn new(err: &redis::RedisError) -> Self {
+        ServerReply(Arc::new(err.clone()))
+    }
+}
+
 impl PartialEq for ServerReply {
     fn eq(&self, other: &Self) -> bool {
         self.0.code() == other.0.code() && self.0.detail() == other.0.detail()
@@ -263,8 +321,8 @@ impl LockError {
         }
     }
 
-    /// The server's error code for [`LockError::Server`] (`NOPERM`, `OOM`, `READONLY`, ...),
-    /// `None` for every other variant.
+    /// The server's error code for [`LockError::Server`] (`OOM`, `READONLY`, ...) and
+    /// `NOPERM` for [`LockError::Denied`], `None` for every other variant.
     ///
     /// ```
     /// # use actix_distributed_lock::LockError;
@@ -273,8 +331,31 @@ impl LockError {
     pub fn server_code(&self) -> Option<&str> {
         match self {
             LockError::Server { code, .. } => Some(code),
+            LockError::Denied { .. } => Some("NOPERM"),
             _ => None,
         }
+    }
+
+    /// True for [`LockError::Denied`]: the Redis user's ACL refused a command, key or
+    /// channel.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockError;
+    /// assert!(!LockError::Shutdown.is_denied());
+    /// ```
+    pub fn is_denied(&self) -> bool {
+        matches!(self, LockError::Denied { .. })
+    }
+
+    /// A [`LockError::Denied`] that names no lock yet (a subscription, refused below the
+    /// lock actor) names lock `name`; any other error is returned as it is.
+    pub(crate) fn about(mut self, lock: &str) -> Self {
+        if let LockError::Denied { name, .. } = &mut self {
+            if name.is_empty() {
+                *name = lock.to_string();
+            }
+        }
+        self
     }
 
     pub(crate) fn invalid_config(reason: impl Into<String>) -> Self {
@@ -283,7 +364,8 @@ impl LockError {
         }
     }
 
-    /// Maps a Redis error for an operation on lock `name` at `node` (already redacted): an
+    /// Maps a Redis error for an operation on lock `name` at `node` (already redacted),
+    /// ACL refusals aside (`denied::from_redis` makes those [`LockError::Denied`]): an
     /// error the server answered with by its code (the redis crate parses it), anything
     /// else (no connection, no answer, a reply that makes no sense) as `Unavailable`.
     pub(crate) fn from_redis(err: &redis::RedisError, name: &str, node: &str) -> Self {

@@ -62,6 +62,7 @@ mod cluster_resend;
 mod compose;
 mod config;
 mod connection;
+mod denied;
 mod error;
 mod identity;
 mod keys;

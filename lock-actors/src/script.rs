@@ -47,6 +47,17 @@ impl ScriptCall {
         self
     }
 
+    /// The call's keys, for naming them in an error (not on any hot path).
+    pub(crate) fn key_names(&self) -> Vec<String> {
+        self.keys
+            .args_iter()
+            .filter_map(|value| match value {
+                Arg::Simple(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// The script this call runs (loaded again on `NOSCRIPT`).
     pub(crate) fn script(&self) -> &'static Script {
         self.script

@@ -66,6 +66,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "script",
             "config",
             "error",
+            "denied",
             "redact",
             "wait_queue",
             "telemetry",

@@ -29,7 +29,7 @@ local dropped = drop_stale_heads(KEYS[2], KEYS[3], now, nil, nil)
 if redis.call('exists', KEYS[1]) == 0 then
     local head = redis.call('lindex', KEYS[2], 0)
     if head and head ~= ARGV[2] and dropped then
-        redis.call(publish_command, KEYS[4] .. ':' .. head, ARGV[4])
+        publish(KEYS[4] .. ':' .. head, ARGV[4])
     end
     if not head or head == ARGV[2] then
         if head then

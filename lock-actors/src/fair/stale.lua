@@ -25,7 +25,7 @@ local function drop_stale_heads(queue, deadlines, now, channel, msg)
         local deadline = tonumber(redis.call('zscore', deadlines, head))
         if deadline and deadline > now then
             if channel then
-                redis.call(publish_command, channel .. ':' .. head, msg)
+                publish(channel .. ':' .. head, msg)
             end
             return dropped
         end

@@ -28,7 +28,7 @@ local removed = redis.call('lrem', KEYS[3], 0, ARGV[2])
 if removed > 0 and redis.call('exists', KEYS[1]) == 0 then
     local head = redis.call('lindex', KEYS[3], 0)
     if head then
-        redis.call(publish_command, KEYS[2] .. ':' .. head, ARGV[1])
+        publish(KEYS[2] .. ':' .. head, ARGV[1])
     end
 end
 return math.min(removed, 1)

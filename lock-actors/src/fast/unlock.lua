@@ -13,6 +13,6 @@ if not ok or holder ~= ARGV[3] then
     return nil
 end
 -- Publish before deleting: a refused PUBLISH (ACL) fails the script before any write.
-redis.call(publish_command, KEYS[2], ARGV[1])
+publish(KEYS[2], ARGV[1])
 redis.call('del', KEYS[1])
 return 1

@@ -17,6 +17,6 @@ if kind ~= ARGV[2] then
     return redis.error_reply('WRONGTYPE key is not a lock of this kind')
 end
 -- Publish before deleting: a refused PUBLISH (ACL) fails the script before any write.
-redis.call(publish_command, KEYS[2], ARGV[1])
+publish(KEYS[2], ARGV[1])
 redis.call('del', KEYS[1])
 return 1

@@ -123,7 +123,8 @@ fn script(parts: &[&str]) -> Script {
 }
 
 /// A script that publishes, in both pub/sub flavours: its first line sets
-/// `publish_command` to `publish` (classic) or `spublish` (sharded, Redis 7+).
+/// `publish_command` to `publish` (classic) or `spublish` (sharded, Redis 7+), then comes
+/// the `publish` function (`publish.lua`) the script's parts publish with.
 pub(crate) struct PublishingScript {
     classic: Script,
     sharded: Script,
@@ -133,9 +134,14 @@ impl PublishingScript {
     /// The script made of `parts`, as [`script`] joins them, once per flavour.
     pub(crate) fn new(parts: &[&str]) -> Self {
         let body = parts.join("\n");
+        let publish = include_str!("publish.lua");
         PublishingScript {
-            classic: Script::new(&format!("local publish_command = 'publish'\n{body}")),
-            sharded: Script::new(&format!("local publish_command = 'spublish'\n{body}")),
+            classic: Script::new(&format!(
+                "local publish_command = 'publish'\n{publish}\n{body}"
+            )),
+            sharded: Script::new(&format!(
+                "local publish_command = 'spublish'\n{publish}\n{body}"
+            )),
         }
     }
 

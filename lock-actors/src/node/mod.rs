@@ -9,6 +9,7 @@ pub(crate) use supervisor::{Subscription, Unsubscribe, Wake};
 
 use crate::config::{ClientConfig, ReplicaSync};
 use crate::connection::{Connection, PubSub, SubscriptionTarget};
+use crate::denied::{keys_target, Refusal};
 use crate::error::LockError;
 use crate::identity::ServerIdentity;
 use crate::keys::LockName;
@@ -17,8 +18,12 @@ use crate::script::ScriptCall;
 use actix::prelude::*;
 use redis::{FromRedisValue, Script};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
+
+/// Runs nothing: its one key is checked against the user's ACL when it is called, which
+/// tells which key of a refused script call was refused (see [`Commands::eval`]).
+static KEY_PROBE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("key_probe.lua")));
 
 /// Sends commands to one node, each bounded by the response timeout.
 ///
@@ -49,7 +54,45 @@ impl Commands {
             .eval(&call)
             .await
             .and_then(|value| Ok(redis::from_redis_value(value)?));
-        reply.map_err(|err| self.error(&err, &name))
+        match reply {
+            Ok(value) => Ok(value),
+            Err(err) => match Refusal::of(&err) {
+                Some(refusal) => Err(self.script_refused(refusal, &err, &call, &name).await),
+                None => Err(self.error(&err, &name)),
+            },
+        }
+    }
+
+    /// The [`LockError::Denied`] for a script call the ACL refused. Redis does not say
+    /// which key it refused: each key of the call is tried alone with a script that does
+    /// nothing, and the ones refused are named (only on this error path).
+    async fn script_refused(
+        &mut self,
+        refusal: Refusal,
+        err: &redis::RedisError,
+        call: &ScriptCall,
+        name: &LockName,
+    ) -> LockError {
+        let target = if refusal == Refusal::Keys {
+            let keys = call.key_names();
+            let mut refused = Vec::new();
+            for key in &keys {
+                let probe = ScriptCall::with_key(&KEY_PROBE, key.as_str());
+                if let Err(e) = self.conn.eval(&probe).await {
+                    if Refusal::of(&e) == Some(Refusal::Keys) {
+                        refused.push(key.clone());
+                    }
+                }
+            }
+            if refused.is_empty() {
+                Some(keys_target(&keys, false))
+            } else {
+                Some(keys_target(&refused, true))
+            }
+        } else {
+            None
+        };
+        refusal.into_error(err, name.unmapped(), &self.label, Some("EVALSHA"), target)
     }
 
     /// Runs one plain command about lock `name` and returns its reply.
@@ -59,7 +102,20 @@ impl Commands {
         name: LockName,
     ) -> Result<redis::Value, LockError> {
         let reply = self.conn.send(&cmd).await;
-        reply.map_err(|err| self.error(&err, &name))
+        reply.map_err(|err| match Refusal::of(&err) {
+            // Name the command sent (SET, GET, ...): the refusal may not.
+            Some(refusal) => {
+                let sent = cmd.args_iter().next().and_then(|arg| match arg {
+                    redis::Arg::Simple(bytes) => std::str::from_utf8(bytes).ok(),
+                    _ => None,
+                });
+                let key =
+                    (refusal == Refusal::Keys).then(|| keys_target(&[name.as_str().into()], true));
+                let sent = sent.map(str::to_ascii_uppercase);
+                refusal.into_error(&err, name.unmapped(), &self.label, sent.as_deref(), key)
+            }
+            None => self.error(&err, &name),
+        })
     }
 
     /// Runs a plain command (or pipeline) about lock `name`.
@@ -84,6 +140,11 @@ impl Commands {
                 reason: "READONLY: the primary was demoted by a failover; following the new one"
                     .into(),
             }
+        } else if let Some(refusal) = Refusal::of(err) {
+            // A plain command about a lock touches the lock's key only.
+            let key =
+                (refusal == Refusal::Keys).then(|| keys_target(&[name.as_str().into()], true));
+            refusal.into_error(err, name.unmapped(), &self.label, None, key)
         } else {
             LockError::from_redis(err, name.unmapped(), &self.label)
         }

@@ -3,6 +3,7 @@
 
 use crate::config::ClientConfig;
 use crate::connection::{PubSub, SubscriptionTarget};
+use crate::denied::Refusal;
 use crate::error::LockError;
 use crate::telemetry;
 use actix::prelude::*;
@@ -52,13 +53,15 @@ impl From<Subscription> for crate::wait_queue::Subscribed {
 
 impl Subscription {
     /// Asks the supervisor to route `channel` to `subscriber`; resolves to the state the
-    /// request ends in (a failure is logged, and polling at the lease covers for it).
+    /// request ends in (a failure is logged, and polling at the lease covers for it), or to
+    /// [`LockError::Denied`] when the ACL user may not subscribe to the channel: no wake-up
+    /// can come then, so the waiter must fail rather than wait for one.
     pub(crate) fn request(
         supervisor: &Addr<NodeSupervisor>,
         channel: String,
         id: u64,
         subscriber: WeakRecipient<Wake>,
-    ) -> impl std::future::Future<Output = Subscription> + 'static {
+    ) -> impl std::future::Future<Output = Result<Subscription, LockError>> + 'static {
         let request = supervisor.send(Subscribe {
             channel: channel.clone(),
             id,
@@ -66,13 +69,17 @@ impl Subscription {
         });
         async move {
             match request.await {
-                Ok(Ok(())) => Subscription::Active,
+                Ok(Ok(())) => Ok(Subscription::Active),
+                Ok(Err(denied @ LockError::Denied { .. })) => {
+                    tracing::warn!(%channel, error = %denied, "subscription refused by the ACL");
+                    Err(denied)
+                }
                 failed => {
                     tracing::warn!(%channel, ?failed,
                         "cannot subscribe to wake-ups; polling until it works");
-                    Subscription::None {
+                    Ok(Subscription::None {
                         retry_after: Some(Instant::now() + SUBSCRIBE_RETRY),
-                    }
+                    })
                 }
             }
         }
@@ -138,6 +145,9 @@ pub struct NodeSupervisor {
     retry: ExponentialBackoff,
     /// A cluster node connection dropped: subscriptions are being restored.
     resync_pending: bool,
+    /// Whether the subscription connection has come up once: a request made before then
+    /// waits for it (see the `Subscribe` handler).
+    first_up: tokio::sync::watch::Sender<bool>,
 }
 
 const FIRST_RETRY: Duration = Duration::from_millis(50);
@@ -216,6 +226,7 @@ impl NodeSupervisor {
             connected_once: false,
             retry: retry_backoff(),
             resync_pending: false,
+            first_up: tokio::sync::watch::Sender::new(false),
         }
     }
 
@@ -261,6 +272,7 @@ impl NodeSupervisor {
                         if reconnected {
                             telemetry::reconnected(telemetry::Connection::Subscription);
                         }
+                        act.first_up.send_replace(true);
                         act.resubscribe(reconnected, ctx);
                     }
                     failed => {
@@ -415,6 +427,33 @@ impl Handler<Subscribe> for NodeSupervisor {
     fn handle(&mut self, msg: Subscribe, _: &mut Context<Self>) -> Self::Result {
         let subscribers = self.routes.entry(msg.channel.clone()).or_default();
         subscribers.push((msg.id, msg.subscriber));
+        if !self.connected_once {
+            // A client that just connected: its subscription connection is on the way.
+            // Wait for it (within the connect timeout) and subscribe, so that a refusal
+            // reaches the listener instead of only the log of the first subscribing.
+            let mut up = self.first_up.subscribe();
+            let limit = self.connect_timeout;
+            let connected = async move {
+                let _ = tokio::time::timeout(limit, up.wait_for(|up| *up)).await;
+            };
+            return Box::pin(
+                connected
+                    .into_actor(self)
+                    .then(move |(), act, _| act.subscribe_now(msg.channel, msg.id)),
+            );
+        }
+        self.subscribe_now(msg.channel, msg.id)
+    }
+}
+
+impl NodeSupervisor {
+    /// Subscribes `channel` for listener `id` (already routed) and answers whether Redis
+    /// confirmed it.
+    fn subscribe_now(
+        &mut self,
+        channel: String,
+        id: u64,
+    ) -> ResponseActFuture<Self, Result<(), LockError>> {
         let Some(mut sink) = self.sink.clone() else {
             // Disconnected: the reconnect subscribes this channel and wakes its listener.
             return Box::pin(fut::ready(Ok(())));
@@ -422,22 +461,48 @@ impl Handler<Subscribe> for NodeSupervisor {
         let limit = self.response_timeout;
         let label = self.label.clone();
         let pubsub = self.pubsub;
+        let command = match (&sink, pubsub) {
+            (Sink::Cluster(_), PubSub::Sharded) => "SSUBSCRIBE",
+            _ => "SUBSCRIBE",
+        };
         Box::pin(
             async move {
-                let channel = [msg.channel];
-                match tokio::time::timeout(limit, sink.subscribe(&channel, pubsub)).await {
-                    Ok(Ok(())) => Ok(()),
-                    Ok(Err(e)) => Err(LockError::Unavailable {
-                        node: label.to_string(),
-                        reason: format!("SUBSCRIBE failed: {:?}", e.kind()),
-                    }),
-                    Err(_) => Err(LockError::Unavailable {
-                        node: label.to_string(),
-                        reason: format!("SUBSCRIBE got no answer within {limit:?}"),
-                    }),
-                }
+                let channel = [channel];
+                let result =
+                    match tokio::time::timeout(limit, sink.subscribe(&channel, pubsub)).await {
+                        Ok(Ok(())) => Ok(()),
+                        Ok(Err(e)) => Err(match Refusal::of(&e) {
+                            // Refused for good: the listener is told, and fails its waiter.
+                            Some(refusal) => {
+                                let target = format!("channel `{}`", channel[0]);
+                                refusal.into_error(&e, "", &label, Some(command), Some(target))
+                            }
+                            None => LockError::Unavailable {
+                                node: label.to_string(),
+                                reason: format!("{command} failed: {:?}", e.kind()),
+                            },
+                        }),
+                        Err(_) => Err(LockError::Unavailable {
+                            node: label.to_string(),
+                            reason: format!("{command} got no answer within {limit:?}"),
+                        }),
+                    };
+                let [channel] = channel;
+                (result, channel)
             }
-            .into_actor(self),
+            .into_actor(self)
+            .map(move |(result, channel), act, _| {
+                if matches!(result, Err(LockError::Denied { .. })) {
+                    // Not routed, and not subscribed again at the next reconnect.
+                    if let Some(subscribers) = act.routes.get_mut(&channel) {
+                        subscribers.retain(|(listener, _)| *listener != id);
+                        if subscribers.is_empty() {
+                            act.routes.remove(&channel);
+                        }
+                    }
+                }
+                result
+            }),
         )
     }
 }

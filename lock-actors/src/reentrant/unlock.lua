@@ -20,6 +20,6 @@ if tonumber(holds) > 1 then
     redis.call('pexpire', KEYS[1], ARGV[2])
     return 0
 end
-redis.call(publish_command, KEYS[2], ARGV[1])
+publish(KEYS[2], ARGV[1])
 redis.call('del', KEYS[1])
 return 1

@@ -21,9 +21,9 @@ end
 redis.call('hdel', KEYS[1], ARGV[3])
 if redis.call('hlen', KEYS[1]) == 1 then
     redis.call('del', KEYS[1])
-    redis.call(publish_command, KEYS[2], ARGV[1])
+    publish(KEYS[2], ARGV[1])
     return 1
 end
 redis.call('hset', KEYS[1], 'mode', 'read')
-redis.call(publish_command, KEYS[2], ARGV[4])
+publish(KEYS[2], ARGV[4])
 return 1

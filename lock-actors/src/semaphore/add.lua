@@ -12,6 +12,6 @@
 permits_of(KEYS[1])
 local after = redis.call('incrby', KEYS[1], ARGV[1])
 if tonumber(ARGV[1]) > 0 and after > 0 then
-    redis.call(publish_command, KEYS[2], after)
+    publish(KEYS[2], after)
 end
 return after

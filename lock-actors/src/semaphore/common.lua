@@ -37,7 +37,7 @@ local function reclaim(key, set, chan, available, now)
     end
     local after = redis.call('incrby', key, expired)
     if after > 0 then
-        redis.call(publish_command, chan, after)
+        publish(chan, after)
     end
     return after
 end

@@ -27,7 +27,7 @@ end
 if released > 0 then
     local after = redis.call('incrby', KEYS[1], released)
     if after > 0 then
-        redis.call(publish_command, KEYS[2], after)
+        publish(KEYS[2], after)
     end
 end
 return {released, live}

@@ -18,6 +18,6 @@ if #KEYS == 3 then
 end
 redis.call('set', KEYS[1], after)
 if after > 0 then
-    redis.call(publish_command, KEYS[2], after)
+    publish(KEYS[2], after)
 end
 return after

@@ -11,5 +11,5 @@ if redis.call('exists', KEYS[1]) == 1 then
     return 0
 end
 redis.call('set', KEYS[1], ARGV[1])
-redis.call(publish_command, KEYS[2], ARGV[1])
+publish(KEYS[2], ARGV[1])
 return 1

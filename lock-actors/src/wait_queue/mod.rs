@@ -343,6 +343,36 @@ impl<T: Asker> WaitQueue<T> {
         }
     }
 
+    /// The subscription request ended: in `state`, or refused for good (an ACL user
+    /// without the channel). Then the head, which tried once and found the lock busy,
+    /// fails with the refusal instead of waiting for a wake-up that cannot come (polling at
+    /// the lease would make it wait out its whole wait); the next head tries, and asks
+    /// again if it must wait.
+    #[must_use]
+    pub(crate) fn subscription_ended(
+        &mut self,
+        state: Result<Subscribed, LockError>,
+    ) -> Vec<Effect<T>> {
+        let refused = match state {
+            Ok(state) => {
+                self.subscribed(state);
+                return Vec::new();
+            }
+            Err(error) => error,
+        };
+        let mut effects = Vec::new();
+        let head_asked = self.head == Head::Subscribing;
+        self.subscribed(Subscribed::No { retry_after: None });
+        if head_asked {
+            effects.extend(
+                self.waiters
+                    .pop_front()
+                    .map(|head| Effect::Fail(head, refused)),
+            );
+        }
+        effects
+    }
+
     /// Waiter `id`'s try took it: the waiter to hand it to, if it is still here.
     pub(crate) fn granted(&mut self, id: u64) -> Granted<T> {
         self.end_try();

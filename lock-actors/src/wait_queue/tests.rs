@@ -476,3 +476,32 @@ fn a_head_whose_asker_left_during_its_try_is_withdrawn_at_the_busy_answer() {
     run.enqueue("B", WAIT);
     assert_eq!(run.pump(), ["try B"]);
 }
+
+#[test]
+fn a_refused_subscription_fails_the_head_at_once_and_the_next_head_asks_again() {
+    let mut run = Run::new(Retry::TransientOnce);
+    run.enqueue("A", WAIT);
+    run.enqueue("B", WAIT);
+    assert_eq!(run.pump(), ["try A"]);
+    assert_eq!(run.busy("A", Duration::from_secs(30)), ["arm A +10s"]);
+    assert_eq!(run.pump(), ["subscribe"]);
+    let effects = run.queue.subscription_ended(Err(LockError::Shutdown));
+    assert_eq!(
+        run.log(effects),
+        ["fail A"],
+        "not polling out its wait at the lease"
+    );
+    assert_eq!(run.pump(), ["try B"]);
+    assert!(
+        run.busy("B", Duration::from_secs(30)).is_empty(),
+        "armed when queued"
+    );
+    assert_eq!(
+        run.pump(),
+        ["subscribe"],
+        "asked again: the ACL may have changed"
+    );
+    let effects = run.queue.subscription_ended(Ok(Subscribed::Yes));
+    assert!(effects.is_empty());
+    assert_eq!(run.pump(), ["try B"]);
+}

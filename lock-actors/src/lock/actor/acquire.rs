@@ -352,8 +352,11 @@ impl LockActor {
             ctx.address().recipient::<Wake>().downgrade(),
         );
         ctx.spawn(request.into_actor(self).map(|state, act, ctx| {
-            act.queue.subscribed(state.into());
-            act.drive(Vec::new(), ctx);
+            let state = state
+                .map(Into::into)
+                .map_err(|e| e.about(act.name.unmapped()));
+            let effects = act.queue.subscription_ended(state);
+            act.drive(effects, ctx);
         }));
     }
 }
