@@ -3,7 +3,6 @@
 //! channel; the senders fill in what they know (see `node` and `node::supervisor`).
 
 use crate::error::{LockError, ServerReply};
-use crate::redact::redact_text;
 
 /// What an ACL refusal was about, as far as the server's error says.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -92,15 +91,11 @@ impl Refusal {
                 channel.map_or_else(|| "its channel".to_string(), |c| format!("channel `{c}`")),
             ),
         };
-        let detail = err.detail().unwrap_or_default();
-        // Our scripts' publish refusal carries the server's text after the two fields.
-        let message = detail.rsplit(FIELD).next().unwrap_or(detail);
         LockError::Denied {
             node: node.into(),
             name: name.into(),
             command,
             target: target.unwrap_or(fallback),
-            message: redact_text(message),
             source: ServerReply::new(err),
         }
     }
@@ -191,7 +186,7 @@ mod tests {
         let LockError::Denied {
             command,
             target,
-            message,
+            source,
             ..
         } = &error
         else {
@@ -199,7 +194,7 @@ mod tests {
         };
         assert_eq!(command, "PUBLISH");
         assert_eq!(target, "channel `redisson_lock__channel:{a}`");
-        assert_eq!(message, "ERR can't run it");
+        assert_eq!(source.to_string(), "NOPERM ERR can't run it");
         assert!(
             error.to_string().contains("refused PUBLISH on channel"),
             "{error}"

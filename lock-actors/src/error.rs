@@ -134,7 +134,7 @@ pub enum LockError {
     /// }
     /// assert_eq!(advice(&LockError::Shutdown), None);
     /// ```
-    #[error("{}", denied_text(.node, .name, .command, .target, .message))]
+    #[error("{}", denied_text(.node, .name, .command, .target, .source))]
     Denied {
         /// The node's address, with any password redacted.
         node: String,
@@ -148,15 +148,19 @@ pub enum LockError {
         /// What it was refused on: ``key `order:1` ``, ``channel `redisson_lock__channel:{order:1}` ``,
         /// ``one of the keys `a`, `b` ``, or empty when the command itself is not allowed.
         target: String,
-        /// The server's error text.
-        message: String,
-        /// The server's error as the redis crate reported it.
+        /// The server's error as the redis crate reported it (its text is shown last).
         #[source]
         source: ServerReply,
     },
 }
 
-fn denied_text(node: &str, name: &str, command: &str, target: &str, message: &str) -> String {
+fn denied_text(
+    node: &str,
+    name: &str,
+    command: &str,
+    target: &str,
+    server: &ServerReply,
+) -> String {
     let on = if target.is_empty() {
         String::new()
     } else {
@@ -170,7 +174,7 @@ fn denied_text(node: &str, name: &str, command: &str, target: &str, message: &st
     format!(
         "Redis node {node} refused {command}{on}{about}: the ACL user of the Redis URL lacks \
          this permission; grant it (ACL SETUSER; the README's \"ACL users\" table lists the \
-         rules of each lock kind) or use another user (server: {message})"
+         rules of each lock kind) or use another user (server: {server})"
     )
 }
 
@@ -261,7 +265,9 @@ impl Eq for ServerReply {}
 impl std::fmt::Display for ServerReply {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let code = self.0.code().unwrap_or("ERR");
-        match self.0.detail() {
+        // After a tab: the server's own text, behind the fields our scripts add to a
+        // refused publish (see `denied`); Redis's own texts have no tabs.
+        match self.0.detail().map(|d| d.rsplit('\t').next().unwrap_or(d)) {
             Some(detail) => write!(f, "{code} {}", redact_text(detail)),
             None => f.write_str(code),
         }
