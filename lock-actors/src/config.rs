@@ -515,7 +515,7 @@ impl ClientConfig {
         }
         self.tls.validate()?;
         if let Some(namespace) = &self.namespace {
-            crate::keys::check_namespace(namespace)?;
+            check_namespace(namespace)?;
         }
         Ok(())
     }
@@ -612,7 +612,7 @@ impl ClientConfig {
     /// `"billing:" + name` shares this client's locks (see the README's Namespaces section).
     ///
     /// The namespace follows the rules of a lock name, at most
-    /// [`MAX_NAMESPACE_LEN`](crate::MAX_NAMESPACE_LEN) bytes, with no braces and no
+    /// [`MAX_NAMESPACE_LEN`] bytes, with no braces and no
     /// trailing `:` (the separator is added); [`validate`](ClientConfig::validate) refuses
     /// any other with [`LockError::InvalidConfig`]. Errors and tracing events name a lock
     /// as the caller gave it, without the namespace.
@@ -640,4 +640,42 @@ impl ClientConfig {
     pub fn namespace_value(&self) -> Option<&str> {
         self.namespace.as_deref()
     }
+}
+
+/// The longest namespace accepted, in bytes (see [`ClientConfig::namespace`]).
+pub const MAX_NAMESPACE_LEN: usize = 100;
+
+/// The rules of a namespace: those of a lock name, at most [`MAX_NAMESPACE_LEN`] bytes, no
+/// braces (a brace in the namespace would become the hash tag of every lock and put them
+/// all in one cluster slot, overriding the names' own tags) and no trailing `:` (the
+/// separator is added).
+pub(crate) fn check_namespace(namespace: &str) -> Result<(), LockError> {
+    let refuse = |why: String| Err(LockError::invalid_config(format!("namespace {why}")));
+    if namespace.is_empty() {
+        return refuse("is empty; leave it unset for none".into());
+    }
+    if namespace.len() > MAX_NAMESPACE_LEN {
+        return refuse(format!(
+            "is {} bytes long; the limit is {MAX_NAMESPACE_LEN}",
+            namespace.len()
+        ));
+    }
+    if let Some(pos) = namespace.chars().position(char::is_control) {
+        return refuse(format!(
+            "{namespace:?} has a control character at position {pos}"
+        ));
+    }
+    if namespace.contains(['{', '}']) {
+        return refuse(format!(
+            "{namespace:?} has a brace: it would be the cluster hash tag of every lock; leave \
+             braces to the lock names"
+        ));
+    }
+    if namespace.ends_with(':') {
+        return refuse(format!(
+            "{namespace:?} ends with `:`; give it without the separator, which is added \
+             (`billing` maps `order:1` to `billing:order:1`)"
+        ));
+    }
+    Ok(())
 }

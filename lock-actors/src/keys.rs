@@ -3,11 +3,9 @@
 //!
 //! This is the only place that builds a key or channel name from a lock name.
 
+use crate::config::check_namespace;
 use crate::error::LockError;
 use std::sync::Arc;
-
-/// The longest namespace accepted, in bytes (see [`LockName::namespaced`]).
-pub const MAX_NAMESPACE_LEN: usize = 100;
 
 /// A validated lock name: non-empty, at most the configured length, no control characters,
 /// possibly mapped into a namespace (see [`ClientConfig::namespace`]).
@@ -58,9 +56,9 @@ impl LockName {
 
     /// Checks `name` and maps it into `namespace`: the key is `namespace:name`, as a
     /// Redisson client whose `NameMapper` maps `name` to `"billing:" + name` writes it.
-    /// `max_len` bounds the name without the namespace. A bad namespace (empty, longer than
-    /// [`MAX_NAMESPACE_LEN`], control characters, braces, a trailing `:`) is
-    /// [`LockError::InvalidConfig`].
+    /// `max_len` bounds the name without the namespace. A bad namespace (empty, longer
+    /// than [`MAX_NAMESPACE_LEN`](crate::MAX_NAMESPACE_LEN), control characters, braces, a
+    /// trailing `:`) is [`LockError::InvalidConfig`].
     ///
     /// ```
     /// # use actix_distributed_lock::LockName;
@@ -328,45 +326,6 @@ fn check_name(name: &str, max_len: usize) -> Result<(), LockError> {
                 preview(name)
             ),
         });
-    }
-    Ok(())
-}
-
-/// The rules of a namespace: those of a name, at most [`MAX_NAMESPACE_LEN`] bytes, no
-/// braces (a brace in the namespace would become the hash tag of every lock and put them
-/// all in one cluster slot, overriding the names' own tags) and no trailing `:` (the
-/// separator is added).
-pub(crate) fn check_namespace(namespace: &str) -> Result<(), LockError> {
-    let refuse = |why: String| Err(LockError::invalid_config(format!("namespace {why}")));
-    if namespace.is_empty() {
-        return refuse("is empty; leave it unset for none".into());
-    }
-    if namespace.len() > MAX_NAMESPACE_LEN {
-        return refuse(format!(
-            "`{}` is {} bytes long; the limit is {MAX_NAMESPACE_LEN}",
-            preview(namespace),
-            namespace.len()
-        ));
-    }
-    if let Some(pos) = namespace.chars().position(char::is_control) {
-        return refuse(format!(
-            "`{}` has a control character at position {pos}",
-            preview(namespace)
-        ));
-    }
-    if namespace.contains(['{', '}']) {
-        return refuse(format!(
-            "`{}` has a brace: it would be the cluster hash tag of every lock; leave braces \
-             to the lock names",
-            preview(namespace)
-        ));
-    }
-    if namespace.ends_with(':') {
-        return refuse(format!(
-            "`{}` ends with `:`; give it without the separator, which is added \
-             (`billing` maps `order:1` to `billing:order:1`)",
-            preview(namespace)
-        ));
     }
     Ok(())
 }

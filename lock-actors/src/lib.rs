@@ -91,9 +91,11 @@ pub mod web;
 
 pub use client::LockClient;
 pub use compose::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
-pub use config::{ClientConfig, Deployment, ReplicaSync, ShardedSubscriptionMode};
+pub use config::{
+    ClientConfig, Deployment, ReplicaSync, ShardedSubscriptionMode, MAX_NAMESPACE_LEN,
+};
 pub use error::{LockError, ServerReply};
-pub use keys::{LockName, MAX_NAMESPACE_LEN};
+pub use keys::LockName;
 #[doc(hidden)]
 pub use lock::Deferred;
 pub use lock::{AcquireOptions, Lock, LockActor, LockGuard, LockKind, LockOwner, Released};
