@@ -158,11 +158,7 @@ async fn share_one_case(
     assert_eq!(guard.key(), mapped);
     guard.unlock().await.unwrap();
 
-    // We hold in the namespace: Java in it is excluded, Java without it is not. (A read
-    // hold is released here before Java waits: our read unlock publishes `1`, which a
-    // Redisson writer that is not yet parked on its latch misses — Redisson's LockPubSub
-    // releases only queued threads for `1`, and Redisson's own read unlock publishes `0` —
-    // so that wake-up is not a namespace matter; see the report on tests/redisson_java.rs.)
+    // We hold in the namespace: Java in it is excluded, Java without it is not.
     let hold = (case.rust_hold)(ours, name).acquire().await.unwrap();
     assert!(
         !java_call_granted(java, "c", &format!("try {java_contender} {name} 0")).await,
@@ -175,12 +171,6 @@ async fn share_one_case(
     java_plain
         .expect("c", &format!("unlock {java_contender} {name}"), "unlocked")
         .await;
-    let hold = if java_hold == "read" {
-        hold.unlock().await.unwrap();
-        write_lock(ours, name).acquire().await.unwrap()
-    } else {
-        hold
-    };
     // Our unlock wakes a Java waiter in the namespace.
     let java_field = java.owner("w").await;
     java.send("w", &format!("lock {java_contender} {name}"))
