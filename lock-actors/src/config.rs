@@ -643,6 +643,14 @@ impl ClientConfig {
 }
 
 /// The longest namespace accepted, in bytes (see [`ClientConfig::namespace`]).
+///
+/// ```
+/// use actix_distributed_lock::{ClientConfig, MAX_NAMESPACE_LEN};
+///
+/// let config = |len| ClientConfig::new("redis://127.0.0.1/").namespace("n".repeat(len));
+/// assert!(config(MAX_NAMESPACE_LEN).validate().is_ok());
+/// assert!(config(MAX_NAMESPACE_LEN + 1).validate().is_err());
+/// ```
 pub const MAX_NAMESPACE_LEN: usize = 100;
 
 /// The rules of a namespace: those of a lock name, at most [`MAX_NAMESPACE_LEN`] bytes, no
