@@ -194,6 +194,16 @@ async fn assert_clean(server: &RedisServer) {
     .await;
 }
 
+/// Waits two watchdog leases (time passing is what is tested: only renewals keep a hold that
+/// long) and fails at once if `lost` resolves meanwhile.
+async fn stays_held_through_two_leases(lost: impl std::future::Future, what: &str) {
+    let outcome = tokio::time::timeout(SHORT_WATCHDOG * 2, lost).await;
+    assert!(
+        outcome.is_err(),
+        "{what}: renewal failed, the hold was lost"
+    );
+}
+
 /// A server with a user that has exactly `kind`'s rules, and two clients of that user.
 async fn two_clients_of_a_user_with_the_rules_of(
     kind: Kind,
@@ -214,11 +224,7 @@ async fn lock_kind_works_with_its_rules(kind: Kind) {
 
     // Acquire and renewal: held through two watchdog leases.
     let guard = lock.acquire().await.expect("acquire");
-    let held_from = Instant::now();
-    while held_from.elapsed() < SHORT_WATCHDOG * 2 {
-        tokio::time::sleep(SHORT_WATCHDOG / 10).await;
-        assert!(!guard.is_lost(), "{kind:?}: renewal failed");
-    }
+    stays_held_through_two_leases(guard.lost(), &format!("{kind:?}")).await;
     assert!(lock.is_locked().await.unwrap(), "{kind:?}: renewed");
     assert!(lock.remaining_ttl().await.unwrap().is_some());
     assert_eq!(lock.hold_count(guard.owner()).await.unwrap(), 1);
@@ -284,11 +290,7 @@ async fn semaphore_kind_works_with_its_rules(kind: Kind) {
             assert!(semaphore.try_set_permits(1).await.unwrap());
             // Lease-less: renewed while held.
             let permit = semaphore.acquire(1).await.expect("acquire");
-            let held_from = Instant::now();
-            while held_from.elapsed() < SHORT_WATCHDOG * 2 {
-                tokio::time::sleep(SHORT_WATCHDOG / 10).await;
-                assert!(!permit.is_lost(), "{kind:?}: renewal failed");
-            }
+            stays_held_through_two_leases(permit.lost(), &format!("{kind:?} permit")).await;
             assert_eq!(semaphore.available_permits().await.unwrap(), 0);
             let contender = other.expirable_semaphore(name).unwrap();
             let waiter = tokio::spawn(async move {
@@ -365,11 +367,9 @@ async fn a_read_write_lock_user_needs_only_its_rules() {
         .acquire_with(AcquireOptions::new().owner(actix_distributed_lock::LockOwner::new()))
         .await
         .expect("a second reader");
-    let held_from = Instant::now();
-    while held_from.elapsed() < SHORT_WATCHDOG * 2 {
-        tokio::time::sleep(SHORT_WATCHDOG / 10).await;
-        assert!(!first.is_lost() && !second.is_lost(), "read renewal failed");
-    }
+    let either_lost = futures_util::future::select(Box::pin(first.lost()), Box::pin(second.lost()));
+    stays_held_through_two_leases(either_lost, "read holds").await;
+    assert!(doc.read().is_locked().await.unwrap(), "read holds renewed");
     first.unlock().await.unwrap();
     second.unlock().await.unwrap();
     assert_clean(&server).await;
