@@ -65,6 +65,9 @@ mod connection;
 mod denied;
 mod error;
 mod identity;
+#[cfg(feature = "inspect")]
+#[cfg_attr(docsrs, doc(cfg(feature = "inspect")))]
+pub mod inspect;
 mod keys;
 mod lock;
 mod loss_watch;

@@ -30,6 +30,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "macro_current",
             "messages",
             "web",
+            "inspect::page",
         ],
     ),
     (
@@ -40,6 +41,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "semaphore::handle",
             "semaphore::entry",
             "compose",
+            "inspect",
         ],
     ),
     ("client: registries of actors, renewal", &["client"]),

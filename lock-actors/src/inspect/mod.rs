@@ -1,0 +1,155 @@
+//! The lock inspector: which locks exist, who holds them, who waits, and a forced release
+//! for operators. Reads only lock keys (found by `SCAN`, per primary on a cluster, with
+//! pipelined reads), never writes but through a kind's own force-unlock.
+//!
+//! The `lock-inspect` command (feature `cli`) and the inspector page (feature `inspector`,
+//! [`page`]) are built on it.
+//!
+//! ```no_run
+//! use actix_distributed_lock::LockClient;
+//!
+//! # async fn demo() -> Result<(), actix_distributed_lock::LockError> {
+//! let client = LockClient::from_url("redis://127.0.0.1:6379/").await?;
+//! let inspector = client.inspector();
+//! for lock in inspector.list(Some("order:*")).await? {
+//!     println!("{} {} held by {:?}", lock.name, lock.kind, lock.holders);
+//! }
+//! if let Some(lock) = inspector.show("order:42").await? {
+//!     println!("{} waiters", lock.waiters.len());
+//! }
+//! # Ok(()) }
+//! ```
+
+mod model;
+
+pub use model::{Change, ForceUnlocked, Holder, InspectedKind, LockInfo, Waiter, WatchEvent};
+
+use crate::client::LockClient;
+use crate::error::LockError;
+
+/// Reads (and, on request, force-releases) the locks of one deployment through a
+/// [`LockClient`]'s connection. Cheap to clone.
+///
+/// ```no_run
+/// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+/// let locks = client.inspector().list(None).await?;
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct Inspector {
+    client: LockClient,
+}
+
+impl LockClient {
+    /// The inspector of this client's deployment (within its namespace, if it has one).
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let held = client.inspector().show("order:42").await?.is_some();
+    /// # Ok(()) }
+    /// ```
+    pub fn inspector(&self) -> Inspector {
+        Inspector {
+            client: self.clone(),
+        }
+    }
+}
+
+impl Inspector {
+    /// Every lock whose name matches the glob `pattern` (all when `None`), of every kind,
+    /// sorted by name. Keys that are not locks are skipped, never touched.
+    ///
+    /// ```no_run
+    /// # async fn demo(i: actix_distributed_lock::inspect::Inspector) -> Result<(), actix_distributed_lock::LockError> {
+    /// let orders = i.list(Some("order:*")).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn list(&self, pattern: Option<&str>) -> Result<Vec<LockInfo>, LockError> {
+        let _ = (pattern, &self.client);
+        Err(LockError::invalid_config("the inspector is not built yet"))
+    }
+
+    /// One lock in detail; `Ok(None)` when nothing is stored under its name, and
+    /// [`LockError::WrongType`] when the key holds something that is not a lock.
+    ///
+    /// ```no_run
+    /// # async fn demo(i: actix_distributed_lock::inspect::Inspector) -> Result<(), actix_distributed_lock::LockError> {
+    /// match i.show("order:42").await? {
+    ///     Some(lock) => println!("held by {:?}", lock.holders),
+    ///     None => println!("free"),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn show(&self, name: &str) -> Result<Option<LockInfo>, LockError> {
+        let _ = name;
+        Err(LockError::invalid_config("the inspector is not built yet"))
+    }
+
+    /// Releases lock `name` whoever holds it, with its kind's own force-unlock (which
+    /// publishes the message its waiters expect); holders learn they lost it. `Ok(None)`
+    /// when there was no lock; semaphores have no holder to force out and are refused
+    /// with [`LockError::InvalidConfig`].
+    ///
+    /// ```no_run
+    /// # async fn demo(i: actix_distributed_lock::inspect::Inspector) -> Result<(), actix_distributed_lock::LockError> {
+    /// if let Some(done) = i.force_unlock("order:42").await? {
+    ///     println!("removed {:?}", done.removed_keys);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_unlock(&self, name: &str) -> Result<Option<ForceUnlocked>, LockError> {
+        let _ = name;
+        Err(LockError::invalid_config("the inspector is not built yet"))
+    }
+
+    /// Follows lock `name` live: grants and releases, waiters joining and leaving. Each
+    /// message on the lock's channels, and a re-read every [`WATCH_POLL`] (an acquire of a
+    /// free lock publishes nothing), yields a [`WatchEvent`] when something changed. The
+    /// first event is the lock as found. Dropping the watch stops it.
+    ///
+    /// ```no_run
+    /// # async fn demo(i: actix_distributed_lock::inspect::Inspector) -> Result<(), actix_distributed_lock::LockError> {
+    /// let mut watch = i.watch("order:42")?;
+    /// while let Some(event) = watch.next().await {
+    ///     println!("{:?}", event?.changes);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn watch(&self, name: &str) -> Result<LockWatch, LockError> {
+        let _ = name;
+        Err(LockError::invalid_config("the inspector is not built yet"))
+    }
+}
+
+/// How often a [`LockWatch`] re-reads its lock when no message came.
+pub const WATCH_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// A live view of one lock, from [`Inspector::watch`]; also a [`Stream`](futures_util::Stream).
+pub struct LockWatch {
+    events: tokio::sync::mpsc::Receiver<Result<WatchEvent, LockError>>,
+}
+
+impl LockWatch {
+    /// The next change; `None` once the client shut down. An error (the server went away)
+    /// is reported once and the watch goes on trying.
+    pub async fn next(&mut self) -> Option<Result<WatchEvent, LockError>> {
+        self.events.recv().await
+    }
+}
+
+impl futures_util::Stream for LockWatch {
+    type Item = Result<WatchEvent, LockError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        self.events.poll_recv(cx)
+    }
+}
+
+impl std::fmt::Debug for LockWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LockWatch").finish_non_exhaustive()
+    }
+}
