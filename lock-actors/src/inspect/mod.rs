@@ -20,12 +20,17 @@
 //! # Ok(()) }
 //! ```
 
+mod force;
 mod model;
+mod read;
+mod shape;
 
 pub use model::{Change, ForceUnlocked, Holder, InspectedKind, LockInfo, Waiter, WatchEvent};
 
 use crate::client::LockClient;
 use crate::error::LockError;
+use crate::node::Shard;
+use read::{Link, Names};
 
 /// Reads (and, on request, force-releases) the locks of one deployment through a
 /// [`LockClient`]'s connection. Cheap to clone.
@@ -65,8 +70,22 @@ impl Inspector {
     /// # Ok(()) }
     /// ```
     pub async fn list(&self, pattern: Option<&str>) -> Result<Vec<LockInfo>, LockError> {
-        let _ = (pattern, &self.client);
-        Err(LockError::invalid_config("the inspector is not built yet"))
+        let node = self.client.node()?;
+        let names = self.names();
+        let prefix = names.prefix.as_deref().map(escape_glob).unwrap_or_default();
+        let pattern = format!("{prefix}{}", pattern.unwrap_or("*"));
+        let shards = node.commands.shards().await?;
+        let per_shard = shards
+            .into_iter()
+            .map(|shard| list_shard(shard, &pattern, &names));
+        let mut locks: Vec<LockInfo> = futures_util::future::try_join_all(per_shard)
+            .await?
+            .into_iter()
+            .flatten()
+            .collect();
+        locks.sort_by(|a, b| a.name.cmp(&b.name).then(a.key.cmp(&b.key)));
+        locks.dedup_by(|a, b| a.key == b.key);
+        Ok(locks)
     }
 
     /// One lock in detail; `Ok(None)` when nothing is stored under its name, and
@@ -81,8 +100,33 @@ impl Inspector {
     /// # Ok(()) }
     /// ```
     pub async fn show(&self, name: &str) -> Result<Option<LockInfo>, LockError> {
-        let _ = name;
-        Err(LockError::invalid_config("the inspector is not built yet"))
+        let lock_name = self.client.name(name)?;
+        let node = self.client.node()?;
+        let mut link = Link::Lock(node.commands.clone(), lock_name.clone());
+        let keys = [
+            lock_name.as_str().as_bytes().to_vec(),
+            lock_name.fair_queue_key().into_bytes(),
+        ];
+        let found = read::read(&mut link, &keys, &self.names(), true).await?;
+        if let Some(lock) = found.into_iter().next() {
+            return Ok(Some(lock));
+        }
+        let exists: i64 = node
+            .commands
+            .clone()
+            .query(
+                redis::pipe().cmd("EXISTS").arg(lock_name.as_str()).clone(),
+                lock_name.clone(),
+            )
+            .await
+            .map(|(n,): (i64,)| n)?;
+        if exists == 0 {
+            Ok(None)
+        } else {
+            Err(LockError::WrongType {
+                name: name.to_string(),
+            })
+        }
     }
 
     /// Releases lock `name` whoever holds it, with its kind's own force-unlock (which
@@ -98,8 +142,12 @@ impl Inspector {
     /// # Ok(()) }
     /// ```
     pub async fn force_unlock(&self, name: &str) -> Result<Option<ForceUnlocked>, LockError> {
-        let _ = name;
-        Err(LockError::invalid_config("the inspector is not built yet"))
+        match self.show(name).await? {
+            Some(before) => force::force_unlock(&self.client, name, before)
+                .await
+                .map(Some),
+            None => Ok(None),
+        }
     }
 
     /// Follows lock `name` live: grants and releases, waiters joining and leaving. Each
@@ -119,6 +167,53 @@ impl Inspector {
         let _ = name;
         Err(LockError::invalid_config("the inspector is not built yet"))
     }
+}
+
+impl Inspector {
+    fn names(&self) -> Names {
+        Names {
+            prefix: self
+                .client
+                .config()
+                .namespace_value()
+                .map(|ns| format!("{ns}:")),
+        }
+    }
+}
+
+/// Keys per `SCAN` step and per pipeline of reads.
+const SCAN_COUNT: usize = 1000;
+
+/// Every lock on one server whose key matches `pattern`.
+async fn list_shard(
+    shard: Shard,
+    pattern: &str,
+    names: &Names,
+) -> Result<Vec<LockInfo>, LockError> {
+    let mut scanner = shard.clone();
+    let mut link = Link::Shard(shard);
+    let mut cursor = 0;
+    let mut locks = Vec::new();
+    loop {
+        let (next, keys) = scanner.scan(cursor, pattern, SCAN_COUNT).await?;
+        locks.extend(read::read(&mut link, &keys, names, false).await?);
+        if next == 0 {
+            return Ok(locks);
+        }
+        cursor = next;
+    }
+}
+
+/// `text` with the glob characters of `SCAN MATCH` escaped.
+fn escape_glob(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// How often a [`LockWatch`] re-reads its lock when no message came.

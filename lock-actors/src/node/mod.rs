@@ -2,8 +2,12 @@
 //! `NodeSupervisor` actor), which routes the messages of each channel to the actors that
 //! listen on it. Knows channels and connections, not lock kinds.
 
+#[cfg(feature = "inspect")]
+mod keyspace;
 mod supervisor;
 
+#[cfg(feature = "inspect")]
+pub(crate) use keyspace::Shard;
 pub use supervisor::NodeSupervisor;
 pub(crate) use supervisor::{Subscription, Unsubscribe, Wake};
 

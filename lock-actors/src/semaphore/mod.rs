@@ -88,6 +88,16 @@ impl From<Kind> for crate::telemetry::Kind {
     }
 }
 
+/// The zset of permit id → expiry of permit-expirable semaphore `name` (the mapped name):
+/// `{name}:timeout`, or `name:timeout` when the name has its own `{`.
+pub(crate) fn timeouts_key(name: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:timeout")
+    } else {
+        format!("{{{name}}}:timeout")
+    }
+}
+
 /// The Redis keys and channel of one semaphore. The only place they are built.
 ///
 /// Redisson (`RedissonObject.prefixName` / `suffixName`) wraps the name in braces, the
@@ -111,13 +121,7 @@ impl SemaphoreKeys {
         } else {
             format!("redisson_sc:{{{name}}}")
         };
-        let timeouts = (kind == Kind::Expirable).then(|| {
-            if tagged {
-                format!("{name}:timeout")
-            } else {
-                format!("{{{name}}}:timeout")
-            }
-        });
+        let timeouts = (kind == Kind::Expirable).then(|| timeouts_key(name));
         SemaphoreKeys {
             count: name.to_string(),
             channel,
