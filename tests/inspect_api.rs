@@ -309,7 +309,7 @@ async fn a_fair_queue_is_shown_in_order_and_a_forced_unlock_hands_the_lock_to_it
     assert_eq!(now.holders[0].owner, Some(owners[0]));
     drop(head);
     for t in tasks {
-        t.await.unwrap().unwrap();
+        drop(t.await.unwrap().unwrap());
     }
 }
 
@@ -341,7 +341,7 @@ async fn force_unlock_frees_each_kind_and_leaves_nothing_behind() {
     tokio::time::timeout(Duration::from_secs(15), held.lost())
         .await
         .unwrap();
-    waiter.await.unwrap().expect("the waiter gets the lock");
+    drop(waiter.await.unwrap().expect("the waiter gets the lock"));
 
     // Read holds: the hash and every read hold's timeout key go.
     let r1 = holders
@@ -458,4 +458,71 @@ async fn a_cluster_is_listed_across_every_primary() {
     let shown = client.inspector().show("c:7").await.unwrap().unwrap();
     assert_eq!(shown.kind, InspectedKind::Reentrant);
     drop(guards);
+}
+
+/// Waits (bounded) for the next watch event.
+async fn next_event(
+    watch: &mut actix_distributed_lock::inspect::LockWatch,
+) -> actix_distributed_lock::inspect::WatchEvent {
+    tokio::time::timeout(Duration::from_secs(10), watch.next())
+        .await
+        .expect("a watch event within 10 s")
+        .expect("the watch goes on")
+        .expect("no error")
+}
+
+#[tokio::test]
+async fn a_watch_reports_grants_messages_and_releases_in_order_and_unsubscribes_when_dropped() {
+    use actix_distributed_lock::inspect::Change;
+    let server = RedisServer::start();
+    let a = client(&server).await;
+    let b = client(&server).await;
+    let operator = client(&server).await;
+    let mut watch = operator.inspector().watch("w:1").unwrap();
+    let first = next_event(&mut watch).await;
+    assert_eq!(first.lock, None, "the first event is the lock as found");
+    assert!(first.changes.is_empty());
+    server
+        .wait_for_subscribers("redisson_rwlock:{w:1}", 1)
+        .await;
+
+    let mut held = Some(a.lock("w:1").unwrap().acquire().await.unwrap());
+    let lock = b.lock("w:1").unwrap();
+    let waiter = tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(20)).await });
+    let mut seen = Vec::new();
+    loop {
+        let event = next_event(&mut watch).await;
+        seen.extend(event.changes.into_iter().map(|c| match c {
+            Change::Granted { holder } => format!("granted {}", holder.client_id.unwrap()),
+            Change::Released { holder } => format!("released {}", holder.client_id.unwrap()),
+            Change::Message { channel } => format!("message {channel}"),
+            other => format!("{other:?}"),
+        }));
+        if let Some(guard) = held.take_if(|_| !seen.is_empty()) {
+            // A holds it, seen: now let B have it.
+            guard.unlock().await.unwrap();
+        }
+        if seen.iter().any(|s| s == &format!("granted {}", b.id())) {
+            break;
+        }
+    }
+    let at = |what: String| {
+        seen.iter()
+            .position(|s| *s == what)
+            .unwrap_or_else(|| panic!("{what} missing from {seen:?}"))
+    };
+    let granted_a = at(format!("granted {}", a.id()));
+    let released_a = at(format!("released {}", a.id()));
+    let message = at("message redisson_lock__channel:{w:1}".to_string());
+    let granted_b = at(format!("granted {}", b.id()));
+    assert_eq!(granted_a, 0, "{seen:?}");
+    assert!(released_a < granted_b && message < granted_b, "{seen:?}");
+    drop(waiter.await.unwrap().unwrap());
+
+    drop(watch);
+    support::eventually("the watch unsubscribed", Duration::from_secs(10), || {
+        let server = &server;
+        async move { server.subscribers("redisson_rwlock:{w:1}").await == 0 }
+    })
+    .await;
 }

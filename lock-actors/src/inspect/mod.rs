@@ -24,6 +24,7 @@ mod force;
 mod model;
 mod read;
 mod shape;
+mod watch;
 
 pub use model::{Change, ForceUnlocked, Holder, InspectedKind, LockInfo, Waiter, WatchEvent};
 
@@ -164,8 +165,10 @@ impl Inspector {
     /// # Ok(()) }
     /// ```
     pub fn watch(&self, name: &str) -> Result<LockWatch, LockError> {
-        let _ = name;
-        Err(LockError::invalid_config("the inspector is not built yet"))
+        let key = self.client.name(name)?;
+        let node = self.client.node()?;
+        let events = watch::start(self.clone(), name.to_string(), key, node)?;
+        Ok(LockWatch { events })
     }
 }
 

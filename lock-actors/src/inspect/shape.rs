@@ -119,10 +119,13 @@ pub(super) fn permits(entries: &[(Vec<u8>, i64)], now_ms: i64) -> Vec<Holder> {
         .collect()
 }
 
+/// Printable ASCII as text; anything else (Redisson's 16 random bytes) as hex, as
+/// `PermitGuard::permit_id` spells it.
 fn printable(bytes: &[u8]) -> String {
-    match std::str::from_utf8(bytes) {
-        Ok(text) if text.chars().all(|c| !c.is_control()) => text.to_string(),
-        _ => bytes.iter().map(|b| format!("{b:02x}")).collect(),
+    if !bytes.is_empty() && bytes.iter().all(|b| b.is_ascii_graphic()) {
+        String::from_utf8_lossy(bytes).into_owned()
+    } else {
+        bytes.iter().map(|b| format!("{b:02x}")).collect()
     }
 }
 
