@@ -103,12 +103,12 @@ impl Inspector {
     pub async fn show(&self, name: &str) -> Result<Option<LockInfo>, LockError> {
         let lock_name = self.client.name(name)?;
         let node = self.client.node()?;
-        let mut link = Link::Lock(node.commands.clone(), lock_name.clone());
+        let link = Link::Lock(node.commands.clone(), lock_name.clone());
         let keys = [
             lock_name.as_str().as_bytes().to_vec(),
             lock_name.fair_queue_key().into_bytes(),
         ];
-        let found = read::read(&mut link, &keys, &self.names(), true).await?;
+        let found = read::read(&link, &keys, &self.names(), true).await?;
         if let Some(lock) = found.into_iter().next() {
             return Ok(Some(lock));
         }
@@ -187,24 +187,37 @@ impl Inspector {
 /// Keys per `SCAN` step and per pipeline of reads.
 const SCAN_COUNT: usize = 1000;
 
-/// Every lock on one server whose key matches `pattern`.
+/// Batches of reads in flight on one server while its `SCAN` goes on.
+const READS_IN_FLIGHT: usize = 4;
+
+/// Every lock on one server whose key matches `pattern`: the `SCAN` steps one after the
+/// other, the reads of up to [`READS_IN_FLIGHT`] batches at once behind them.
 async fn list_shard(
     shard: Shard,
     pattern: &str,
     names: &Names,
 ) -> Result<Vec<LockInfo>, LockError> {
-    let mut scanner = shard.clone();
-    let mut link = Link::Shard(shard);
-    let mut cursor = 0;
-    let mut locks = Vec::new();
-    loop {
-        let (next, keys) = scanner.scan(cursor, pattern, SCAN_COUNT).await?;
-        locks.extend(read::read(&mut link, &keys, names, false).await?);
-        if next == 0 {
-            return Ok(locks);
-        }
-        cursor = next;
-    }
+    use futures_util::TryStreamExt;
+    let link = Link::Shard(shard.clone());
+    let batches = futures_util::stream::try_unfold(
+        (shard, Some(0u64)),
+        move |(mut shard, cursor)| async move {
+            let Some(cursor) = cursor else {
+                return Ok(None);
+            };
+            let (next, keys) = shard.scan(cursor, pattern, SCAN_COUNT).await?;
+            let next = (next != 0).then_some(next);
+            Ok::<_, LockError>(Some((keys, (shard, next))))
+        },
+    );
+    let reads = batches
+        .map_ok(|keys| {
+            let link = link.clone();
+            async move { read::read(&link, &keys, names, false).await }
+        })
+        .try_buffered(READS_IN_FLIGHT);
+    let found: Vec<Vec<LockInfo>> = reads.try_collect().await?;
+    Ok(found.into_iter().flatten().collect())
 }
 
 /// `text` with the glob characters of `SCAN MATCH` escaped.

@@ -11,15 +11,16 @@ use redis::{FromRedisValue, Pipeline, Value};
 
 /// Where a batch's pipelines go: one server of a `SCAN` (listing), or the server of one
 /// lock's slot (showing a lock).
+#[derive(Clone)]
 pub(super) enum Link {
     Shard(Shard),
     Lock(Commands, LockName),
 }
 
 impl Link {
-    async fn send(&mut self, pipe: &Pipeline) -> Result<Vec<Value>, LockError> {
+    async fn send(&self, pipe: &Pipeline) -> Result<Vec<Value>, LockError> {
         match self {
-            Link::Shard(shard) => shard.pipeline(pipe).await,
+            Link::Shard(shard) => shard.clone().pipeline(pipe).await,
             Link::Lock(commands, name) => {
                 commands
                     .clone()
@@ -66,7 +67,7 @@ impl Candidate {
 /// The locks among `keys` (raw, as `SCAN` returned them), in no particular order. Keys
 /// that are not locks are skipped; nothing is written.
 pub(super) async fn read(
-    link: &mut Link,
+    link: &Link,
     keys: &[Vec<u8>],
     names: &Names,
     detail: bool,
@@ -289,7 +290,7 @@ fn queue_info(name: &LockName, caller: String, part: &[Value], now: i64) -> Opti
 
 /// Fills in each read hold's own lease: the TTL of its newest timeout key
 /// (`{name}:<field>:rwlock_timeout:<count>`), as Redisson keeps one per re-entry.
-async fn read_hold_leases(link: &mut Link, locks: &mut [LockInfo]) -> Result<(), LockError> {
+async fn read_hold_leases(link: &Link, locks: &mut [LockInfo]) -> Result<(), LockError> {
     let mut pipe = redis::pipe();
     let mut slots = Vec::new();
     for (i, lock) in locks.iter().enumerate() {
