@@ -526,3 +526,25 @@ async fn a_watch_reports_grants_messages_and_releases_in_order_and_unsubscribes_
     })
     .await;
 }
+
+#[tokio::test]
+async fn sentinels_primary_is_inspected_and_force_unlocked() {
+    let setup = support::topology::SentinelSetup::start();
+    let holders =
+        support::sentinel_client(&setup, |c| c.watchdog_timeout(Duration::from_secs(3))).await;
+    let operator = support::sentinel_client(&setup, |c| c).await;
+    let held = holders.lock("s:1").unwrap().acquire().await.unwrap();
+    let locks = operator.inspector().list(None).await.unwrap();
+    assert_eq!(locks.len(), 1, "{locks:#?}");
+    assert_eq!(locks[0].holders[0].client_id.as_deref(), Some(holders.id()));
+    operator
+        .inspector()
+        .force_unlock("s:1")
+        .await
+        .unwrap()
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(15), held.lost())
+        .await
+        .unwrap();
+    assert!(operator.inspector().list(None).await.unwrap().is_empty());
+}
