@@ -488,3 +488,76 @@ async fn without_the_fair_queue_key_the_acquire_names_it() {
     let error = refused_acquire(Kind::Fair, without, "order:5").await;
     assert_denied(&error, "EVALSHA", "key `redisson_lock_queue:{order:5}`");
 }
+
+/// The README's read-only inspecting user: it lists, shows and watches every kind, and a
+/// force-unlock is refused naming what it lacks, with nothing changed.
+#[cfg(feature = "inspector")]
+#[tokio::test]
+async fn a_read_only_inspector_user_lists_shows_and_watches_but_cannot_force_unlock() {
+    let server = RedisServer::start();
+    let mut admin = server.conn().await;
+    let () = redis::cmd("ACL")
+        .arg("SETUSER")
+        .arg("inspector")
+        .arg("reset")
+        .arg("on")
+        .arg(">pw")
+        .arg("%R~*")
+        .arg("&redisson_*")
+        .arg("+scan")
+        .arg("+type")
+        .arg("+hgetall")
+        .arg("+pttl")
+        .arg("+get")
+        .arg("+lrange")
+        .arg("+zrange")
+        .arg("+exists")
+        .arg("+time")
+        .arg("+subscribe")
+        .arg("+unsubscribe")
+        .query_async(&mut admin)
+        .await
+        .expect("ACL SETUSER");
+    let owner = support::client(&server).await;
+    let held = owner.lock("order:1").unwrap().acquire().await.unwrap();
+    let reader = owner.read_write_lock("order:2").unwrap();
+    let _read = reader.read().acquire().await.unwrap();
+    let inspector = connect_as(&server, "inspector", SHORT_WATCHDOG).await;
+
+    let locks = inspector.inspector().list(None).await.unwrap();
+    let names: Vec<&str> = locks.iter().map(|l| l.name.as_str()).collect();
+    assert_eq!(names, ["order:1", "order:2"]);
+    let shown = inspector
+        .inspector()
+        .show("order:2")
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        shown.holders[0].ttl_ms.is_some(),
+        "a read hold's own lease: {shown:?}"
+    );
+    let mut watch = inspector.inspector().watch("order:1").unwrap();
+    let first = tokio::time::timeout(PROMPT, watch.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        first.lock.unwrap().holders[0].client_id.as_deref(),
+        Some(owner.id())
+    );
+    server
+        .wait_for_subscribers("redisson_lock__channel:{order:1}", 1)
+        .await;
+
+    let refused = inspector
+        .inspector()
+        .force_unlock("order:1")
+        .await
+        .unwrap_err();
+    assert!(refused.is_denied(), "{refused:?}");
+    assert!(!held.is_lost());
+    assert!(owner.lock("order:1").unwrap().is_locked().await.unwrap());
+    drop(held);
+}
