@@ -149,3 +149,33 @@ fn the_bounds_are_checked_when_this_file_compiles() {
     // The assertions above are compile-time; reaching this test means they all hold.
     send_sync_static::<LockClient>();
 }
+
+// The inspector: kept in `web::Data` and moved into tasks; its futures awaited in spawned
+// tasks (the inspector page streams a watch from one).
+#[cfg(feature = "inspector")]
+mod inspector {
+    use super::{send, send_sync_static};
+    use actix_distributed_lock::inspect::{
+        Change, ForceUnlocked, Holder, InspectedKind, Inspector, LockInfo, LockWatch, Waiter,
+        WatchEvent,
+    };
+
+    assert_send_sync!(
+        Inspector,
+        LockInfo,
+        Holder,
+        Waiter,
+        InspectedKind,
+        ForceUnlocked,
+        Change,
+        WatchEvent,
+    );
+    const _: fn() = super::send_static::<LockWatch>;
+
+    fn futures_are_send(inspector: Inspector, mut watch: LockWatch) {
+        send(&inspector.list(None));
+        send(&inspector.show("a"));
+        send(&inspector.force_unlock("a"));
+        send(&watch.next());
+    }
+}

@@ -65,6 +65,10 @@ impl Inspector {
     /// Every lock whose name matches the glob `pattern` (all when `None`), of every kind,
     /// sorted by name. Keys that are not locks are skipped, never touched.
     ///
+    /// # Cancel safety
+    ///
+    /// Reads only: a dropped future leaves nothing behind.
+    ///
     /// ```no_run
     /// # async fn demo(i: actix_distributed_lock::inspect::Inspector) -> Result<(), actix_distributed_lock::LockError> {
     /// let orders = i.list(Some("order:*")).await?;
@@ -78,7 +82,7 @@ impl Inspector {
         let shards = node.commands.shards().await?;
         let per_shard = shards
             .into_iter()
-            .map(|shard| list_shard(shard, &pattern, &names));
+            .map(|shard| list_shard(shard, pattern.clone(), names.clone()));
         let mut locks: Vec<LockInfo> = futures_util::future::try_join_all(per_shard)
             .await?
             .into_iter()
@@ -91,6 +95,10 @@ impl Inspector {
 
     /// One lock in detail; `Ok(None)` when nothing is stored under its name, and
     /// [`LockError::WrongType`] when the key holds something that is not a lock.
+    ///
+    /// # Cancel safety
+    ///
+    /// Reads only: a dropped future leaves nothing behind.
     ///
     /// ```no_run
     /// # async fn demo(i: actix_distributed_lock::inspect::Inspector) -> Result<(), actix_distributed_lock::LockError> {
@@ -134,6 +142,12 @@ impl Inspector {
     /// publishes the message its waiters expect); holders learn they lost it. `Ok(None)`
     /// when there was no lock; semaphores have no holder to force out and are refused
     /// with [`LockError::InvalidConfig`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Not cancel safe: dropped once the force-unlock was sent, the lock may be released
+    /// without the report; a read-write lock's read-hold timeout keys may then stay until
+    /// their own lease ends (they expire; nothing holds the lock through them).
     ///
     /// ```no_run
     /// # async fn demo(i: actix_distributed_lock::inspect::Inspector) -> Result<(), actix_distributed_lock::LockError> {
@@ -194,26 +208,27 @@ const READS_IN_FLIGHT: usize = 4;
 /// other, the reads of up to [`READS_IN_FLIGHT`] batches at once behind them.
 async fn list_shard(
     shard: Shard,
-    pattern: &str,
-    names: &Names,
+    pattern: String,
+    names: Names,
 ) -> Result<Vec<LockInfo>, LockError> {
     use futures_util::TryStreamExt;
+    // Everything the steps use is owned, so the future stays `Send` for any caller.
     let link = Link::Shard(shard.clone());
     let batches = futures_util::stream::try_unfold(
-        (shard, Some(0u64)),
-        move |(mut shard, cursor)| async move {
+        (shard, pattern, Some(0u64)),
+        |(mut shard, pattern, cursor)| async move {
             let Some(cursor) = cursor else {
                 return Ok(None);
             };
-            let (next, keys) = shard.scan(cursor, pattern, SCAN_COUNT).await?;
+            let (next, keys) = shard.scan(cursor, &pattern, SCAN_COUNT).await?;
             let next = (next != 0).then_some(next);
-            Ok::<_, LockError>(Some((keys, (shard, next))))
+            Ok::<_, LockError>(Some((keys, (shard, pattern, next))))
         },
     );
     let reads = batches
-        .map_ok(|keys| {
-            let link = link.clone();
-            async move { read::read(&link, &keys, names, false).await }
+        .map_ok(move |keys| {
+            let (link, names) = (link.clone(), names.clone());
+            async move { read::read(&link, &keys, &names, false).await }
         })
         .try_buffered(READS_IN_FLIGHT);
     let found: Vec<Vec<LockInfo>> = reads.try_collect().await?;
@@ -243,6 +258,10 @@ pub struct LockWatch {
 impl LockWatch {
     /// The next change; `None` once the client shut down. An error (the server went away)
     /// is reported once and the watch goes on trying.
+    ///
+    /// # Cancel safety
+    ///
+    /// Cancel safe: an event not taken stays for the next call.
     pub async fn next(&mut self) -> Option<Result<WatchEvent, LockError>> {
         self.events.recv().await
     }
