@@ -22,6 +22,9 @@
 
 mod force;
 mod model;
+#[cfg(feature = "web")]
+#[cfg_attr(docsrs, doc(cfg(feature = "web")))]
+pub mod page;
 mod read;
 mod shape;
 mod watch;

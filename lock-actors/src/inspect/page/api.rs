@@ -1,0 +1,301 @@
+//! The inspector page's JSON endpoints: list, show and force-unlock, with the errors they
+//! answer as JSON.
+
+use super::InspectorPage;
+use crate::client::LockClient;
+use crate::error::LockError;
+use crate::inspect::Inspector;
+use crate::web::MissingLockClient;
+use actix_web::http::{header, StatusCode};
+use actix_web::{web, HttpRequest, HttpResponse, ResponseError};
+use serde::Deserialize;
+
+/// `?pattern=` of the list (absent or empty: every lock).
+#[derive(Debug, Deserialize)]
+struct PatternQuery {
+    pattern: Option<String>,
+}
+
+/// `?name=` of the show and events endpoints.
+#[derive(Debug, Deserialize)]
+pub(super) struct NameQuery {
+    pub(super) name: String,
+}
+
+/// The body of a force-unlock: the lock, and its name typed again by the operator.
+#[derive(Debug, Deserialize)]
+struct ForceUnlockRequest {
+    name: String,
+    confirm: String,
+}
+
+/// `GET /api/locks?pattern=P`: every lock matching the glob `P`, as a JSON array.
+pub(super) async fn list(req: HttpRequest) -> HttpResponse {
+    let inspector = match inspector(&req) {
+        Ok(inspector) => inspector,
+        Err(response) => return response,
+    };
+    let query = match web::Query::<PatternQuery>::from_query(req.query_string()) {
+        Ok(query) => query.into_inner(),
+        Err(error) => return bad_query(&error),
+    };
+    let pattern = query.pattern.filter(|p| !p.is_empty());
+    match inspector.list(pattern.as_deref()).await {
+        Ok(locks) => json(StatusCode::OK, &locks),
+        Err(error) => lock_error(&error, None),
+    }
+}
+
+/// `GET /api/lock?name=N`: lock `N` in detail; 404 when there is none.
+pub(super) async fn show(req: HttpRequest) -> HttpResponse {
+    let (inspector, name) = match inspector_and_name(&req) {
+        Ok(found) => found,
+        Err(response) => return response,
+    };
+    match inspector.show(&name).await {
+        Ok(Some(lock)) => json(StatusCode::OK, &lock),
+        Ok(None) => not_found(&name),
+        Err(error) => lock_error(&error, Some(&name)),
+    }
+}
+
+/// `POST /api/force-unlock` with `{"name": N, "confirm": N}`: 403 unless the app enabled
+/// force-unlock; the body must be JSON (so a form or a link from another site cannot post
+/// it) and `confirm` must equal `name`.
+pub(super) async fn force_unlock(
+    req: HttpRequest,
+    page: web::Data<InspectorPage>,
+    body: web::Bytes,
+) -> HttpResponse {
+    if !page.force_unlock_allowed() {
+        return error(
+            StatusCode::FORBIDDEN,
+            "force_unlock_disabled",
+            "force-unlock is turned off for this page; the app enables it with InspectorPage::allow_force_unlock(true)",
+            None,
+        );
+    }
+    if is_cross_site(&req) {
+        return error(
+            StatusCode::FORBIDDEN,
+            "cross_site_request",
+            "force-unlock is refused from another site's page",
+            None,
+        );
+    }
+    if !is_json(&req) {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "json_body_required",
+            "send the body as Content-Type: application/json: {\"name\": NAME, \"confirm\": NAME}",
+            None,
+        );
+    }
+    let request: ForceUnlockRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "bad_body",
+                &format!("the body must be {{\"name\": NAME, \"confirm\": NAME}}: {e}"),
+                None,
+            )
+        }
+    };
+    if request.confirm != request.name {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "confirmation_mismatch",
+            "`confirm` must repeat the lock's name exactly; nothing was released",
+            Some(&request.name),
+        );
+    }
+    let inspector = match inspector(&req) {
+        Ok(inspector) => inspector,
+        Err(response) => return response,
+    };
+    let peer = req
+        .peer_addr()
+        .map(|addr| addr.to_string())
+        .unwrap_or_default();
+    match inspector.force_unlock(&request.name).await {
+        Ok(Some(done)) => {
+            tracing::warn!(lock = %request.name, %peer, removed = ?done.removed_keys,
+                "lock force-unlocked from the inspector page");
+            json(StatusCode::OK, &done)
+        }
+        Ok(None) => not_found(&request.name),
+        Err(error) => lock_error(&error, Some(&request.name)),
+    }
+}
+
+/// The inspector of the app's `web::Data<LockClient>`, or the 500 that says to register it.
+pub(super) fn inspector(req: &HttpRequest) -> Result<Inspector, HttpResponse> {
+    req.app_data::<web::Data<LockClient>>()
+        .map(|client| client.inspector())
+        .ok_or_else(|| MissingLockClient.error_response())
+}
+
+/// The inspector and the `?name=` of the request, or the answer that says what is missing.
+pub(super) fn inspector_and_name(req: &HttpRequest) -> Result<(Inspector, String), HttpResponse> {
+    let inspector = inspector(req)?;
+    let query = web::Query::<NameQuery>::from_query(req.query_string())
+        .map_err(|error| bad_query(&error))?;
+    Ok((inspector, query.into_inner().name))
+}
+
+/// Whether the browser says the request came from another site's page (`Sec-Fetch-Site`).
+fn is_cross_site(req: &HttpRequest) -> bool {
+    req.headers()
+        .get("sec-fetch-site")
+        .is_some_and(|site| site.as_bytes().eq_ignore_ascii_case(b"cross-site"))
+}
+
+/// Whether the body is declared as JSON (which a plain HTML form cannot send, and which a
+/// script on another site can send only after a CORS preflight this scope never grants).
+fn is_json(req: &HttpRequest) -> bool {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
+}
+
+/// A JSON answer, never cached, never sniffed as HTML (names are arbitrary text).
+pub(super) fn json<T: serde::Serialize>(status: StatusCode, body: &T) -> HttpResponse {
+    HttpResponse::build(status)
+        .insert_header((header::CACHE_CONTROL, "no-store"))
+        .insert_header((header::X_CONTENT_TYPE_OPTIONS, "nosniff"))
+        .json(body)
+}
+
+/// `{"error": code, "message": message, "name": name}` with `status`.
+pub(super) fn error(
+    status: StatusCode,
+    code: &str,
+    message: &str,
+    name: Option<&str>,
+) -> HttpResponse {
+    let mut body = serde_json::json!({ "error": code, "message": message });
+    if let Some(name) = name {
+        body["name"] = serde_json::Value::from(name);
+    }
+    json(status, &body)
+}
+
+fn not_found(name: &str) -> HttpResponse {
+    error(
+        StatusCode::NOT_FOUND,
+        "no_lock",
+        "no lock is stored under this name (free, or never taken)",
+        Some(name),
+    )
+}
+
+fn bad_query(error: &actix_web::error::QueryPayloadError) -> HttpResponse {
+    self::error(
+        StatusCode::BAD_REQUEST,
+        "bad_query",
+        &format!("bad query string: {error}"),
+        None,
+    )
+}
+
+/// An inspector error as an answer: the name's fault is 4xx, Redis's 503, ours 500.
+pub(super) fn lock_error(error: &LockError, name: Option<&str>) -> HttpResponse {
+    let (status, code) = status_of(error);
+    self::error(status, code, &error.to_string(), name)
+}
+
+/// The status and `error` code of an inspector error.
+pub(super) fn status_of(error: &LockError) -> (StatusCode, &'static str) {
+    match error {
+        LockError::WrongType { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "not_a_lock"),
+        LockError::InvalidName { .. } => (StatusCode::BAD_REQUEST, "lock_name_invalid"),
+        // The inspector refuses what it cannot do to this lock (a semaphore has no holder
+        // to force out).
+        LockError::InvalidConfig { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "refused"),
+        LockError::Unavailable { .. } | LockError::Shutdown => {
+            (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
+        }
+        _ if error.is_transient() => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+        _ => (StatusCode::INTERNAL_SERVER_ERROR, "lock_error"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix_web::test::TestRequest;
+
+    #[test]
+    fn a_hostile_name_comes_through_the_query_string_byte_for_byte() {
+        let name = "<script>alert(\"x\")</script>&'{order}/42?a=b%20#ü";
+        let req = TestRequest::get()
+            .uri(&format!("/api/lock?name={}", url_encode(name)))
+            .to_http_request();
+        let parsed = web::Query::<NameQuery>::from_query(req.query_string()).unwrap();
+        assert_eq!(parsed.name, name);
+    }
+
+    /// `encodeURIComponent`, as the page's script sends names.
+    fn url_encode(text: &str) -> String {
+        text.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z'
+                | b'a'..=b'z'
+                | b'0'..=b'9'
+                | b'-'
+                | b'_'
+                | b'.'
+                | b'!'
+                | b'~'
+                | b'*'
+                | b'\''
+                | b'('
+                | b')' => (b as char).to_string(),
+                other => format!("%{other:02X}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn errors_are_json_with_the_name_as_data_not_markup() {
+        let response = lock_error(
+            &LockError::WrongType {
+                name: "<b>x</b>".into(),
+            },
+            Some("<b>x</b>"),
+        );
+        assert_eq!(response.status(), StatusCode::UNPROCESSABLE_ENTITY);
+        let headers = response.headers();
+        assert_eq!(
+            headers.get(header::CONTENT_TYPE).unwrap(),
+            "application/json"
+        );
+        assert_eq!(
+            headers.get(header::X_CONTENT_TYPE_OPTIONS).unwrap(),
+            "nosniff"
+        );
+    }
+
+    #[test]
+    fn only_a_json_body_from_this_site_may_force_unlock() {
+        let form = TestRequest::post()
+            .insert_header((header::CONTENT_TYPE, "text/plain"))
+            .to_http_request();
+        assert!(!is_json(&form));
+        let json = TestRequest::post()
+            .insert_header((header::CONTENT_TYPE, "application/json; charset=utf-8"))
+            .to_http_request();
+        assert!(is_json(&json));
+        let other_site = TestRequest::post()
+            .insert_header(("sec-fetch-site", "cross-site"))
+            .to_http_request();
+        assert!(is_cross_site(&other_site));
+        let same = TestRequest::post()
+            .insert_header(("sec-fetch-site", "same-origin"))
+            .to_http_request();
+        assert!(!is_cross_site(&same));
+    }
+}
