@@ -6,6 +6,9 @@
 //! - `PUT /stock/{sku}` sets a stock count; `POST /stock/{sku}/reserve` takes from it under
 //!   lock `stock:<sku>`.
 //!
+//! - With the `inspector` feature, `/locks` is the inspector page: which locks are held,
+//!   by whom, who waits (`INSPECTOR_FORCE_UNLOCK=1` also turns on its force-unlock button).
+//!
 //! Every read-modify-write here is two separate Redis commands: only the lock keeps two
 //! requests from paying one order twice or selling stock that is gone.
 //!
@@ -209,6 +212,17 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(reserve);
 }
 
+/// The inspector page at `/locks` (feature `inspector`). Force-unlock releases a lock
+/// whoever holds it, so it is off unless asked for; this shop reads the switch from
+/// `INSPECTOR_FORCE_UNLOCK=1`. A real app mounts the page behind its own authentication
+/// (an admin-only scope, a guard, a middleware): the page checks no credentials itself.
+#[cfg(feature = "inspector")]
+pub fn inspector_page(allow_force_unlock: bool) -> actix_web::Scope {
+    actix_distributed_lock::inspect::page::InspectorPage::new()
+        .allow_force_unlock(allow_force_unlock)
+        .scope("/locks")
+}
+
 #[actix_web::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut args = std::env::args().skip(1);
@@ -219,16 +233,23 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let locks = LockClient::connect(ClientConfig::new(&url)).await?;
     let shop = web::Data::new(Shop::connect(&url, Duration::from_millis(5)).await?);
     let lock_data = web::Data::new(locks);
+    #[cfg(feature = "inspector")]
+    let force_unlock = std::env::var("INSPECTOR_FORCE_UNLOCK").is_ok_and(|v| v == "1");
     let server = HttpServer::new(move || {
-        App::new()
+        let app = App::new()
             .app_data(shop.clone())
             .app_data(lock_data.clone())
-            .configure(configure)
+            .configure(configure);
+        #[cfg(feature = "inspector")]
+        let app = app.service(inspector_page(force_unlock));
+        app
     })
     .workers(2);
     if !demo {
         let port = std::env::var("PORT").unwrap_or_else(|_| "8080".into());
         println!("order service on http://127.0.0.1:{port}");
+        #[cfg(feature = "inspector")]
+        println!("inspector page on http://127.0.0.1:{port}/locks");
         return Ok(server.bind(("127.0.0.1", port.parse()?))?.run().await?);
     }
     let server = server.bind(("127.0.0.1", 0))?;

@@ -1,0 +1,377 @@
+//! The inspector page (`inspect::page`), mounted as the order service example mounts it,
+//! against a real Redis: its JSON endpoints in-process, and the page itself in headless
+//! Chromium (Debian's `chromium`, driven by `playwright-core` from
+//! `tests/browser/inspector_page.mjs`). `scripts/test` installs both; this test runs
+//! `npm ci` itself when `tests/browser/node_modules` is missing.
+#![cfg(feature = "inspector")]
+
+mod support;
+
+#[allow(dead_code)]
+#[path = "../examples/order_service.rs"]
+mod order_service;
+
+use actix_distributed_lock::{AcquireOptions, LockClient, LockOwner};
+use actix_web::{http::StatusCode, test, web, App, HttpServer};
+use redis::AsyncCommands;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+use support::RedisServer;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+/// A name that is markup, quotes, an entity, hash-tag braces, a slash, a query and unicode.
+const HOSTILE: &str = "<img src=x onerror=alert(1)>&amp;\"q'{tag}/a?b=c%20#ü✓";
+
+/// How long one step of the browser script may take (CI is loaded; Chromium starts slowly).
+const STEP_BOUND: Duration = Duration::from_secs(60);
+
+/// How long the waiter may take to get the lock, and the holder to learn it lost it.
+const GRANT_BOUND: Duration = Duration::from_secs(20);
+
+/// A holder's client: a 3 s watchdog lease, so a renewal notices a forced release within
+/// about a second even if nothing else tells it.
+async fn holder_client(server: &RedisServer) -> LockClient {
+    support::client_with(server, |c| c.watchdog_timeout(Duration::from_secs(3))).await
+}
+
+macro_rules! page_app {
+    ($locks:expr, $force:expr) => {
+        test::init_service(
+            App::new()
+                .app_data(web::Data::new($locks.clone()))
+                .service(order_service::inspector_page($force)),
+        )
+        .await
+    };
+}
+
+fn query(name: &str) -> String {
+    // encodeURIComponent's set, as the page sends names.
+    name.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z'
+            | b'a'..=b'z'
+            | b'0'..=b'9'
+            | b'-'
+            | b'_'
+            | b'.'
+            | b'!'
+            | b'~'
+            | b'*'
+            | b'\''
+            | b'('
+            | b')' => (b as char).to_string(),
+            other => format!("%{other:02X}"),
+        })
+        .collect()
+}
+
+#[actix_web::test]
+async fn the_json_endpoints_answer_for_any_name_and_refuse_what_they_must() {
+    let server = RedisServer::start();
+    let locks = holder_client(&server).await;
+    let held = locks.lock(HOSTILE).unwrap().acquire().await.unwrap();
+    let mut redis = server.conn().await;
+    redis
+        .set::<_, _, ()>("plain:string", "hello")
+        .await
+        .unwrap();
+
+    let app = page_app!(locks, false);
+    let list: serde_json::Value = test::call_and_read_body_json(
+        &app,
+        test::TestRequest::get()
+            .uri("/locks/api/locks")
+            .to_request(),
+    )
+    .await;
+    let names: Vec<&str> = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|l| l["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, [HOSTILE], "only the lock is listed, not the string");
+
+    let uri = format!("/locks/api/lock?name={}", query(HOSTILE));
+    let shown: serde_json::Value =
+        test::call_and_read_body_json(&app, test::TestRequest::get().uri(&uri).to_request()).await;
+    assert_eq!(shown["name"], HOSTILE);
+    assert_eq!(shown["kind"], "reentrant");
+    assert_eq!(shown["holders"][0]["owner"], held.owner().id());
+    assert_eq!(shown["holders"][0]["client_id"], locks.id());
+
+    for (uri, status) in [
+        (
+            "/locks/api/lock?name=no%3Asuch".to_string(),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            "/locks/api/lock?name=plain%3Astring".to_string(),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
+        ("/locks/api/lock".to_string(), StatusCode::BAD_REQUEST),
+    ] {
+        let response =
+            test::call_service(&app, test::TestRequest::get().uri(&uri).to_request()).await;
+        assert_eq!(response.status(), status, "{uri}");
+    }
+
+    // Off unless enabled in code: 403 whatever the body.
+    let body = serde_json::json!({ "name": HOSTILE, "confirm": HOSTILE });
+    let refused = test::call_service(
+        &app,
+        test::TestRequest::post()
+            .uri("/locks/api/force-unlock")
+            .set_json(&body)
+            .to_request(),
+    )
+    .await;
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+
+    let app = page_app!(locks, true);
+    let wrong = serde_json::json!({ "name": HOSTILE, "confirm": "order:42" });
+    let cases = [
+        (
+            test::TestRequest::post().set_json(&wrong),
+            StatusCode::BAD_REQUEST,
+        ),
+        // A form (or a bare POST) cannot carry the confirmation.
+        (
+            test::TestRequest::post()
+                .insert_header(("content-type", "text/plain"))
+                .set_payload(body.to_string()),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ),
+        (
+            test::TestRequest::post(),
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        ),
+        (
+            test::TestRequest::post()
+                .insert_header(("sec-fetch-site", "cross-site"))
+                .set_json(&body),
+            StatusCode::FORBIDDEN,
+        ),
+    ];
+    for (request, status) in cases {
+        let response =
+            test::call_service(&app, request.uri("/locks/api/force-unlock").to_request()).await;
+        assert_eq!(response.status(), status);
+    }
+    assert!(!held.is_lost(), "a refused force-unlock released the lock");
+    assert!(redis.exists::<_, bool>(HOSTILE).await.unwrap());
+    held.unlock().await.unwrap();
+
+    // No `web::Data<LockClient>`: a 500 that says what to register.
+    let bare = test::init_service(App::new().service(order_service::inspector_page(false))).await;
+    let response = test::call_service(
+        &bare,
+        test::TestRequest::get()
+            .uri("/locks/api/locks")
+            .to_request(),
+    )
+    .await;
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let body = test::read_body(response).await;
+    assert!(String::from_utf8_lossy(&body).contains("app_data"));
+}
+
+/// The browser script, with its stdin and stdout as a line protocol: it prints a step's
+/// name when the page shows it; the test answers with what it did meanwhile.
+struct Browser {
+    child: tokio::process::Child,
+    stdin: tokio::process::ChildStdin,
+    stdout: tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Browser {
+    async fn start(args: &[&str]) -> Browser {
+        let dir = browser_dir();
+        ensure_node_modules(&dir).await;
+        let mut child = tokio::process::Command::new("node")
+            .arg(dir.join("inspector_page.mjs"))
+            .args(args)
+            .current_dir(&dir)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("run node (scripts/test installs it): tests/browser/inspector_page.mjs");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = BufReader::new(child.stdout.take().unwrap()).lines();
+        Browser {
+            child,
+            stdin,
+            stdout,
+        }
+    }
+
+    /// Waits for the script to print `step` (its other lines are echoed); panics if it
+    /// prints `fail`, ends, or takes longer than [`STEP_BOUND`].
+    async fn expect(&mut self, step: &str) -> Vec<String> {
+        let mut notes = Vec::new();
+        loop {
+            let line = tokio::time::timeout(STEP_BOUND, self.stdout.next_line())
+                .await
+                .unwrap_or_else(|_| panic!("the page did not reach `{step}` in {STEP_BOUND:?}"))
+                .expect("read the browser script's output");
+            let Some(line) = line else {
+                let status = self.child.wait().await;
+                panic!(
+                    "the browser script ended before `{step}`: {status:?} (its stderr is above)"
+                );
+            };
+            println!("browser: {line}");
+            if line == step {
+                return notes;
+            }
+            assert!(
+                !line.starts_with("fail"),
+                "the browser script failed: {line}"
+            );
+            notes.push(line);
+        }
+    }
+
+    async fn say(&mut self, line: &str) {
+        self.stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .expect("write to the browser script");
+        self.stdin.flush().await.unwrap();
+    }
+}
+
+fn browser_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
+}
+
+/// `npm ci` in `tests/browser` when `playwright-core` is not installed there yet.
+async fn ensure_node_modules(dir: &Path) {
+    if dir
+        .join("node_modules/playwright-core/package.json")
+        .exists()
+    {
+        return;
+    }
+    let status = tokio::process::Command::new("npm")
+        .args(["ci", "--no-audit", "--no-fund"])
+        .current_dir(dir)
+        .status()
+        .await
+        .expect("run npm (scripts/test installs node and npm)");
+    assert!(status.success(), "npm ci in tests/browser failed: {status}");
+}
+
+/// Waits until `field` is queued in fair lock `name`'s queue in Redis.
+async fn queued(redis: &mut redis::aio::MultiplexedConnection, name: &str, field: &str) {
+    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let deadline = tokio::time::Instant::now() + GRANT_BOUND;
+    loop {
+        let waiting: Vec<String> = redis.lrange(&queue, 0, -1).await.unwrap();
+        if waiting.iter().any(|w| w == field) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{field} not queued in {queue}: {waiting:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[actix_web::test]
+async fn an_operator_sees_a_holder_and_a_waiter_live_and_force_unlocks_in_the_browser() {
+    let server = RedisServer::start();
+    let holders = holder_client(&server).await;
+    let waiters = support::client(&server).await;
+    let name = "order:{42}";
+    let held = holders.fair_lock(name).unwrap().acquire().await.unwrap();
+    let hostile = holders.lock(HOSTILE).unwrap().acquire().await.unwrap();
+    let held_lost = held.lost();
+    let hostile_lost = hostile.lost();
+
+    let data = web::Data::new(holders.clone());
+    let http = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .service(order_service::inspector_page(true))
+    })
+    .workers(1)
+    .bind(("127.0.0.1", 0))
+    .unwrap();
+    let base = format!("http://{}", http.addrs()[0]);
+    let running = http.run();
+    let handle = running.handle();
+    actix_web::rt::spawn(running);
+
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("inspector-page");
+    std::fs::create_dir_all(&shots).unwrap();
+    let holder = format!("{}:{}", holders.id(), held.owner().id());
+    let mut browser = Browser::start(&[
+        &format!("{base}/locks"),
+        name,
+        HOSTILE,
+        &holder,
+        shots.to_str().unwrap(),
+    ])
+    .await;
+
+    browser.expect("listed").await;
+    browser.expect("detail").await;
+
+    // A fair-lock waiter joins while the page is open.
+    let owner = LockOwner::new();
+    let waiter_field = format!("{}:{}", waiters.id(), owner.id());
+    let lock = waiters.fair_lock(name).unwrap();
+    let waiting = actix_web::rt::spawn(async move {
+        let options = AcquireOptions::new()
+            .owner(owner)
+            .wait(Duration::from_secs(120));
+        lock.acquire_with(options).await
+    });
+    let mut redis = server.conn().await;
+    queued(&mut redis, name, &waiter_field).await;
+    browser.say(&format!("waiter {waiter_field}")).await;
+    let notes = browser.expect("waiter-seen").await;
+    for note in notes.iter().filter(|n| n.starts_with("screenshot ")) {
+        println!(
+            "inspector page screenshot: {}",
+            &note["screenshot ".len()..]
+        );
+    }
+
+    // The operator force-unlocked it: the waiter gets it, the holder learns it lost it.
+    browser.expect("forced").await;
+    let granted = tokio::time::timeout(GRANT_BOUND, waiting)
+        .await
+        .expect("the waiter did not get the lock after the force-unlock")
+        .unwrap()
+        .expect("the waiter's acquire failed");
+    tokio::time::timeout(GRANT_BOUND, held_lost)
+        .await
+        .expect("the holder's lost() did not fire after the force-unlock");
+    assert!(held.is_lost());
+    browser.say("granted").await;
+    browser.expect("granted-seen").await;
+    granted.unlock().await.unwrap();
+    browser.say("released").await;
+    browser.expect("gone").await;
+
+    // The hostile name: rendered as text, its detail and force-unlock work.
+    browser.expect("hostile-gone").await;
+    tokio::time::timeout(GRANT_BOUND, hostile_lost)
+        .await
+        .expect("the hostile-named holder's lost() did not fire");
+    browser.expect("done").await;
+    let status = browser.child.wait().await.unwrap();
+    assert!(status.success(), "the browser script exited with {status}");
+
+    let left: Vec<String> = redis.keys("*").await.unwrap();
+    assert!(left.is_empty(), "keys left behind: {left:?}");
+    drop((held, hostile));
+    handle.stop(true).await;
+}
