@@ -52,6 +52,28 @@ ensure_netns_tools() {
     apt_install "${missing[@]}"
 }
 
+# Makes sure the inspector page's browser test (tests/inspector_page.rs) has what it drives:
+# Debian's `chromium` (headless), `node` and `npm` (installing the Debian packages
+# `chromium`, `nodejs` and `npm` when missing), and `playwright-core` in tests/browser
+# (`npm ci` from its package-lock.json when node_modules lacks it).
+ensure_browser_test_tools() {
+    local missing=()
+    command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+    command -v node >/dev/null 2>&1 || missing+=(nodejs)
+    command -v npm >/dev/null 2>&1 || missing+=(npm)
+    if [ "${#missing[@]}" -gt 0 ]; then
+        if ! command -v apt-get >/dev/null 2>&1; then
+            echo "error: ${missing[*]} not installed and apt-get is not available; install Chromium, Node.js (18+) and npm manually" >&2
+            return 1
+        fi
+        apt_install "${missing[@]}"
+    fi
+    if [ ! -f tests/browser/node_modules/playwright-core/package.json ]; then
+        step "npm ci in tests/browser (playwright-core)"
+        (cd tests/browser && npm ci --no-audit --no-fund)
+    fi
+}
+
 # Installs Debian packages: apt-get update first (a fresh machine has no package lists).
 apt_install() {
     step "installing $* (apt-get)"

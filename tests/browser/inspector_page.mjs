@@ -91,6 +91,9 @@ page.on('pageerror', (error) => problems.push('script error: ' + error.message))
 page.on('console', (message) => {
   if (message.type() === 'error') problems.push('console error: ' + message.text());
 });
+page.on('response', (response) => {
+  if (response.status() >= 400) problems.push(`HTTP ${response.status()} for ${response.url()}`);
+});
 let status = 0;
 try {
   await page.goto(pageUrl);
