@@ -11,7 +11,7 @@ mod support;
 #[path = "../examples/order_service.rs"]
 mod order_service;
 
-use actix_distributed_lock::{AcquireOptions, LockClient, LockOwner};
+use actix_distributed_lock::{AcquireOptions, LockClient, LockName, LockOwner};
 use actix_web::{http::StatusCode, test, web, App, HttpServer};
 use redis::AsyncCommands;
 use std::path::{Path, PathBuf};
@@ -28,6 +28,10 @@ const STEP_BOUND: Duration = Duration::from_secs(60);
 
 /// How long the waiter may take to get the lock, and the holder to learn it lost it.
 const GRANT_BOUND: Duration = Duration::from_secs(20);
+
+/// How long the page's live feeds may outlive the browser: two keep-alive writes (5 s
+/// apart; the second one fails) and a margin for a loaded machine.
+const FEED_END_BOUND: Duration = Duration::from_secs(30);
 
 /// A holder's client: a 3 s watchdog lease, so a renewal notices a forced release within
 /// about a second even if nothing else tells it.
@@ -268,7 +272,7 @@ async fn ensure_node_modules(dir: &Path) {
 
 /// Waits until `field` is queued in fair lock `name`'s queue in Redis.
 async fn queued(redis: &mut redis::aio::MultiplexedConnection, name: &str, field: &str) {
-    let queue = format!("redisson_lock_queue:{{{name}}}");
+    let queue = LockName::new(name, 1024).unwrap().fair_queue_key();
     let deadline = tokio::time::Instant::now() + GRANT_BOUND;
     loop {
         let waiting: Vec<String> = redis.lrange(&queue, 0, -1).await.unwrap();
@@ -291,6 +295,33 @@ async fn an_operator_sees_a_holder_and_a_waiter_live_and_force_unlocks_in_the_br
     let name = "order:{42}";
     let held = holders.fair_lock(name).unwrap().acquire().await.unwrap();
     let hostile = holders.lock(HOSTILE).unwrap().acquire().await.unwrap();
+    // Locks of the other kinds, so the list shows each (and the screenshot has them).
+    let scenery = [
+        ("cache:warm", "fast"),
+        ("invoice:{7}", "fenced"),
+        ("pool:db", "semaphore"),
+        ("report:daily", "read_write"),
+    ];
+    let fast = waiters
+        .fast_lock("cache:warm")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let fenced = waiters
+        .fenced_lock("invoice:{7}")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let pool = waiters.semaphore("pool:db").unwrap();
+    pool.set_permits(5).await.unwrap();
+    let permits = pool.acquire(2).await.unwrap();
+    let report = waiters.read_write_lock("report:daily").unwrap();
+    let readers = [
+        report.read().acquire().await.unwrap(),
+        report.read().acquire().await.unwrap(),
+    ];
     let held_lost = held.lost();
     let hostile_lost = hostile.lost();
 
@@ -317,6 +348,10 @@ async fn an_operator_sees_a_holder_and_a_waiter_live_and_force_unlocks_in_the_br
         HOSTILE,
         &holder,
         shots.to_str().unwrap(),
+        &serde_json::json!(scenery
+            .into_iter()
+            .collect::<std::collections::BTreeMap<_, _>>())
+        .to_string(),
     ])
     .await;
 
@@ -370,8 +405,37 @@ async fn an_operator_sees_a_holder_and_a_waiter_live_and_force_unlocks_in_the_br
     let status = browser.child.wait().await.unwrap();
     assert!(status.success(), "the browser script exited with {status}");
 
-    let left: Vec<String> = redis.keys("*").await.unwrap();
-    assert!(left.is_empty(), "keys left behind: {left:?}");
+    for lock in [name, HOSTILE] {
+        let lock = LockName::new(lock, 1024).unwrap();
+        for key in [
+            lock.as_str().to_string(),
+            lock.fair_queue_key(),
+            lock.fair_timeout_key(),
+        ] {
+            assert!(
+                !redis.exists::<_, bool>(&key).await.unwrap(),
+                "{key} left behind"
+            );
+        }
+    }
+    drop((fast, fenced, permits, readers));
+    // The browser left: its live feeds end and their watches unsubscribe.
+    let deadline = tokio::time::Instant::now() + FEED_END_BOUND;
+    loop {
+        let channels: Vec<String> = redis::cmd("PUBSUB")
+            .arg("CHANNELS")
+            .query_async(&mut redis)
+            .await
+            .unwrap();
+        if channels.is_empty() {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still subscribed {FEED_END_BOUND:?} after the browser left: {channels:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     drop((held, hostile));
     handle.stop(true).await;
 }

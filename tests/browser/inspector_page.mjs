@@ -1,13 +1,16 @@
 // Drives the inspector page in headless Chromium for tests/inspector_page.rs.
 //
-// usage: node inspector_page.mjs PAGE_URL LOCK HOSTILE_LOCK HOLDER_FIELD SHOT_DIR
+// usage: node inspector_page.mjs PAGE_URL LOCK HOSTILE_LOCK HOLDER_FIELD SHOT_DIR KINDS
+// (KINDS: a JSON object of other held locks' names and the kinds the list must show)
 //
 // A line protocol with the test: this script prints a step's name on stdout when the page
 // shows it, and reads what the test did meanwhile from stdin:
-//   listed        both locks are in the list, the hostile name as plain text
+//   listed        both locks and KINDS' are in the list (with their kinds), the hostile
+//                 name as plain text
 //   detail        LOCK's detail is open, shows HOLDER_FIELD, and is live (server-sent events)
 //   < waiter F    the test queued a fair-lock waiter F
-//   waiter-seen   the detail shows waiter F (a screenshot is saved: `screenshot PATH`)
+//   waiter-seen   the detail shows waiter F, the list a fair lock with one waiter (a
+//                 screenshot is saved: `screenshot PATH`)
 //   forced        force-unlocked LOCK after typing its name
 //   < granted     the waiter got the lock
 //   granted-seen  the detail shows F as the holder
@@ -20,7 +23,8 @@ import { chromium } from 'playwright-core';
 import readline from 'node:readline';
 import path from 'node:path';
 
-const [pageUrl, lockName, hostileName, holderField, shotDir] = process.argv.slice(2);
+const [pageUrl, lockName, hostileName, holderField, shotDir, kindsJson] = process.argv.slice(2);
+const kinds = JSON.parse(kindsJson);
 const STEP_MS = 30000;
 const input = readline.createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 
@@ -53,6 +57,14 @@ async function openDetail(page, name) {
   await page.locator('#locks tbody a.lock-link').nth(at).click();
   await page.waitForFunction((name) => document.getElementById('detail-name').textContent === name
     && new URLSearchParams(location.search).get('lock') === name, name, { timeout: STEP_MS });
+}
+
+// Waits until the list's row of lock `name` shows `kind` and `waiters` (text of the cells).
+async function waitListRow(page, name, kind, waiters) {
+  await page.waitForFunction(([name, kind, waiters]) => [...document.querySelectorAll('#locks tbody tr')]
+    .some((tr) => tr.dataset.name === name && tr.cells[1].textContent === kind.replace('_', ' ')
+      && (waiters === null || tr.cells[5].textContent === waiters)), [name, kind, waiters],
+  { timeout: STEP_MS });
 }
 
 // Waits until a row of table `table` has a cell whose title (the full field) is `field`.
@@ -99,6 +111,7 @@ try {
   await page.goto(pageUrl);
   await waitListed(page, lockName, true);
   await waitListed(page, hostileName, true);
+  for (const [name, kind] of Object.entries(kinds)) await waitListRow(page, name, kind, null);
   await checkNothingInjected(page, problems);
   say('listed');
 
@@ -109,6 +122,8 @@ try {
 
   const waiterField = await hear('waiter');
   await waitRow(page, 'waiters', waiterField);
+  await waitListRow(page, lockName, 'fair', '1');
+  await page.mouse.move(0, 0); // no hover underline in the picture
   const shot = path.join(shotDir, 'inspector-page.png');
   await page.screenshot({ path: shot });
   say('screenshot ' + shot);
@@ -135,13 +150,14 @@ try {
   say('done');
 } catch (error) {
   status = 1;
-  say('fail ' + String(error && error.message ? error.message : error).split('\n')[0]);
   console.error(error);
+  // The screenshot first: the test stops this script as soon as it reads `fail`.
   try {
     const shot = path.join(shotDir, 'failure.png');
     await page.screenshot({ path: shot });
     console.error('failure screenshot: ' + shot);
   } catch (_) { /* the browser is gone */ }
+  say('fail ' + String(error && error.message ? error.message : error).split('\n')[0]);
 } finally {
   await browser.close();
 }

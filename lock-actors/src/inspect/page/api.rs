@@ -33,11 +33,11 @@ struct ForceUnlockRequest {
 pub(super) async fn list(req: HttpRequest) -> HttpResponse {
     let inspector = match inspector(&req) {
         Ok(inspector) => inspector,
-        Err(response) => return response,
+        Err(refused) => return refused.response(),
     };
     let query = match web::Query::<PatternQuery>::from_query(req.query_string()) {
         Ok(query) => query.into_inner(),
-        Err(error) => return bad_query(&error),
+        Err(error) => return Refused::BadQuery(error.to_string()).response(),
     };
     let pattern = query.pattern.filter(|p| !p.is_empty());
     match inspector.list(pattern.as_deref()).await {
@@ -50,7 +50,7 @@ pub(super) async fn list(req: HttpRequest) -> HttpResponse {
 pub(super) async fn show(req: HttpRequest) -> HttpResponse {
     let (inspector, name) = match inspector_and_name(&req) {
         Ok(found) => found,
-        Err(response) => return response,
+        Err(refused) => return refused.response(),
     };
     match inspector.show(&name).await {
         Ok(Some(lock)) => json(StatusCode::OK, &lock),
@@ -112,7 +112,7 @@ pub(super) async fn force_unlock(
     }
     let inspector = match inspector(&req) {
         Ok(inspector) => inspector,
-        Err(response) => return response,
+        Err(refused) => return refused.response(),
     };
     let peer = req
         .peer_addr()
@@ -129,18 +129,40 @@ pub(super) async fn force_unlock(
     }
 }
 
-/// The inspector of the app's `web::Data<LockClient>`, or the 500 that says to register it.
-pub(super) fn inspector(req: &HttpRequest) -> Result<Inspector, HttpResponse> {
-    req.app_data::<web::Data<LockClient>>()
-        .map(|client| client.inspector())
-        .ok_or_else(|| MissingLockClient.error_response())
+/// A request answered without asking Redis.
+pub(super) enum Refused {
+    /// No `web::Data<LockClient>` in the app: a 500 that says what to register.
+    NoClient,
+    /// The query string could not be read (a missing `name`, say): a 400.
+    BadQuery(String),
 }
 
-/// The inspector and the `?name=` of the request, or the answer that says what is missing.
-pub(super) fn inspector_and_name(req: &HttpRequest) -> Result<(Inspector, String), HttpResponse> {
+impl Refused {
+    pub(super) fn response(&self) -> HttpResponse {
+        match self {
+            Refused::NoClient => MissingLockClient.error_response(),
+            Refused::BadQuery(reason) => error(
+                StatusCode::BAD_REQUEST,
+                "bad_query",
+                &format!("bad query string: {reason}"),
+                None,
+            ),
+        }
+    }
+}
+
+/// The inspector of the app's `web::Data<LockClient>`.
+pub(super) fn inspector(req: &HttpRequest) -> Result<Inspector, Refused> {
+    req.app_data::<web::Data<LockClient>>()
+        .map(|client| client.inspector())
+        .ok_or(Refused::NoClient)
+}
+
+/// The inspector and the `?name=` of the request.
+pub(super) fn inspector_and_name(req: &HttpRequest) -> Result<(Inspector, String), Refused> {
     let inspector = inspector(req)?;
     let query = web::Query::<NameQuery>::from_query(req.query_string())
-        .map_err(|error| bad_query(&error))?;
+        .map_err(|error| Refused::BadQuery(error.to_string()))?;
     Ok((inspector, query.into_inner().name))
 }
 
@@ -189,15 +211,6 @@ fn not_found(name: &str) -> HttpResponse {
         "no_lock",
         "no lock is stored under this name (free, or never taken)",
         Some(name),
-    )
-}
-
-fn bad_query(error: &actix_web::error::QueryPayloadError) -> HttpResponse {
-    self::error(
-        StatusCode::BAD_REQUEST,
-        "bad_query",
-        &format!("bad query string: {error}"),
-        None,
     )
 }
 

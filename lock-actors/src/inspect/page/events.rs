@@ -10,9 +10,11 @@ use actix_web::{HttpRequest, HttpResponse};
 use futures_util::{stream, StreamExt};
 use std::time::Duration;
 
-/// How often a quiet feed sends a comment line, so a closed browser tab is noticed (the
-/// write fails) and proxies keep the connection open.
-const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// How often a quiet feed sends a comment line, so proxies keep the connection open and a
+/// closed browser tab is noticed: actix-web (which allows half-closed connections by
+/// default) ends a streaming answer only when a write fails, the second write after the
+/// browser left. The feed, and the watch's subscription, end within two of these.
+const KEEP_ALIVE: Duration = Duration::from_secs(5);
 
 /// How long the browser waits before reconnecting a dropped feed (the `retry:` field).
 const RECONNECT_MS: u64 = 2_000;
@@ -23,7 +25,7 @@ const RECONNECT_MS: u64 = 2_000;
 pub(super) async fn watch(req: HttpRequest) -> HttpResponse {
     let (inspector, name) = match api::inspector_and_name(&req) {
         Ok(found) => found,
-        Err(response) => return response,
+        Err(refused) => return refused.response(),
     };
     let watch = match inspector.watch(&name) {
         Ok(watch) => watch,
