@@ -228,6 +228,8 @@ pub(super) fn status_of(error: &LockError) -> (StatusCode, &'static str) {
         // The inspector refuses what it cannot do to this lock (a semaphore has no holder
         // to force out).
         LockError::InvalidConfig { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "refused"),
+        // The Redis user may not (a read-only inspector user asked to force-unlock).
+        LockError::Denied { .. } => (StatusCode::FORBIDDEN, "denied_by_redis"),
         LockError::Unavailable { .. } | LockError::Shutdown => {
             (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
         }

@@ -36,7 +36,10 @@
 //!
 //! Names travel in query strings and JSON bodies, never in the path, so a name may hold
 //! any character (`/`, `?`, `%`, braces, quotes, markup): the page percent-encodes them
-//! and renders them as text only. Errors are JSON objects `{"error": code, "message": ...}`.
+//! and renders them as text only. Errors are JSON objects `{"error": code, "message": ...}`:
+//! 400 for a bad name or query, 403 `force_unlock_disabled` (or `denied_by_redis` when the
+//! Redis user may not), 404 `no_lock`, 422 `not_a_lock` (or `refused`: a semaphore has no
+//! holder to force out), 503 `unavailable` when Redis does not answer.
 //! The page reads nothing but lock keys: every answer comes from the [`Inspector`].
 //!
 //! [`Scope`]: actix_web::Scope
