@@ -106,6 +106,19 @@ async fn the_json_endpoints_answer_for_any_name_and_refuse_what_they_must() {
     assert_eq!(shown["holders"][0]["owner"], held.owner().id());
     assert_eq!(shown["holders"][0]["client_id"], locks.id());
 
+    // The live feed: server-sent events, the first one the lock as found.
+    let uri = format!("/locks/api/events?name={}", query(HOSTILE));
+    let feed = test::call_service(&app, test::TestRequest::get().uri(&uri).to_request()).await;
+    assert_eq!(feed.status(), StatusCode::OK);
+    assert_eq!(
+        feed.headers().get("content-type").unwrap(),
+        "text/event-stream"
+    );
+    let first = first_event(feed.into_body()).await;
+    assert_eq!(first["lock"]["name"], HOSTILE);
+    assert_eq!(first["changes"][0]["event"], "granted");
+    assert_eq!(first["changes"][0]["holder"]["owner"], held.owner().id());
+
     for (uri, status) in [
         (
             "/locks/api/lock?name=no%3Asuch".to_string(),
@@ -135,7 +148,10 @@ async fn the_json_endpoints_answer_for_any_name_and_refuse_what_they_must() {
     assert_eq!(refused.status(), StatusCode::FORBIDDEN);
 
     let app = page_app!(locks, true);
+    let pool = locks.semaphore("pool:db").unwrap();
+    pool.set_permits(3).await.unwrap();
     let wrong = serde_json::json!({ "name": HOSTILE, "confirm": "order:42" });
+    let semaphore = serde_json::json!({ "name": "pool:db", "confirm": "pool:db" });
     let cases = [
         (
             test::TestRequest::post().set_json(&wrong),
@@ -158,12 +174,18 @@ async fn the_json_endpoints_answer_for_any_name_and_refuse_what_they_must() {
                 .set_json(&body),
             StatusCode::FORBIDDEN,
         ),
+        // A semaphore has no holder to force out.
+        (
+            test::TestRequest::post().set_json(&semaphore),
+            StatusCode::UNPROCESSABLE_ENTITY,
+        ),
     ];
     for (request, status) in cases {
         let response =
             test::call_service(&app, request.uri("/locks/api/force-unlock").to_request()).await;
         assert_eq!(response.status(), status);
     }
+    assert_eq!(pool.available_permits().await.unwrap(), 3);
     assert!(!held.is_lost(), "a refused force-unlock released the lock");
     assert!(redis.exists::<_, bool>(HOSTILE).await.unwrap());
     held.unlock().await.unwrap();
@@ -180,6 +202,30 @@ async fn the_json_endpoints_answer_for_any_name_and_refuse_what_they_must() {
     assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
     let body = test::read_body(response).await;
     assert!(String::from_utf8_lossy(&body).contains("app_data"));
+}
+
+/// The first `data:` event of a server-sent event stream, as JSON.
+async fn first_event(body: actix_web::body::BoxBody) -> serde_json::Value {
+    use actix_web::body::MessageBody;
+    let mut body = std::pin::pin!(body);
+    let mut text = String::new();
+    let read = async {
+        loop {
+            // Whole frames only: each ends in a blank line.
+            let whole = text.rsplit_once("\n\n").map_or("", |(frames, _)| frames);
+            if let Some(data) = whole.lines().find_map(|l| l.strip_prefix("data: ")) {
+                return serde_json::from_str(data).unwrap();
+            }
+            let chunk = std::future::poll_fn(|cx| body.as_mut().poll_next(cx))
+                .await
+                .expect("the feed ended")
+                .unwrap();
+            text.push_str(std::str::from_utf8(&chunk).unwrap());
+        }
+    };
+    tokio::time::timeout(STEP_BOUND, read)
+        .await
+        .expect("no event on the feed")
 }
 
 /// The browser script, with its stdin and stdout as a line protocol: it prints a step's
