@@ -418,11 +418,10 @@ async fn an_operator_sees_a_holder_and_a_waiter_live_and_force_unlocks_in_the_br
     queued(&mut redis, name, &waiter_field).await;
     browser.say(&format!("waiter {waiter_field}")).await;
     let notes = browser.expect("waiter-seen").await;
-    for note in notes.iter().filter(|n| n.starts_with("screenshot ")) {
-        println!(
-            "inspector page screenshot: {}",
-            &note["screenshot ".len()..]
-        );
+    for note in notes.iter().filter_map(|n| n.strip_prefix("screenshot ")) {
+        // Straight to stderr, past the test harness's capture: the path is in every log.
+        let line = format!("inspector page screenshot: {note}\n");
+        std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes()).unwrap();
     }
 
     // The operator force-unlocked it: the waiter gets it, the holder learns it lost it.
