@@ -17,7 +17,7 @@ mod render;
 mod target;
 
 use actix_distributed_lock::inspect::{InspectedKind, Inspector, LockInfo};
-use actix_distributed_lock::{LockClient, LockError};
+use actix_distributed_lock::{redact_url, LockClient, LockError};
 use clap::builder::PossibleValuesParser;
 use clap::error::ErrorKind;
 use clap::{Parser, Subcommand};
@@ -97,7 +97,8 @@ impl Failure {
                 1,
                 format!("`{name}` is not a lock: its key holds other data (left untouched)"),
             ),
-            LockError::InvalidConfig { reason } => Failure::new(2, reason),
+            // A refusal (a semaphore has no holder to force out); at connect: a bad setting.
+            LockError::InvalidConfig { reason } => Failure::new(1, reason),
             other => Failure::new(1, other.to_string()),
         }
     }
@@ -190,10 +191,17 @@ async fn run(cli: Cli, target: target::Target) -> Result<(), Failure> {
         .map_err(|_| {
             Failure::new(
                 1,
-                format!("no answer from the server within {:?}", cli.timeout * 2),
+                format!(
+                    "no answer from {} within {:?}",
+                    redact_url(&cli.url),
+                    cli.timeout * 2
+                ),
             )
         })?
-        .map_err(Failure::lock)?;
+        .map_err(|error| match error {
+            LockError::InvalidConfig { reason } => Failure::new(2, reason),
+            other => Failure::lock(other),
+        })?;
     let result = command(&cli, &client.inspector()).await;
     client.shutdown();
     result
@@ -258,6 +266,9 @@ fn confirm(lock: &LockInfo) -> Result<(), Failure> {
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
     let read = std::io::stdin().lock().read_line(&mut answer);
+    if !std::io::stdin().is_terminal() {
+        eprintln!(); // what was read is not echoed: end the question's line
+    }
     let answer = answer.trim_end_matches(['\n', '\r']);
     if read.is_ok() && answer == lock.name {
         return Ok(());

@@ -576,6 +576,11 @@ fn facade_features() -> Vec<&'static str> {
         ("actix-distributed-lock/web", cfg!(feature = "web")),
         ("actix-distributed-lock/tls", cfg!(feature = "tls")),
         ("actix-distributed-lock/metrics", cfg!(feature = "metrics")),
+        (
+            "actix-distributed-lock/inspector",
+            cfg!(feature = "inspector"),
+        ),
+        ("actix-distributed-lock/cli", cfg!(feature = "cli")),
     ]
     .into_iter()
     .filter_map(|(name, on)| on.then_some(name))
