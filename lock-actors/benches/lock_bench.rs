@@ -38,6 +38,9 @@
 //! - connections_per_node: the herd client's connections in CLIENT LIST while the herd runs.
 //! - cluster (issue 8): the uncontended loop on a Redis Cluster of 3 primaries of our own
 //!   against the same loop on the single node, rounds interleaved.
+//! - inspect_list (issue 18, needs `--features inspect`, which scripts/bench passes): the
+//!   inspector's `list` over 100,000 locks of every kind plus 10,000 other keys, written in
+//!   Redisson's layout in a database of their own; the median of 5 runs against 2 s.
 //!
 //! Counting Redis commands: `INFO commandstats` also counts the commands a Lua script runs
 //! inside the server (`hexists`, `pexpire`, ...). The command counts reported here are the
@@ -119,6 +122,8 @@ mod fast_lock;
 mod handoff;
 #[path = "lock_bench/herd.rs"]
 mod herd;
+#[path = "lock_bench/inspect_list.rs"]
+mod inspect_list;
 #[path = "lock_bench/inspector.rs"]
 mod inspector;
 #[path = "lock_bench/redlock.rs"]
@@ -137,6 +142,7 @@ use cluster::*;
 use fast_lock::*;
 use handoff::*;
 use herd::*;
+use inspect_list::*;
 use inspector::*;
 use redlock::*;
 use server::*;
@@ -242,6 +248,16 @@ struct BenchJson {
     connections_per_node: Option<usize>,
     cluster: ClusterJson,
     redisson: Option<redisson::RedissonJson>,
+    inspect_list: InspectListJson,
+}
+
+#[derive(Serialize)]
+struct InspectListJson {
+    locks: usize,
+    other_keys: usize,
+    median_ms: Option<f64>,
+    listed: Option<usize>,
+    target_ms: f64,
 }
 
 #[derive(Serialize)]
@@ -405,6 +421,12 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
     } else {
         None
     };
+    // Last: its 100,000 locks (in a database of their own) are gone before it returns.
+    let inspect = if knobs.wants("inspect_list") {
+        inspect_list(url, &mut rows).await
+    } else {
+        None
+    };
     if let Some(r) = redisson.as_mut() {
         let rss = watchdog.map(|w| w.rss_per_lock);
         r.memory(rss, herd.map(|h| h.connections), &mut rows).await;
@@ -492,6 +514,13 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
             ratio: cluster.map(|c| round3(c.pairs / c.single)),
         },
         redisson: redisson.as_ref().map(redisson::Redisson::json),
+        inspect_list: InspectListJson {
+            locks: INSPECT_LOCKS,
+            other_keys: INSPECT_OTHER_KEYS,
+            median_ms: inspect.map(|i| round1(i.median_ms)),
+            listed: inspect.map(|i| i.listed),
+            target_ms: INSPECT_TARGET_MS,
+        },
     };
     let json = serde_json::to_string(&json).expect("the report serializes");
     Report { rows, json }

@@ -571,6 +571,8 @@ pub fn lock_worker_binary() -> &'static Path {
 }
 
 /// The facade's features that this test binary was built with, as `--features` names them.
+// The benchmark (package lock-actors, which has no `inspector` or `cli`) shares this file.
+#[allow(unexpected_cfgs)]
 fn facade_features() -> Vec<&'static str> {
     [
         ("actix-distributed-lock/web", cfg!(feature = "web")),
