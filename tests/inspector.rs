@@ -426,11 +426,20 @@ async fn every_kind_from_two_rust_clients_is_listed_with_holders_counts_and_ttls
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn redisson_holders_are_listed_with_java_thread_ids() {
+async fn redisson_holders_are_listed_with_java_thread_ids_newest() {
+    redisson_holders_are_listed(Redisson::Newest).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redisson_holders_are_listed_with_java_thread_ids_legacy() {
+    redisson_holders_are_listed(Redisson::Legacy).await;
+}
+
+/// Every kind held (and a fair lock waited for) by Redisson `version`.
+async fn redisson_holders_are_listed(version: Redisson) {
     let server = RedisServer::start();
     let url = server.url();
-    let mut peer =
-        JavaPeer::start(Redisson::Newest, Target::Single(&url), PeerOptions::new()).await;
+    let mut peer = JavaPeer::start(version, Target::Single(&url), PeerOptions::new()).await;
     peer.expect("a", "lock lock j:lock", "locked").await;
     peer.expect("a", "lock lock j:lock", "locked").await; // re-entered
     let reply = peer.call("b", "lock fenced j:fenced").await;
@@ -442,6 +451,7 @@ async fn redisson_holders_are_listed_with_java_thread_ids() {
     peer.expect("d", "lock read j:rw", "locked").await;
     peer.expect("e", "lock write j:w", "locked").await;
     peer.expect("f", "lock fair j:fair", "locked").await;
+    let g_owner = peer.owner("g").await; // asked first: the slot then blocks in `lock`
     peer.send("g", "lock fair j:fair").await; // waits
     wait_for_queue(&server, "j:fair", 1).await;
     peer.expect("s", "sem_try_set j:sem 4", "set true").await;
@@ -463,7 +473,7 @@ async fn redisson_holders_are_listed_with_java_thread_ids() {
         thread(peer.owner("d").await),
         thread(peer.owner("e").await),
         thread(peer.owner("f").await),
-        thread(peer.owner("g").await),
+        thread(g_owner),
     );
     assert_eq!(a.0, peer.id);
 
