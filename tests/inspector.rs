@@ -867,9 +867,11 @@ async fn failures_are_one_line_with_an_exit_code_and_never_a_password() {
         outputs.push(run);
     }
     // A name that is not a lock, and no lock of that name.
-    let run = inspect(&[&url, "show", "text"]).await;
-    assert!(run.failed(1).contains("`text` is not a lock"));
-    outputs.push(run);
+    for command in ["show", "watch"] {
+        let run = inspect(&[&url, command, "text"]).await;
+        assert!(run.failed(1).contains("`text` is not a lock"), "{run:?}");
+        outputs.push(run);
+    }
     for command in ["show", "force-unlock"] {
         let run = inspect(
             &[&url, command, "nothing-here", "--yes"][..if command == "show" { 3 } else { 4 }],
