@@ -9,10 +9,12 @@ pub(crate) const INSPECT_LOCKS: usize = 100_000;
 /// Keys that are not locks, written beside them (strings, hashes, lists).
 pub(crate) const INSPECT_OTHER_KEYS: usize = 10_000;
 /// Timed runs of `list`; the reported figure is the median.
+#[cfg(feature = "inspect")]
 const INSPECT_RUNS: usize = 5;
 /// The target (issue 18).
 pub(crate) const INSPECT_TARGET_MS: f64 = 2000.0;
 /// The database the scenario writes to (emptied after).
+#[cfg(feature = "inspect")]
 const INSPECT_DB: u8 = 1;
 
 #[derive(Clone, Copy)]
