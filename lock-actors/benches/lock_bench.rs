@@ -66,8 +66,11 @@ use std::time::{Duration, Instant};
 /// The library's own scripts: the ceiling sends exactly these.
 const ACQUIRE_LUA: &str = include_str!("../src/reentrant/acquire.lua");
 const UNLOCK_LUA: &str = concat!(
-    // The line the library puts first on a single server (classic pub/sub).
+    // The line the library puts first on a single server (classic pub/sub), then the
+    // `publish` function the unlock script publishes with (as lock/kind.rs joins them).
     "local publish_command = 'publish'\n",
+    include_str!("../src/lock/publish.lua"),
+    "\n",
     include_str!("../src/reentrant/unlock.lua")
 );
 
