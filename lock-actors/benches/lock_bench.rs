@@ -48,6 +48,9 @@
 //! library's scripts (read from those scripts) and less this program's own inspection
 //! commands. The human table also shows the raw delta.
 //!
+//! `--curves` (`scripts/bench --curves`) runs the cost curves instead (issue 19): see
+//! `lock_bench/curves/mod.rs`.
+//!
 //! When cargo runs this file as a test (`cargo test --all-targets`, nextest), it lists no
 //! tests and does nothing: a benchmark is not a test.
 
@@ -119,6 +122,9 @@ mod jar_freshness;
 // benchmark target of its own to cargo).
 #[path = "lock_bench/cluster.rs"]
 mod cluster;
+/// The cost curves of issue 19 (`scripts/bench --curves`), one file per curve.
+#[path = "lock_bench/curves/mod.rs"]
+mod curves;
 #[path = "lock_bench/fast_lock.rs"]
 mod fast_lock;
 #[path = "lock_bench/handoff.rs"]
@@ -161,12 +167,18 @@ mod support;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().is_some_and(|a| a == curves::WAITER_FLAG) {
+        return curves::waiter_main(&args); // a waiter process of the hand-off curve
+    }
     if args.iter().any(|a| a == "--list") {
         return; // libtest/nextest listing: there are no tests here
     }
     if !args.iter().any(|a| a == "--bench") {
         eprintln!("lock_bench is a benchmark, not a test; run scripts/bench");
         return;
+    }
+    if args.iter().any(|a| a == "--curves") {
+        return curves::main();
     }
     let knobs = Knobs::from_env();
     if knobs.trace {

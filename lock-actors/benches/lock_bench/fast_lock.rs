@@ -88,7 +88,16 @@ async fn interleaved_round(
 }
 
 pub(crate) async fn fast_lock_round(client: &LockClient, round: Duration) -> f64 {
-    throughput_round(round, |i, stop, count| {
+    fast_lock_pairs(client, TASKS, round).await.0
+}
+
+/// [`fast_lock_round`] with `tasks` tasks: pairs/s and all pairs made (see [`tasks_round`]).
+pub(crate) async fn fast_lock_pairs(
+    client: &LockClient,
+    tasks: usize,
+    round: Duration,
+) -> (f64, u64) {
+    tasks_round(tasks, round, |i, stop, count| {
         let lock = client
             .fast_lock(&format!("bench:fast:{i}"))
             .expect("valid name");
@@ -104,7 +113,16 @@ pub(crate) async fn fast_lock_round(client: &LockClient, round: Duration) -> f64
 }
 
 pub(crate) async fn rslock_round(manager: &rslock::LockManager, round: Duration) -> f64 {
-    throughput_round(round, |i, stop, count| {
+    rslock_pairs(manager, TASKS, round).await.0
+}
+
+/// [`rslock_round`] with `tasks` tasks: pairs/s and all pairs made (see [`tasks_round`]).
+pub(crate) async fn rslock_pairs(
+    manager: &rslock::LockManager,
+    tasks: usize,
+    round: Duration,
+) -> (f64, u64) {
+    tasks_round(tasks, round, |i, stop, count| {
         let manager = manager.clone();
         let name = format!("bench:rslock:{i}");
         async move {

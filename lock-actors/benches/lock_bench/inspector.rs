@@ -128,8 +128,17 @@ pub(crate) fn parse_commandstats(info: &str) -> HashMap<String, u64> {
 
 /// The commands the library's scripts run inside Redis (`redis.call('x'` / `redis.pcall`).
 pub(crate) fn script_inner_commands() -> HashSet<String> {
+    let mut names = inner_commands(&[ACQUIRE_LUA, UNLOCK_LUA]);
+    // The watchdog's renew script runs these too; both are already in the acquire script.
+    // The unlock publishes through `publish_command`, which is `publish` here.
+    names.extend(["hexists", "pexpire", "publish"].map(String::from));
+    names
+}
+
+/// The commands that `scripts` run inside Redis (`redis.call('x'` / `redis.pcall`).
+pub(crate) fn inner_commands(scripts: &[&str]) -> HashSet<String> {
     let mut names = HashSet::new();
-    for script in [ACQUIRE_LUA, UNLOCK_LUA] {
+    for script in scripts {
         for call in ["redis.call(", "redis.pcall("] {
             for rest in script.split(call).skip(1) {
                 let rest = rest.trim_start();
@@ -142,8 +151,5 @@ pub(crate) fn script_inner_commands() -> HashSet<String> {
             }
         }
     }
-    // The watchdog's renew script runs these too; both are already in the acquire script.
-    // The unlock publishes through `publish_command`, which is `publish` here.
-    names.extend(["hexists", "pexpire", "publish"].map(String::from));
     names
 }

@@ -409,16 +409,16 @@ fn field(reply: &Value, key: &str, command: &str) -> f64 {
 }
 
 /// One `peer.Bench` JVM.
-struct Jvm {
+pub(crate) struct Jvm {
     child: Child,
     stdin: ChildStdin,
     lines: Lines<BufReader<ChildStdout>>,
     name: String,
-    version: String,
+    pub(crate) version: String,
 }
 
 impl Jvm {
-    async fn start(jar: &Path, url: &str, name: &str, watchdog_ms: Option<u64>) -> Jvm {
+    pub(crate) async fn start(jar: &Path, url: &str, name: &str, watchdog_ms: Option<u64>) -> Jvm {
         let mut command = Command::new("java");
         command
             .arg("-cp")
@@ -478,7 +478,7 @@ impl Jvm {
         serde_json::from_str(&line).unwrap_or_else(|e| panic!("Redisson peer said `{line}`: {e}"))
     }
 
-    async fn number(&mut self, command: &str, key: &str) -> f64 {
+    pub(crate) async fn number(&mut self, command: &str, key: &str) -> f64 {
         self.send(command).await;
         let reply = self.reply().await;
         field(&reply, key, command)
@@ -493,7 +493,7 @@ impl Jvm {
         );
     }
 
-    async fn exit(mut self) {
+    pub(crate) async fn exit(mut self) {
         let _ = self.stdin.write_all(b"exit\n").await;
         let _ = self.stdin.flush().await;
         if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
@@ -535,7 +535,7 @@ fn runs(program: &str, arg: &str) -> bool {
 }
 
 /// The peer's jar for the newest Redisson, built with Maven when missing or stale.
-fn jar() -> Result<PathBuf, String> {
+pub(crate) fn jar() -> Result<PathBuf, String> {
     if !runs("java", "-version") {
         return Err("`java` is not on PATH; install a JDK 17+ (scripts/bench does: apt-get install default-jdk-headless maven)".into());
     }

@@ -78,16 +78,17 @@ pub(crate) async fn uncontended(
     result
 }
 
-/// Runs `TASKS` copies of `body` until stopped and returns the pairs per second they made
-/// during `round` (after a short warm-up).
-pub(crate) async fn throughput_round<F, Fut>(round: Duration, mut body: F) -> f64
+/// Runs `tasks` copies of `body` until stopped: the pairs per second they made during
+/// `round` (after a short warm-up), and every pair they made, warm-up included (the cost
+/// curves divide the Redis commands of the whole run by it).
+pub(crate) async fn tasks_round<F, Fut>(tasks: usize, round: Duration, mut body: F) -> (f64, u64)
 where
     F: FnMut(usize, Arc<AtomicBool>, Arc<AtomicU64>) -> Fut,
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
     let stop = Arc::new(AtomicBool::new(false));
     let count = Arc::new(AtomicU64::new(0));
-    let tasks: Vec<_> = (0..TASKS)
+    let tasks: Vec<_> = (0..tasks)
         .map(|i| tokio::spawn(body(i, stop.clone(), count.clone())))
         .collect();
     tokio::time::sleep(Duration::from_millis(200)).await;
@@ -100,11 +101,23 @@ where
     for task in tasks {
         task.await.expect("a benchmark task panicked");
     }
-    done as f64 / elapsed.as_secs_f64()
+    (
+        done as f64 / elapsed.as_secs_f64(),
+        count.load(Ordering::Relaxed),
+    )
 }
 
 pub(crate) async fn library_round(client: &LockClient, round: Duration) -> f64 {
-    throughput_round(round, |i, stop, count| {
+    library_pairs(client, TASKS, round).await.0
+}
+
+/// [`library_round`] with `tasks` tasks: pairs/s and all pairs made (see [`tasks_round`]).
+pub(crate) async fn library_pairs(
+    client: &LockClient,
+    tasks: usize,
+    round: Duration,
+) -> (f64, u64) {
+    tasks_round(tasks, round, |i, stop, count| {
         let lock = client
             .lock(&format!("bench:uncontended:{i}"))
             .expect("valid name");
@@ -124,8 +137,18 @@ pub(crate) async fn ceiling_round(
     scripts: Arc<(Script, Script)>,
     round: Duration,
 ) -> f64 {
+    ceiling_pairs(conn, scripts, TASKS, round).await.0
+}
+
+/// [`ceiling_round`] with `tasks` tasks: pairs/s and all pairs made (see [`tasks_round`]).
+pub(crate) async fn ceiling_pairs(
+    conn: MultiplexedConnection,
+    scripts: Arc<(Script, Script)>,
+    tasks: usize,
+    round: Duration,
+) -> (f64, u64) {
     let owner = uuid::Uuid::new_v4();
-    throughput_round(round, |i, stop, count| {
+    tasks_round(tasks, round, |i, stop, count| {
         let mut conn = conn.clone();
         let scripts = scripts.clone();
         let name = format!("bench:ceiling:{i}");
