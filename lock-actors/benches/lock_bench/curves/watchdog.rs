@@ -20,6 +20,7 @@ pub(crate) struct Point {
     pub(crate) round_ms_max: f64,
     pub(crate) rounds: usize,
     /// Redis CPU time over wall time during the renew intervals (1.0 = one core).
+    /// Less the idle server's own share (its cron, this program's INFO polls).
     pub(crate) redis_cpu_share: f64,
     pub(crate) commands_per_acquire: f64,
     pub(crate) lost: usize,
@@ -144,6 +145,14 @@ pub(crate) async fn curve(
     let client = connect(config).await;
     let inner = script_inner_commands();
     let rss_before = rss_bytes();
+    // What an idle server spends over the same kind of window: renewal's share is above it.
+    let (cpu_before, t0) = (redis_cpu(inspector).await, Instant::now());
+    tokio::time::sleep(interval * 2).await;
+    let idle_share = (redis_cpu(inspector).await - cpu_before) / t0.elapsed().as_secs_f64();
+    progress.note(&format!(
+        "watchdog: idle Redis CPU {:.2}% of a core (taken off each point)",
+        idle_share * 100.0
+    ));
     let mut guards: Vec<LockGuard> = Vec::with_capacity(*sizes.held.last().unwrap_or(&0));
     let mut points = Vec::new();
     for &held in &sizes.held {
@@ -196,7 +205,7 @@ pub(crate) async fn curve(
             },
             round_ms_max: round_ms.iter().copied().fold(f64::NAN, f64::max),
             rounds: rounds.len(),
-            redis_cpu_share: (cpu_after - cpu_before) / wall.as_secs_f64(),
+            redis_cpu_share: ((cpu_after - cpu_before) / wall.as_secs_f64() - idle_share).max(0.0),
             commands_per_acquire,
             lost,
         };
