@@ -317,20 +317,17 @@ async fn ensure_node_modules(dir: &Path) {
 }
 
 /// Waits until `field` is queued in fair lock `name`'s queue in Redis.
-async fn queued(redis: &mut redis::aio::MultiplexedConnection, name: &str, field: &str) {
+async fn queued(redis: &redis::aio::MultiplexedConnection, name: &str, field: &str) {
     let queue = LockName::new(name, 1024).unwrap().fair_queue_key();
-    let deadline = tokio::time::Instant::now() + GRANT_BOUND;
-    loop {
-        let waiting: Vec<String> = redis.lrange(&queue, 0, -1).await.unwrap();
-        if waiting.iter().any(|w| w == field) {
-            return;
+    let what = format!("{field} queued in {queue}");
+    support::eventually(&what, GRANT_BOUND, || {
+        let (mut redis, queue) = (redis.clone(), queue.clone());
+        async move {
+            let waiting: Vec<String> = redis.lrange(&queue, 0, -1).await.unwrap();
+            waiting.iter().any(|w| w == field)
         }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "{field} not queued in {queue}: {waiting:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await;
 }
 
 #[actix_web::test]
@@ -415,7 +412,7 @@ async fn an_operator_sees_a_holder_and_a_waiter_live_and_force_unlocks_in_the_br
         lock.acquire_with(options).await
     });
     let mut redis = server.conn().await;
-    queued(&mut redis, name, &waiter_field).await;
+    queued(&redis, name, &waiter_field).await;
     browser.say(&format!("waiter {waiter_field}")).await;
     let notes = browser.expect("waiter-seen").await;
     for note in notes.iter().filter_map(|n| n.strip_prefix("screenshot ")) {
@@ -465,22 +462,22 @@ async fn an_operator_sees_a_holder_and_a_waiter_live_and_force_unlocks_in_the_br
     }
     drop((fast, fenced, permits, readers));
     // The browser left: its live feeds end and their watches unsubscribe.
-    let deadline = tokio::time::Instant::now() + FEED_END_BOUND;
-    loop {
-        let channels: Vec<String> = redis::cmd("PUBSUB")
-            .arg("CHANNELS")
-            .query_async(&mut redis)
-            .await
-            .unwrap();
-        if channels.is_empty() {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "still subscribed {FEED_END_BOUND:?} after the browser left: {channels:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    support::eventually(
+        "no channel subscribed after the browser left",
+        FEED_END_BOUND,
+        || {
+            let mut redis = redis.clone();
+            async move {
+                let channels: Vec<String> = redis::cmd("PUBSUB")
+                    .arg("CHANNELS")
+                    .query_async(&mut redis)
+                    .await
+                    .unwrap();
+                channels.is_empty()
+            }
+        },
+    )
+    .await;
     drop((held, hostile));
     handle.stop(true).await;
 }
