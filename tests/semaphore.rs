@@ -913,3 +913,81 @@ fn public_semaphore_types_keep_their_bounds() {
     send_sync_static::<actix_distributed_lock::SemaphoreGuard>();
     send_static::<actix::Addr<actix_distributed_lock::SemaphoreActor>>();
 }
+
+/// The permit count of plain semaphore `name`, read straight from Redis.
+async fn count_of(server: &RedisServer, name: &str) -> Option<i64> {
+    let mut conn = server.conn().await;
+    conn.get(name).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_acquire_whose_reply_is_lost_is_settled_and_the_count_stays_exact() {
+    const PERMITS: i64 = 3;
+    let server = RedisServer::start();
+    let proxy = TcpProxy::start(server.port()).await;
+    let client = support::client_at(&proxy.url(), |c| {
+        c.response_timeout(Duration::from_millis(500))
+            .connect_timeout(Duration::from_millis(500))
+    })
+    .await;
+    let semaphore = client.semaphore("settled").unwrap();
+    semaphore.set_permits(PERMITS as u32).await.unwrap();
+    // Once first, so the server has the scripts (a NOSCRIPT reply would be held too).
+    semaphore.acquire(1).await.unwrap().release().await.unwrap();
+
+    // The acquire runs in Redis, its reply is held back past the response timeout, then
+    // the connection is cut: the reply is lost.
+    proxy.hold_replies(true);
+    let taking = semaphore.clone();
+    let acquiring =
+        tokio::spawn(async move { taking.acquire_timeout(1, Duration::from_secs(10)).await });
+    eventually(
+        "the acquire ran in Redis",
+        Duration::from_secs(10),
+        || async { count_of(&server, "settled").await == Some(PERMITS - 1) },
+    )
+    .await;
+    proxy.cut();
+    proxy.hold_replies(false);
+    let acquired = timeout(Duration::from_secs(30), acquiring)
+        .await
+        .expect("the acquire ends within its wait")
+        .unwrap();
+    assert!(
+        matches!(acquired, Ok(_) | Err(LockError::Unavailable { .. })),
+        "{acquired:?}"
+    );
+
+    // Redis counts exactly the permits a guard holds: the lost acquire's are back.
+    let held = acquired
+        .as_ref()
+        .map_or(0, |guard| i64::from(guard.permits()));
+    eventually(
+        "the lost acquire is settled",
+        Duration::from_secs(10),
+        || async { count_of(&server, "settled").await == Some(PERMITS - held) },
+    )
+    .await;
+    drop(acquired);
+    eventually("every permit is back", Duration::from_secs(10), || async {
+        count_of(&server, "settled").await == Some(PERMITS)
+    })
+    .await;
+    assert_eq!(semaphore.available_permits().await.unwrap(), PERMITS);
+    // A settlement that found nothing taken leaves a marker that refuses a late copy of the
+    // acquire until it expires; nothing else is left.
+    let mut conn = server.conn().await;
+    for key in server.keys().await {
+        if key == "settled" {
+            continue;
+        }
+        assert!(
+            key.starts_with("{settled}:semaphore_acquire:"),
+            "left behind: {key}"
+        );
+        let value: String = conn.get(&key).await.unwrap();
+        assert_eq!(value, "settled", "{key} still counts as taken");
+        let ttl: i64 = conn.pttl(&key).await.unwrap();
+        assert!(ttl > 0, "{key} never expires");
+    }
+}

@@ -19,12 +19,16 @@ const COMPANION_PREFIXES: [&str; 4] = [
 pub(super) const QUEUE_PREFIX: &str = "redisson_lock_queue:";
 
 /// True for keys that are part of a lock stored under another key (a fencing counter, a
-/// fair lock's timeouts, a read hold's timeout): never listed as locks of their own.
+/// fair lock's timeouts, a read hold's timeout, a plain semaphore acquire's receipt): never
+/// listed as locks of their own.
 pub(super) fn is_companion(key: &str) -> bool {
     COMPANION_PREFIXES.iter().any(|p| key.starts_with(p))
         || key
             .rsplit_once(":rwlock_timeout:")
             .is_some_and(|(_, n)| n.parse::<u64>().is_ok())
+        || key
+            .rsplit_once(":semaphore_acquire:")
+            .is_some_and(|(_, id)| id.len() == 32 && id.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// The lock name inside a derived key `prefix:{name}` (or `prefix:name` when the name
@@ -205,6 +209,9 @@ mod tests {
         assert!(is_companion("redisson_lock_token:{a}"));
         assert!(is_companion(&format!("{{doc}}:{ID}:1:rwlock_timeout:2")));
         assert!(!is_companion("order:42"));
+        let receipt = format!("{{pool}}:semaphore_acquire:{}", "ab".repeat(16));
+        assert!(is_companion(&receipt));
+        assert!(!is_companion("pool:semaphore_acquire:mine"));
     }
 
     #[test]

@@ -70,6 +70,7 @@ pub(crate) static AVAILABLE: LazyLock<PublishingScript> = script!("available.lua
 pub(crate) static EXPIRABLE_ACQUIRE: LazyLock<PublishingScript> = script!("expirable_acquire.lua");
 pub(crate) static EXPIRABLE_RELEASE: LazyLock<PublishingScript> = script!("expirable_release.lua");
 pub(crate) static RENEW: LazyLock<PublishingScript> = script!("renew.lua");
+pub(crate) static SETTLE: LazyLock<PublishingScript> = script!("settle.lua");
 
 /// The two semaphore kinds; each name has one actor per kind in use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -95,6 +96,17 @@ pub(crate) fn timeouts_key(name: &str) -> String {
         format!("{name}:timeout")
     } else {
         format!("{{{name}}}:timeout")
+    }
+}
+
+/// The key of plain acquire `request`'s receipt on semaphore `name` (the mapped name),
+/// hash-tagged as [`timeouts_key`]: it says whether the acquire took its permits, so a
+/// lost reply can be settled.
+pub(crate) fn receipt_key(name: &str, request: &str) -> String {
+    if name.contains('{') {
+        format!("{name}:semaphore_acquire:{request}")
+    } else {
+        format!("{{{name}}}:semaphore_acquire:{request}")
     }
 }
 

@@ -1,6 +1,7 @@
 //! How the semaphore actor takes permits: it drives the wait queue (one try in Redis at a
 //! time, for the head) and carries out what the queue asks for.
 
+use super::settle::SETTLE_WINDOW;
 use super::{disarm, Reply, SemaphoreActor, Waiting};
 use crate::error::LockError;
 use crate::node::{Subscription, Wake};
@@ -35,6 +36,7 @@ fn tried(reply: &[i64]) -> Option<Tried> {
             next_expiry: Some(Duration::from_millis(ms.unsigned_abs() + 1)),
         }),
         [0, ..] => Some(Tried::Short { next_expiry: None }),
+        // An earlier copy of this request was settled (or ran): not an answer to go by.
         _ => None,
     }
 }
@@ -143,13 +145,19 @@ impl SemaphoreActor {
             return;
         };
         let (permits, lease) = (head.data.permits, head.data.lease);
+        let mut receipt = None;
         let (invocation, ids) = match self.kind {
             Kind::Plain => {
                 let mut invocation = ScriptCall::with_key(
                     ACQUIRE.get(self.node.commands.pubsub),
                     self.keys.count.as_str(),
                 );
-                invocation.arg(permits);
+                let key = self.new_receipt();
+                invocation
+                    .key(key.as_str())
+                    .arg(permits)
+                    .arg(SETTLE_WINDOW.as_millis() as u64);
+                receipt = Some(key);
                 (invocation, Vec::new())
             }
             Kind::Expirable => {
@@ -178,6 +186,14 @@ impl SemaphoreActor {
                     reason: "unexpected reply to the semaphore acquire script".into(),
                 })
             });
+            if let Some(receipt) = receipt {
+                match &result {
+                    Err(LockError::Unavailable { .. }) => {
+                        act.settle(permits, receipt, sent + SETTLE_WINDOW / 2, ctx)
+                    }
+                    _ => act.drop_receipt(receipt, ctx),
+                }
+            }
             act.attempted(id, permits, ids, sent, result, ctx);
         }));
     }
@@ -192,11 +208,9 @@ impl SemaphoreActor {
         ctx: &mut Context<Self>,
     ) {
         if let Err(LockError::Unavailable { .. }) = &result {
-            // The script may have run: give back what it may have taken.
-            if ids.is_empty() {
-                tracing::warn!(semaphore = %self.name, permits,
-                    "an acquire got no answer; if it ran, its permits stay taken");
-            } else {
+            // The script may have run: give back what it may have taken (a plain acquire
+            // is settled by its receipt, see `settle`).
+            if !ids.is_empty() {
                 self.give_back(permits, ids.clone(), ctx);
             }
         }

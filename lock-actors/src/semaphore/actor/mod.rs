@@ -3,6 +3,7 @@
 
 mod acquire;
 mod leases;
+mod settle;
 
 use super::grant::Grant;
 use super::guard::{PermitGuard, PermitId, ReturnPermits, SemaphoreGuard};
