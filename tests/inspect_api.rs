@@ -543,3 +543,72 @@ async fn sentinels_primary_is_inspected_and_force_unlocked() {
     hears_lost(held.lost(), "held").await;
     assert!(operator.inspector().list(None).await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn force_unlock_if_leaves_a_lock_that_changed_hands_alone() {
+    let server = RedisServer::start();
+    let operator = client(&server).await;
+    let inspector = operator.inspector();
+    let name = "cond:1";
+    let holders = client_with(&server, |c| c.watchdog_timeout(Duration::from_secs(3))).await;
+    let field = |guard: &actix_distributed_lock::LockGuard| {
+        format!("{}:{}", holders.id(), guard.owner().id())
+    };
+
+    // Shown with holder A; A leaves, B takes the lock: the confirmation for A is refused.
+    let a = holders.lock(name).unwrap().acquire().await.unwrap();
+    let shown = inspector.show(name).await.unwrap().unwrap();
+    let seen: Vec<String> = shown.holders.iter().map(|h| h.field.clone()).collect();
+    assert_eq!(seen, [field(&a)]);
+    a.unlock().await.unwrap();
+    let b = holders.lock(name).unwrap().acquire().await.unwrap();
+    let refused = inspector.force_unlock_if(name, &seen).await.unwrap_err();
+    assert!(
+        matches!(&refused, LockError::HolderChanged { name: n } if n == name),
+        "{refused:?}"
+    );
+    assert!(!b.is_lost());
+    assert_eq!(
+        holders
+            .lock(name)
+            .unwrap()
+            .hold_count(b.owner())
+            .await
+            .unwrap(),
+        1
+    );
+
+    // A second reader joined: the readers shown are not all the holders any more.
+    let rw = holders.read_write_lock("cond:rw").unwrap();
+    let r1 = rw.read().acquire().await.unwrap();
+    let seen = [field(&r1)];
+    let r2 = rw.read().acquire().await.unwrap();
+    let refused = inspector
+        .force_unlock_if("cond:rw", &seen)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, LockError::HolderChanged { .. }),
+        "{refused:?}"
+    );
+    assert!(!r1.is_lost() && !r2.is_lost());
+
+    // The holders there now: released, and they hear of it.
+    let done = inspector
+        .force_unlock_if(name, &[field(&b)])
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(done.removed_keys, [name]);
+    hears_lost(b.lost(), "b").await;
+    let both = [field(&r1), field(&r2)];
+    inspector
+        .force_unlock_if("cond:rw", &both)
+        .await
+        .unwrap()
+        .unwrap();
+    hears_lost(r1.lost(), "r1").await;
+    hears_lost(r2.lost(), "r2").await;
+    assert_eq!(inspector.force_unlock_if(name, &[]).await.unwrap(), None);
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}

@@ -704,6 +704,78 @@ async fn force_unlock_asks_first_and_refuses_semaphores() {
     assert_eq!(psem.available_permits().await.unwrap(), 1);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn force_unlock_refuses_a_lock_that_changed_hands_while_the_operator_confirmed() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let server = RedisServer::start();
+    let url = server.url();
+    let holders = client(&server).await;
+    let first = holders.lock("handover").unwrap().acquire().await.unwrap();
+
+    // The command shows A and asks; before the operator answers, A leaves and B takes it.
+    let mut child = tokio::process::Command::new(BINARY)
+        .args([&url, "force-unlock", "handover"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start lock-inspect");
+    let mut stderr = child.stderr.take().expect("piped stderr");
+    let mut asked = String::new();
+    let prompt = async {
+        let mut chunk = [0u8; 1024];
+        while !asked.contains("Type the lock's name") {
+            let n = stderr
+                .read(&mut chunk)
+                .await
+                .expect("read lock-inspect's stderr");
+            assert!(n > 0, "lock-inspect ended before it asked: {asked}");
+            asked.push_str(&String::from_utf8_lossy(&chunk[..n]));
+        }
+    };
+    tokio::time::timeout(RUN_BOUND, prompt)
+        .await
+        .expect("lock-inspect asked for confirmation");
+    let shown = format!("{}:{}", holders.id(), first.owner().id());
+    assert!(
+        asked.contains(&shown),
+        "the question names the holder: {asked}"
+    );
+    first.unlock().await.unwrap();
+    let second = holders.lock("handover").unwrap().acquire().await.unwrap();
+
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    stdin.write_all(b"handover\n").await.unwrap();
+    drop(stdin);
+    let output = tokio::time::timeout(RUN_BOUND, child.wait_with_output())
+        .await
+        .expect("lock-inspect finished")
+        .unwrap();
+    let mut rest = String::new();
+    stderr.read_to_string(&mut rest).await.unwrap();
+    let last = rest.lines().last().unwrap_or_default().to_string();
+    assert_eq!(output.status.code(), Some(4), "{asked}{rest}");
+    assert!(output.stdout.is_empty(), "{output:?}");
+    assert!(
+        last.starts_with("lock-inspect: `handover` changed hands since it was shown"),
+        "{last}"
+    );
+    assert!(last.contains("nothing was released"), "{last}");
+    assert!(!second.is_lost());
+    assert_eq!(
+        holders
+            .lock("handover")
+            .unwrap()
+            .hold_count(second.owner())
+            .await
+            .unwrap(),
+        1,
+        "the new holder was forced out"
+    );
+    second.unlock().await.unwrap();
+}
+
 /// Each key's DUMP and PTTL.
 async fn snapshot(server: &RedisServer, keys: &[&str]) -> Vec<(Option<Vec<u8>>, i64)> {
     let mut conn = server.conn().await;

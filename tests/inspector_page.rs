@@ -137,24 +137,25 @@ async fn the_json_endpoints_answer_for_any_name_and_refuse_what_they_must() {
 
     // Off unless enabled in code: 403 whatever the body.
     let body = serde_json::json!({ "name": HOSTILE, "confirm": HOSTILE });
-    let refused = test::call_service(
-        &app,
-        test::TestRequest::post()
-            .uri("/locks/api/force-unlock")
-            .set_json(&body)
-            .to_request(),
-    )
-    .await;
+    let refused = test::call_service(&app, force_unlock_request(&body)).await;
     assert_eq!(refused.status(), StatusCode::FORBIDDEN);
 
     let app = page_app!(locks, true);
     let pool = locks.semaphore("pool:db").unwrap();
     pool.set_permits(3).await.unwrap();
-    let wrong = serde_json::json!({ "name": HOSTILE, "confirm": "order:42" });
-    let semaphore = serde_json::json!({ "name": "pool:db", "confirm": "pool:db" });
+    let shown = [format!("{}:{}", locks.id(), held.owner().id())];
+    let body = serde_json::json!({ "name": HOSTILE, "confirm": HOSTILE, "holders": shown });
+    let wrong = serde_json::json!({ "name": HOSTILE, "confirm": "order:42", "holders": shown });
+    let unnamed = serde_json::json!({ "name": HOSTILE, "confirm": HOSTILE });
+    let semaphore = serde_json::json!({ "name": "pool:db", "confirm": "pool:db", "holders": [] });
     let cases = [
         (
             test::TestRequest::post().set_json(&wrong),
+            StatusCode::BAD_REQUEST,
+        ),
+        // The holders the operator saw are part of the confirmation.
+        (
+            test::TestRequest::post().set_json(&unnamed),
             StatusCode::BAD_REQUEST,
         ),
         // A form (or a bare POST) cannot carry the confirmation.
@@ -480,4 +481,70 @@ async fn an_operator_sees_a_holder_and_a_waiter_live_and_force_unlocks_in_the_br
     .await;
     drop((held, hostile));
     handle.stop(true).await;
+}
+
+/// The page's force-unlock request with JSON `body`.
+fn force_unlock_request(body: &serde_json::Value) -> actix_http::Request {
+    test::TestRequest::post()
+        .uri("/locks/api/force-unlock")
+        .set_json(body)
+        .to_request()
+}
+
+#[actix_web::test]
+async fn a_force_unlock_confirmed_for_holders_who_left_is_refused_with_the_lock_as_it_is_now() {
+    let server = RedisServer::start();
+    let locks = holder_client(&server).await;
+    let name = "order:{9}";
+    let app = page_app!(locks, true);
+    let uri = format!("/locks/api/lock?name={}", query(name));
+
+    // The operator looks: A holds it.
+    let first = locks.lock(name).unwrap().acquire().await.unwrap();
+    let shown: serde_json::Value =
+        test::call_and_read_body_json(&app, test::TestRequest::get().uri(&uri).to_request()).await;
+    let seen: Vec<serde_json::Value> = shown["holders"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|h| h["field"].clone())
+        .collect();
+    assert_eq!(seen.len(), 1);
+
+    // Meanwhile A lets go and B takes the lock.
+    first.unlock().await.unwrap();
+    let second = locks.lock(name).unwrap().acquire().await.unwrap();
+    let now_field = format!("{}:{}", locks.id(), second.owner().id());
+
+    // The operator confirms what they saw: refused, B keeps the lock.
+    let body = serde_json::json!({ "name": name, "confirm": name, "holders": seen });
+    let refused = test::call_service(&app, force_unlock_request(&body)).await;
+    assert_eq!(refused.status(), StatusCode::CONFLICT);
+    let answer: serde_json::Value = test::read_body_json(refused).await;
+    assert_eq!(answer["error"], "holder_changed", "{answer}");
+    assert_eq!(answer["name"], name);
+    assert_eq!(answer["lock"]["holders"][0]["field"], now_field, "{answer}");
+    assert!(
+        !second.is_lost(),
+        "the new holder was told it lost the lock"
+    );
+    assert_eq!(
+        locks
+            .lock(name)
+            .unwrap()
+            .hold_count(second.owner())
+            .await
+            .unwrap(),
+        1,
+        "the new holder was forced out"
+    );
+
+    // Confirmed for the holder there now, it goes.
+    let body = serde_json::json!({ "name": name, "confirm": name, "holders": [now_field] });
+    let done = test::call_service(&app, force_unlock_request(&body)).await;
+    assert_eq!(done.status(), StatusCode::OK);
+    tokio::time::timeout(GRANT_BOUND, second.lost())
+        .await
+        .expect("the forced-out holder heard it lost the lock");
+    assert_eq!(server.keys().await, Vec::<String>::new());
 }

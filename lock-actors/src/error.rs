@@ -78,6 +78,20 @@ pub enum LockError {
         /// The lock's name.
         name: String,
     },
+    /// A conditional force-unlock found the lock held by others than the holders it was
+    /// told (an operator's confirmation is about the holders shown; one who took the lock
+    /// since is left alone). Nothing was released: look at the lock again.
+    ///
+    /// ```
+    /// use actix_distributed_lock::LockError;
+    /// let e = LockError::HolderChanged { name: "order:42".into() };
+    /// assert!(e.to_string().contains("nothing was released"));
+    /// ```
+    #[error("lock `{name}` is no longer held by the holders shown (it changed hands since); nothing was released: look at it again")]
+    HolderChanged {
+        /// The lock's name.
+        name: String,
+    },
     /// Replica-synced acquisition ([`ClientConfig::sync_replicas`]) is on, and fewer
     /// replicas than asked confirmed the lock within the timeout. The lock was released
     /// again: a failover now could have lost it.

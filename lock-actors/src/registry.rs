@@ -89,6 +89,17 @@ impl<K: Hash + Eq, A: Actor, S: Clone> Registry<K, A, S> {
         }
     }
 
+    /// The live actors whose key `wanted` picks (a snapshot: actors may start or stop
+    /// right after).
+    pub(crate) fn live_where(&self, wanted: impl Fn(&K) -> bool) -> Vec<Addr<A>> {
+        self.lock()
+            .iter()
+            .filter(|(key, _)| wanted(key))
+            .filter_map(|(_, entry)| entry.addr.upgrade())
+            .filter(Addr::connected)
+            .collect()
+    }
+
     /// How many actors are registered (live or stopping).
     pub(crate) fn len(&self) -> usize {
         self.lock().len()

@@ -9,7 +9,8 @@
 //! ```
 //!
 //! Every failure is one line on stderr, `lock-inspect: <what went wrong>`, and a non-zero
-//! exit: 1 the server or the lock refused, 2 bad arguments or URL, 3 no lock of that name.
+//! exit: 1 the server or the lock refused, 2 bad arguments or URL, 3 no lock of that name,
+//! 4 a force-unlock found the lock held by others than the holders shown (nothing released).
 
 #[path = "lock_inspect/render.rs"]
 mod render;
@@ -65,8 +66,9 @@ enum Command {
         /// The lock's name.
         name: String,
     },
-    /// Release a lock whoever holds it (its holders are told they lost it), after
-    /// confirmation: type the lock's name when asked, or pass --yes.
+    /// Release a lock from the holders it shows (they are told they lost it), after
+    /// confirmation: type the lock's name when asked, or pass --yes. If the lock changed
+    /// hands since it was shown, nothing is released (exit 4).
     ForceUnlock {
         /// The lock's name.
         name: String,
@@ -99,6 +101,14 @@ impl Failure {
             ),
             // A refusal (a semaphore has no holder to force out); at connect: a bad setting.
             LockError::InvalidConfig { reason } => Failure::new(1, reason),
+            LockError::HolderChanged { name } => Failure::new(
+                4,
+                format!(
+                    "`{}` changed hands since it was shown; nothing was released \
+                     (show it again, then force-unlock what you see)",
+                    render::clean(&name)
+                ),
+            ),
             other => Failure::new(1, other.to_string()),
         }
     }
@@ -242,7 +252,9 @@ async fn command(cli: &Cli, inspector: &Inspector) -> Result<(), Failure> {
             if !yes && !semaphore {
                 confirm(&lock)?;
             }
-            let done = found(name, inspector.force_unlock(name).await)?;
+            // Only the holders shown (and confirmed) are forced out, checked in Redis.
+            let shown: Vec<String> = lock.holders.iter().map(|h| h.field.clone()).collect();
+            let done = found(name, inspector.force_unlock_if(name, &shown).await)?;
             if cli.json {
                 json(serde_json::to_string(&done))
             } else {

@@ -1,29 +1,43 @@
 //! An operator's forced release, through each kind's own force-unlock, so waiters get the
-//! message they expect and the holders' watchdogs report the loss.
+//! message they expect and the holders learn of the loss; done only while the lock is held
+//! by exactly the holders the operator saw, checked in the same script.
 
 use super::model::{ForceUnlocked, InspectedKind, LockInfo};
 use crate::client::LockClient;
 use crate::error::LockError;
 use crate::keys::LockName;
+use crate::lock::Lock;
 
-/// Releases `before` (lock `name` as just read) with its kind's force-unlock.
+/// Releases `before` (lock `name` as just read) with its kind's force-unlock, if its
+/// holders are still exactly `shown` (holder fields).
 pub(super) async fn force_unlock(
     client: &LockClient,
     name: &str,
     before: LockInfo,
+    shown: &[String],
 ) -> Result<ForceUnlocked, LockError> {
     let key = client.name(name)?;
+    let forced = |lock: Lock| {
+        let shown = shown.to_vec();
+        async move {
+            lock.force_unlock_if(shown)
+                .await?
+                .ok_or_else(|| LockError::HolderChanged {
+                    name: name.to_string(),
+                })
+        }
+    };
     let (was_held, published) = match before.kind {
         InspectedKind::Reentrant | InspectedKind::Fenced => {
-            let held = client.lock(name)?.force_unlock().await?;
+            let held = forced(client.lock(name)?).await?;
             (held, Some((key.unlock_channel(), "0")))
         }
         InspectedKind::Fast => {
-            let held = client.fast_lock(name)?.force_unlock().await?;
+            let held = forced(client.fast_lock(name)?).await?;
             (held, Some((key.unlock_channel(), "0")))
         }
         InspectedKind::Fair => {
-            let held = client.fair_lock(name)?.force_unlock().await?;
+            let held = forced(client.fair_lock(name)?).await?;
             // The next waiter is woken on its own channel.
             let next = before.waiters.first();
             (held, next.map(|w| (key.fair_waiter_channel(&w.field), "0")))
@@ -32,12 +46,12 @@ pub(super) async fn force_unlock(
             let rw = client.read_write_lock(name)?;
             if before.mode.as_deref() == Some("write") {
                 (
-                    rw.write().force_unlock().await?,
+                    forced(rw.write().clone()).await?,
                     Some((key.rwlock_channel(), "1")),
                 )
             } else {
                 (
-                    rw.read().force_unlock().await?,
+                    forced(rw.read().clone()).await?,
                     Some((key.rwlock_channel(), "0")),
                 )
             }

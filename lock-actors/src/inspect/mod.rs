@@ -141,10 +141,15 @@ impl Inspector {
         }
     }
 
-    /// Releases lock `name` whoever holds it, with its kind's own force-unlock (which
-    /// publishes the message its waiters expect); holders learn they lost it. `Ok(None)`
-    /// when there was no lock; semaphores have no holder to force out and are refused
-    /// with [`LockError::InvalidConfig`].
+    /// Releases lock `name` from the holders it has now, with its kind's own force-unlock
+    /// (which publishes the message its waiters expect); holders learn they lost it.
+    /// `Ok(None)` when there was no lock; semaphores have no holder to force out and are
+    /// refused with [`LockError::InvalidConfig`].
+    ///
+    /// It reads the lock, then releases it in one script only if the holders read are
+    /// still the holders: [`LockError::HolderChanged`] if the lock changed hands in
+    /// between. To release only what an operator was shown, use
+    /// [`force_unlock_if`](Inspector::force_unlock_if).
     ///
     /// # Cancel safety
     ///
@@ -161,7 +166,48 @@ impl Inspector {
     /// ```
     pub async fn force_unlock(&self, name: &str) -> Result<Option<ForceUnlocked>, LockError> {
         match self.show(name).await? {
-            Some(before) => force::force_unlock(&self.client, name, before)
+            Some(before) => {
+                let shown: Vec<String> = before.holders.iter().map(|h| h.field.clone()).collect();
+                force::force_unlock(&self.client, name, before, &shown)
+                    .await
+                    .map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Releases lock `name` as [`force_unlock`](Inspector::force_unlock) does, but only if
+    /// exactly `holders` hold it: the [`Holder::field`]s an operator was shown and
+    /// confirmed. The check and the release are one script in Redis, so a holder that took
+    /// the lock after the operator looked is never evicted: the answer is then
+    /// [`LockError::HolderChanged`] and nothing is released (show the lock again). Hold
+    /// counts and leases may change in between; who holds it may not. `Ok(None)` when
+    /// nothing is stored under the name.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`force_unlock`](Inspector::force_unlock).
+    ///
+    /// ```no_run
+    /// # use actix_distributed_lock::LockError;
+    /// # async fn demo(i: actix_distributed_lock::inspect::Inspector) -> Result<(), LockError> {
+    /// let Some(shown) = i.show("order:42").await? else { return Ok(()) };
+    /// // ... the operator looks at `shown.holders` and confirms ...
+    /// let fields: Vec<String> = shown.holders.iter().map(|h| h.field.clone()).collect();
+    /// match i.force_unlock_if("order:42", &fields).await {
+    ///     Ok(done) => println!("released: {done:?}"),
+    ///     Err(LockError::HolderChanged { .. }) => println!("it changed hands; look again"),
+    ///     Err(other) => return Err(other),
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn force_unlock_if(
+        &self,
+        name: &str,
+        holders: &[String],
+    ) -> Result<Option<ForceUnlocked>, LockError> {
+        match self.show(name).await? {
+            Some(before) => force::force_unlock(&self.client, name, before, holders)
                 .await
                 .map(Some),
             None => Ok(None),

@@ -500,6 +500,21 @@ impl Lock {
             .await?
     }
 
+    /// Deletes the lock only if exactly `holders` hold it (their fields as the inspector
+    /// shows them), checked and done in one script; local holders are told as by
+    /// [`force_unlock`](Lock::force_unlock). `None` when other holders hold it (nothing
+    /// was done), else whether a lock was deleted.
+    #[cfg(feature = "inspect")]
+    pub(crate) async fn force_unlock_if(
+        &self,
+        holders: Vec<String>,
+    ) -> Result<Option<bool>, LockError> {
+        let request = crate::lock::ForceReleaseIf { holders };
+        self.client
+            .ask(self.kind, &self.name, None, request)
+            .await?
+    }
+
     /// The address of this lock's actor, for driving it with messages.
     ///
     /// ```no_run

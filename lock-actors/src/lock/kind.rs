@@ -115,6 +115,17 @@ static FAIR_FORCE_UNLOCK: LazyLock<PublishingScript> = LazyLock::new(|| {
 });
 static FORCE_UNLOCK: LazyLock<PublishingScript> =
     LazyLock::new(|| PublishingScript::new(&[include_str!("force_unlock.lua")]));
+/// The holder check an operator's force-unlock runs first, in the same script.
+const EXPECT_HOLDERS: &str = include_str!("expect_holders.lua");
+static FAIR_FORCE_UNLOCK_IF: LazyLock<PublishingScript> = LazyLock::new(|| {
+    PublishingScript::new(&[
+        EXPECT_HOLDERS,
+        FAIR_STALE,
+        include_str!("../fair/force_unlock.lua"),
+    ])
+});
+static FORCE_UNLOCK_IF: LazyLock<PublishingScript> =
+    LazyLock::new(|| PublishingScript::new(&[EXPECT_HOLDERS, include_str!("force_unlock.lua")]));
 
 /// One script from one or more source files, joined in order (a reconcile is the kind's
 /// `holds` function, the shared prelude, then the kind's unlock).
@@ -172,7 +183,7 @@ pub(crate) fn all_scripts() -> Vec<&'static Script> {
         &READ_RENEW,
         &WRITE_ACQUIRE,
     ];
-    let publishing: [&'static PublishingScript; 14] = [
+    let publishing: [&'static PublishingScript; 16] = [
         &FAIR_ACQUIRE,
         &REENTRANT_UNLOCK,
         &REENTRANT_RECONCILE,
@@ -187,6 +198,8 @@ pub(crate) fn all_scripts() -> Vec<&'static Script> {
         &FAIR_WITHDRAW,
         &FAIR_FORCE_UNLOCK,
         &FORCE_UNLOCK,
+        &FAIR_FORCE_UNLOCK_IF,
+        &FORCE_UNLOCK_IF,
     ];
     let mut all = plain.to_vec();
     all.extend(publishing.iter().flat_map(|script| script.both()));
@@ -447,25 +460,47 @@ impl LockKind {
     }
 
     /// The force-unlock script call; replies 1 when a lock was deleted. A fair lock's next
-    /// waiter is woken on its own channel.
-    pub(crate) fn force_unlock(self, name: &LockName, pubsub: PubSub) -> ScriptCall {
-        if self == LockKind::Fair {
-            let mut call = ScriptCall::with_key(FAIR_FORCE_UNLOCK.get(pubsub), name.as_str());
+    /// waiter is woken on its own channel. With `holders`, only a lock held by exactly
+    /// those fields is deleted (checked in the same script); -1 replies that it was not.
+    pub(crate) fn force_unlock(
+        self,
+        name: &LockName,
+        pubsub: PubSub,
+        holders: Option<&[String]>,
+    ) -> ScriptCall {
+        let mut call = if self == LockKind::Fair {
+            let script = match holders {
+                Some(_) => &FAIR_FORCE_UNLOCK_IF,
+                None => &FAIR_FORCE_UNLOCK,
+            };
+            let mut call = ScriptCall::with_key(script.get(pubsub), name.as_str());
             call.key(self.channel(name))
                 .key(name.fair_queue_key())
                 .key(name.fair_timeout_key())
                 .arg(UNLOCK_MESSAGE);
-            return call;
-        }
-        // As Redisson's force unlocks: `1` for a write lock, `0` for the others.
-        let message = match self {
-            LockKind::Write => READ_UNLOCK_MESSAGE,
-            _ => UNLOCK_MESSAGE,
+            call
+        } else {
+            // As Redisson's force unlocks: `1` for a write lock, `0` for the others.
+            let message = match self {
+                LockKind::Write => READ_UNLOCK_MESSAGE,
+                _ => UNLOCK_MESSAGE,
+            };
+            let script = match holders {
+                Some(_) => &FORCE_UNLOCK_IF,
+                None => &FORCE_UNLOCK,
+            };
+            let mut call = ScriptCall::with_key(script.get(pubsub), name.as_str());
+            call.key(self.channel(name))
+                .arg(message)
+                .arg(self.key_type());
+            call
         };
-        let mut call = ScriptCall::with_key(FORCE_UNLOCK.get(pubsub), name.as_str());
-        call.key(self.channel(name))
-            .arg(message)
-            .arg(self.key_type());
+        if let Some(holders) = holders {
+            for field in holders {
+                call.arg(field.as_str());
+            }
+            call.arg(holders.len());
+        }
         call
     }
 }

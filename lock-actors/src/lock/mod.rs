@@ -12,6 +12,8 @@ mod reply;
 mod state;
 pub(crate) mod watch;
 
+#[cfg(feature = "inspect")]
+pub(crate) use actor::ForceReleaseIf;
 pub use actor::LockActor;
 pub(crate) use actor::{LockRegistry, WatchedUntil};
 pub(crate) use direct::Direct;

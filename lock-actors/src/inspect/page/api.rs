@@ -22,12 +22,17 @@ pub(super) struct NameQuery {
     pub(super) name: String,
 }
 
-/// The body of a force-unlock: the lock, and its name typed again by the operator.
+/// The body of a force-unlock: the lock, its name typed again by the operator, and the
+/// holders (their fields) the operator was shown: only they are forced out.
 #[derive(Debug, Deserialize)]
 struct ForceUnlockRequest {
     name: String,
     confirm: String,
+    holders: Vec<String>,
 }
+
+/// What a force-unlock body looks like, for the errors that ask for it.
+const FORCE_BODY: &str = "{\"name\": NAME, \"confirm\": NAME, \"holders\": [FIELD, ...]}";
 
 /// `GET /api/locks?pattern=P`: every lock matching the glob `P`, as a JSON array.
 pub(super) async fn list(req: HttpRequest) -> HttpResponse {
@@ -59,9 +64,10 @@ pub(super) async fn show(req: HttpRequest) -> HttpResponse {
     }
 }
 
-/// `POST /api/force-unlock` with `{"name": N, "confirm": N}`: 403 unless the app enabled
-/// force-unlock; the body must be JSON (so a form or a link from another site cannot post
-/// it) and `confirm` must equal `name`.
+/// `POST /api/force-unlock` with `{"name": N, "confirm": N, "holders": [F, ...]}`: 403
+/// unless the app enabled force-unlock; the body must be JSON (so a form or a link from
+/// another site cannot post it), `confirm` must equal `name`, and the lock must still be
+/// held by exactly the holders `F` shown (409 with the lock as it is now otherwise).
 pub(super) async fn force_unlock(
     req: HttpRequest,
     page: web::Data<InspectorPage>,
@@ -87,7 +93,7 @@ pub(super) async fn force_unlock(
         return error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
             "json_body_required",
-            "send the body as Content-Type: application/json: {\"name\": NAME, \"confirm\": NAME}",
+            &format!("send the body as Content-Type: application/json: {FORCE_BODY}"),
             None,
         );
     }
@@ -97,7 +103,7 @@ pub(super) async fn force_unlock(
             return error(
                 StatusCode::BAD_REQUEST,
                 "bad_body",
-                &format!("the body must be {{\"name\": NAME, \"confirm\": NAME}}: {e}"),
+                &format!("the body must be {FORCE_BODY}: {e}"),
                 None,
             )
         }
@@ -118,14 +124,26 @@ pub(super) async fn force_unlock(
         .peer_addr()
         .map(|addr| addr.to_string())
         .unwrap_or_default();
-    match inspector.force_unlock(&request.name).await {
+    let name = &request.name;
+    match inspector.force_unlock_if(name, &request.holders).await {
         Ok(Some(done)) => {
-            tracing::warn!(lock = %request.name, %peer, removed = ?done.removed_keys,
+            tracing::warn!(lock = %name, %peer, removed = ?done.removed_keys,
                 "lock force-unlocked from the inspector page");
             json(StatusCode::OK, &done)
         }
-        Ok(None) => not_found(&request.name),
-        Err(error) => lock_error(&error, Some(&request.name)),
+        Ok(None) => not_found(name),
+        Err(error @ LockError::HolderChanged { .. }) => {
+            // The operator confirmed other holders: show them who holds it now.
+            let now = inspector.show(name).await.ok().flatten();
+            let mut body = serde_json::json!({
+                "error": "holder_changed",
+                "message": error.to_string(),
+                "name": name,
+            });
+            body["lock"] = serde_json::to_value(&now).unwrap_or_default();
+            json(StatusCode::CONFLICT, &body)
+        }
+        Err(error) => lock_error(&error, Some(name)),
     }
 }
 
@@ -230,6 +248,7 @@ pub(super) fn status_of(error: &LockError) -> (StatusCode, &'static str) {
         LockError::InvalidConfig { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "refused"),
         // The Redis user may not (a read-only inspector user asked to force-unlock).
         LockError::Denied { .. } => (StatusCode::FORBIDDEN, "denied_by_redis"),
+        LockError::HolderChanged { .. } => (StatusCode::CONFLICT, "holder_changed"),
         LockError::Unavailable { .. } | LockError::Shutdown => {
             (StatusCode::SERVICE_UNAVAILABLE, "unavailable")
         }

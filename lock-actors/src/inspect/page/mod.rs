@@ -32,13 +32,14 @@
 //! | `GET /api/locks?pattern=order:*` | [`Inspector::list`]: a JSON array of [`LockInfo`] |
 //! | `GET /api/lock?name=N` | [`Inspector::show`]: one [`LockInfo`]; 404 when there is no lock `N`, 422 when its key holds something that is not a lock |
 //! | `GET /api/events?name=N` | [`Inspector::watch`] as server-sent events: one [`WatchEvent`] per `data:` line |
-//! | `POST /api/force-unlock` | [`Inspector::force_unlock`] with the JSON body `{"name": N, "confirm": N}`: the [`ForceUnlocked`] report; 403 unless enabled |
+//! | `POST /api/force-unlock` | [`Inspector::force_unlock_if`] with the JSON body `{"name": N, "confirm": N, "holders": [F, ...]}` (the holder fields shown): the [`ForceUnlocked`] report; 403 unless enabled; 409 `holder_changed`, with the lock as it is now under `lock`, when others hold it |
 //!
 //! Names travel in query strings and JSON bodies, never in the path, so a name may hold
 //! any character (`/`, `?`, `%`, braces, quotes, markup): the page percent-encodes them
 //! and renders them as text only. Errors are JSON objects `{"error": code, "message": ...}`:
 //! 400 for a bad name or query, 403 `force_unlock_disabled` (or `denied_by_redis` when the
-//! Redis user may not), 404 `no_lock`, 422 `not_a_lock` (or `refused`: a semaphore has no
+//! Redis user may not), 404 `no_lock`, 409 `holder_changed` (the lock changed hands since it
+//! was shown: nothing was released), 422 `not_a_lock` (or `refused`: a semaphore has no
 //! holder to force out), 503 `unavailable` when Redis does not answer.
 //! The page reads nothing but lock keys: every answer comes from the [`Inspector`].
 //!
@@ -47,7 +48,7 @@
 //! [`Inspector::list`]: crate::inspect::Inspector::list
 //! [`Inspector::show`]: crate::inspect::Inspector::show
 //! [`Inspector::watch`]: crate::inspect::Inspector::watch
-//! [`Inspector::force_unlock`]: crate::inspect::Inspector::force_unlock
+//! [`Inspector::force_unlock_if`]: crate::inspect::Inspector::force_unlock_if
 //! [`LockInfo`]: crate::inspect::LockInfo
 //! [`WatchEvent`]: crate::inspect::WatchEvent
 //! [`ForceUnlocked`]: crate::inspect::ForceUnlocked
@@ -91,7 +92,8 @@ impl InspectorPage {
     /// Whether the page offers force-unlock (off by default). When on, the detail view has
     /// a "Force unlock" button that asks the operator to type the lock's name, and
     /// `POST /api/force-unlock` releases a lock when its body's `confirm` equals its
-    /// `name`. Mount such a page only behind authentication that admits operators.
+    /// `name` and the lock is still held by the holders the page showed. Mount such a page
+    /// only behind authentication that admits operators.
     ///
     /// ```
     /// # use actix_distributed_lock::inspect::page::InspectorPage;

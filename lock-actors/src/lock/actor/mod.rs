@@ -1,10 +1,15 @@
 //! The lock actor: one per (node, lock name) in use. It takes, renews and releases the lock
 //! for every local owner; `acquire` drives its wait queue, `release` lets go and keeps
-//! holds alive, `reconcile` settles holds whose Redis call got no answer.
+//! holds alive, `reconcile` settles holds whose Redis call got no answer, `forced` runs
+//! force-unlocks and tells the other actors on the key.
 
 mod acquire;
+mod forced;
 mod reconcile;
 mod release;
+
+#[cfg(feature = "inspect")]
+pub(crate) use forced::ForceReleaseIf;
 
 use super::direct::Direct;
 use super::direct_messages::{Adopt, DirectHold};

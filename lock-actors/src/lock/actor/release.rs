@@ -1,5 +1,5 @@
-//! How the lock actor lets go: releases, renewals on request, force-unlocks, and what
-//! keeps a hold alive (the watchdog, or the timer at a fixed lease's end) until then.
+//! How the lock actor lets go: releases, renewals on request, and what keeps a hold
+//! alive (the watchdog, or the timer at a fixed lease's end) until then.
 
 use super::{LockActor, RELEASED};
 use crate::config::clock_drift;
@@ -8,7 +8,7 @@ use crate::error::LockError;
 use crate::lock::guard::{HoldStatus, ReleaseHold};
 use crate::lock::reply::{Deferred, ReplySlot};
 use crate::lock::watch::renew_confirmed;
-use crate::lock::{ForceRelease, LockOwner, Release, Released, Renew};
+use crate::lock::{LockOwner, Release, Released, Renew};
 use crate::script::ScriptCall;
 use actix::prelude::*;
 use std::time::{Duration, Instant};
@@ -293,38 +293,6 @@ impl Handler<Renew> for LockActor {
                 Err(_) => {}
             }
             let _ = reply.send(outcome);
-        }));
-        Deferred(slot)
-    }
-}
-
-impl Handler<ForceRelease> for LockActor {
-    type Result = Deferred<Result<bool, LockError>>;
-
-    fn handle(&mut self, _: ForceRelease, ctx: &mut Context<Self>) -> Self::Result {
-        self.take_charge(ctx);
-        let invocation = self
-            .kind
-            .force_unlock(&self.name, self.node.commands.pubsub);
-        let request = self
-            .node
-            .commands
-            .clone()
-            .eval::<i64>(invocation, self.name.clone());
-        let slot = ReplySlot::new();
-        let reply = slot.clone();
-        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
-            let outcome = result.map(|deleted| deleted == 1);
-            if outcome == Ok(true) {
-                tracing::warn!(lock = %act.name, "force-unlocked");
-                let owners: Vec<LockOwner> = act.holders.keys().copied().collect();
-                for owner in owners {
-                    act.lose(owner, "it was force-unlocked", ctx);
-                }
-                act.wake_head(ctx);
-            }
-            let _ = reply.send(outcome);
-            act.refresh_keepalive(ctx);
         }));
         Deferred(slot)
     }

@@ -1,0 +1,159 @@
+//! Force-unlocks: the actor deletes the lock whoever holds it (or, for an operator, only
+//! if it is still held by the holders the operator saw), tells its own holders, and tells
+//! the other actors of this client on the same key. A fair lock's holds live in per-owner
+//! actors and a read-write lock's in the actor of each side, none of them the actor the
+//! force-unlock went through.
+
+use super::LockActor;
+use crate::error::LockError;
+use crate::lock::reply::{Deferred, ReplySlot};
+use crate::lock::{ForceRelease, LockKind, LockOwner};
+use actix::prelude::*;
+
+/// Delete the lock if exactly `holders` hold it (their fields, as an inspector shows
+/// them). Replies `None` when the holders differ (nothing was done), else whether a lock
+/// was deleted.
+#[cfg(feature = "inspect")]
+#[derive(Debug, Clone)]
+pub(crate) struct ForceReleaseIf {
+    pub(crate) holders: Vec<String>,
+}
+
+#[cfg(feature = "inspect")]
+impl Message for ForceReleaseIf {
+    type Result = Result<Option<bool>, LockError>;
+}
+
+/// The lock's key was force-unlocked: every hold Redis no longer counts is lost.
+struct ForcedOut;
+
+impl Message for ForcedOut {
+    type Result = ();
+}
+
+impl Handler<ForceRelease> for LockActor {
+    type Result = Deferred<Result<bool, LockError>>;
+
+    fn handle(&mut self, _: ForceRelease, ctx: &mut Context<Self>) -> Self::Result {
+        let slot = ReplySlot::new();
+        let reply = slot.clone();
+        self.force(None, ctx, move |outcome| {
+            let _ = reply.send(outcome.map(|deleted| deleted == 1));
+        });
+        Deferred(slot)
+    }
+}
+
+#[cfg(feature = "inspect")]
+impl Handler<ForceReleaseIf> for LockActor {
+    type Result = Deferred<Result<Option<bool>, LockError>>;
+
+    fn handle(&mut self, msg: ForceReleaseIf, ctx: &mut Context<Self>) -> Self::Result {
+        let slot = ReplySlot::new();
+        let reply = slot.clone();
+        self.force(Some(msg.holders), ctx, move |outcome| {
+            let _ = reply.send(outcome.map(|deleted| (deleted >= 0).then_some(deleted == 1)));
+        });
+        Deferred(slot)
+    }
+}
+
+impl LockActor {
+    /// Runs the force-unlock (conditional on `holders` when given) and hands its reply (1
+    /// deleted, 0 nothing there, -1 other holders) to `report`, once every holder of this
+    /// client that it deleted has been told, or is being told.
+    fn force(
+        &mut self,
+        holders: Option<Vec<String>>,
+        ctx: &mut Context<Self>,
+        report: impl FnOnce(Result<i64, LockError>) + 'static,
+    ) {
+        self.take_charge(ctx);
+        let invocation =
+            self.kind
+                .force_unlock(&self.name, self.node.commands.pubsub, holders.as_deref());
+        let request = self
+            .node
+            .commands
+            .clone()
+            .eval::<i64>(invocation, self.name.clone());
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            if result == Ok(1) {
+                tracing::warn!(lock = %act.name, "force-unlocked");
+                let owners: Vec<LockOwner> = act.holders.keys().copied().collect();
+                for owner in owners {
+                    act.lose(owner, "it was force-unlocked", ctx);
+                }
+                act.tell_others_forced();
+                act.wake_head(ctx);
+            }
+            report(result);
+            act.refresh_keepalive(ctx);
+        }));
+    }
+
+    /// Tells every other actor of this client on the same key that it was force-unlocked.
+    fn tell_others_forced(&self) {
+        let me = (self.kind, &self.name, self.owner);
+        let others = self.registry.live_where(|(kind, name, owner)| {
+            name.as_str() == self.name.as_str() && (*kind, name, *owner) != me
+        });
+        for other in others {
+            other.do_send(ForcedOut);
+        }
+    }
+}
+
+impl Handler<ForcedOut> for LockActor {
+    type Result = ();
+
+    /// Reads each holder's count from Redis and drops the holders that have fewer holds
+    /// there than here: those the force-unlock deleted. A hold taken after the force-unlock
+    /// (a waiter it woke, say) is counted in Redis and stays. When Redis cannot answer, the
+    /// holds are given up: a holder that works on without its lock is the worse mistake.
+    fn handle(&mut self, _: ForcedOut, ctx: &mut Context<Self>) {
+        self.take_charge(ctx);
+        let counted: Vec<(LockOwner, usize)> = self
+            .holders
+            .iter()
+            .map(|(owner, holder)| (*owner, holder.holds.len()))
+            .collect();
+        if counted.is_empty() {
+            return;
+        }
+        let mut pipe = redis::pipe();
+        for (owner, _) in &counted {
+            if self.kind == LockKind::Fast {
+                pipe.cmd("GET").arg(self.name.as_str());
+            } else {
+                pipe.cmd("HGET")
+                    .arg(self.name.as_str())
+                    .arg(self.field(*owner));
+            }
+        }
+        let request = self
+            .node
+            .commands
+            .clone()
+            .query::<Vec<Option<String>>>(pipe, self.name.clone());
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            for (i, (owner, holds)) in counted.into_iter().enumerate() {
+                let in_redis = match &result {
+                    Ok(values) => match values.get(i).cloned().flatten() {
+                        None => 0,
+                        Some(value) if act.kind == LockKind::Fast => {
+                            usize::from(value == act.field(owner))
+                        }
+                        Some(value) => value.parse().unwrap_or(0),
+                    },
+                    Err(_) => 0,
+                };
+                let still = act.holders.get(&owner).map_or(0, |h| h.holds.len());
+                if in_redis < holds.min(still) {
+                    act.lose(owner, "it was force-unlocked", ctx);
+                }
+            }
+            act.refresh_keepalive(ctx);
+        }));
+    }
+}
