@@ -52,7 +52,7 @@ const COMMON: [&str; 5] = [
 /// for the prefix.
 fn rules(kind: Kind, prefix: &str) -> Rules {
     const LOCK: &str = "exists hexists hincrby hget pexpire pttl del type";
-    const SEMAPHORE: &str = "get set exists incrby decrby time zremrangebyscore zcard";
+    const SEMAPHORE: &str = "get set exists del incrby decrby time zremrangebyscore zcard";
     let (keys, channels, commands) = match kind {
         Kind::Reentrant => (
             "P* redisson_lock__channel:{P*",
@@ -82,7 +82,7 @@ fn rules(kind: Kind, prefix: &str) -> Rules {
             format!("{LOCK} hset hdel hlen hkeys set"),
         ),
         Kind::Semaphore => (
-            "P* redisson_sc:{P*",
+            "P* {P* redisson_sc:{P*",
             "redisson_sc:{P*",
             SEMAPHORE.to_string(),
         ),
