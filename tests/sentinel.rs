@@ -145,3 +145,121 @@ async fn a_client_follows_the_primary_and_refuses_unreplicated_grants() {
     )
     .await;
 }
+
+/// The id of the primary's client connection whose last command was a script call (the
+/// client's command connection; its subscription connection subscribes).
+async fn command_connection(primary: u16) -> u64 {
+    let mut conn = redis::Client::open(format!("redis://127.0.0.1:{primary}/"))
+        .unwrap()
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let list: String = redis::cmd("CLIENT")
+        .arg("LIST")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let ids: Vec<u64> = list
+        .lines()
+        .filter(|line| line.split(' ').any(|field| field == "cmd=evalsha"))
+        .filter_map(|line| line.strip_prefix("id=")?.split(' ').next()?.parse().ok())
+        .collect();
+    assert_eq!(ids.len(), 1, "one command connection: {list}");
+    ids[0]
+}
+
+/// The local ends (`address:port`, as the kernel lists them) of this process's
+/// established TCP connections to `port` (a paused server's kernel still accepts new
+/// ones). Other processes' connections (the sentinels', the replica's) are left out.
+fn connections_to(port: u16) -> std::collections::BTreeSet<String> {
+    let ours: std::collections::BTreeSet<String> = std::fs::read_dir("/proc/self/fd")
+        .unwrap()
+        .filter_map(|fd| std::fs::read_link(fd.ok()?.path()).ok())
+        .filter_map(|target| {
+            let target = target.to_string_lossy().into_owned();
+            Some(
+                target
+                    .strip_prefix("socket:[")?
+                    .strip_suffix(']')?
+                    .to_string(),
+            )
+        })
+        .collect();
+    let remote = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|table| std::fs::read_to_string(table).ok())
+        .flat_map(|text| {
+            text.lines()
+                .skip(1)
+                .filter_map(|line| {
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    let wanted = fields.len() > 9
+                        && fields[2].ends_with(&remote)
+                        && fields[3] == "01"
+                        && ours.contains(fields[9]);
+                    wanted.then(|| fields[1].to_string())
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
+}
+
+/// A request that gets no answer makes the client ask the sentinels again. While they
+/// still name the same primary, the client keeps its connection: the request may still be
+/// on its way there, and a reconcile sent on a second connection could run before it (then
+/// settle against a state the late request changes afterwards). On one connection the
+/// server runs them in order.
+#[actix_rt::test]
+async fn a_request_without_answer_keeps_the_connection_while_the_primary_stays() {
+    let mut setup = SentinelSetup::start();
+    const RESPONSE: Duration = Duration::from_millis(200);
+    let locks = sentinel_client(&setup, |c| c.response_timeout(RESPONSE)).await;
+    let lock = locks.lock("order:1").unwrap();
+    lock.acquire().await.unwrap().unlock().await.unwrap();
+    let primary = setup.primary_port();
+    let before = command_connection(primary).await;
+    // The client's two connections (commands, subscriptions; the latter may still be
+    // connecting) and nothing else of ours.
+    eventually(
+        "the client's connections are up",
+        Duration::from_secs(10),
+        || async { connections_to(primary).len() == 2 },
+    )
+    .await;
+
+    let connected = connections_to(primary);
+    let paused = setup.pause_primary();
+    let sent = std::time::Instant::now();
+    // The request times out unanswered; asking the sentinels again then connects to the
+    // primary they name to check its role, which the paused primary's kernel accepts.
+    let resume = async {
+        eventually(
+            "the client asks the sentinels again",
+            Duration::from_secs(10),
+            || async {
+                sent.elapsed() > RESPONSE && !connections_to(primary).is_subset(&connected)
+            },
+        )
+        .await;
+        setup.resume(paused);
+    };
+    let (answer, ()) = tokio::join!(lock.is_locked(), resume);
+    assert!(
+        matches!(
+            answer,
+            Err(actix_distributed_lock::LockError::Unavailable { .. })
+        ),
+        "{answer:?}"
+    );
+    assert_eq!(setup.primary_port(), primary, "no failover happened");
+
+    // The next calls go over the same connection.
+    until_reachable(&locks).await;
+    lock.acquire().await.unwrap().unlock().await.unwrap();
+    assert_eq!(
+        command_connection(primary).await,
+        before,
+        "the client moved to a second connection to the same primary"
+    );
+}

@@ -225,9 +225,18 @@ impl ConnectionLike for Connection {
 /// failover explains (no connection, no answer, `READONLY` from a demoted primary) makes
 /// the next one ask the sentinels again; requests are never retried here, since a lock
 /// script that may have run must be reconciled by its caller, not sent twice.
+///
+/// The connection is replaced only when the sentinels name another server. A request that
+/// got no answer may still be on its way to the server it was sent to; the caller's
+/// reconcile must not overtake it there. On the same connection it cannot (one connection's
+/// commands run in order); on a second connection to the same server it could, and would
+/// then settle against a state the late request changes afterwards. On another server the
+/// late request can only touch the demoted primary's data, which the new primary does not
+/// share.
 pub(crate) struct SentinelPrimary {
     sentinels: tokio::sync::Mutex<SentinelClient>,
-    current: Mutex<(u64, ConnectionManager)>,
+    /// The generation (bumped at each switch), the primary's address, its connection.
+    current: Mutex<(u64, String, ConnectionManager)>,
     config: ClientConfig,
     label: String,
     /// When the sentinels were last asked again: at most once per interval.
@@ -241,10 +250,11 @@ impl SentinelPrimary {
     async fn open(config: &ClientConfig, label: &str) -> Result<Self, Failure> {
         let mut sentinels = sentinel_client(config, label)?;
         let client = sentinels.async_get_client().await?;
+        let address = client.get_connection_info().addr().to_string();
         let conn = manager(client, config).await?;
         Ok(SentinelPrimary {
             sentinels: tokio::sync::Mutex::new(sentinels),
-            current: Mutex::new((0, conn)),
+            current: Mutex::new((0, address, conn)),
             config: config.clone(),
             label: label.to_string(),
             last_asked: Mutex::new(None),
@@ -252,10 +262,8 @@ impl SentinelPrimary {
     }
 
     fn current(&self) -> (u64, ConnectionManager) {
-        self.current
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        let current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        (current.0, current.2.clone())
     }
 
     /// Passes `reply` on; when it is a failure a failover explains, first asks the
@@ -273,6 +281,11 @@ impl SentinelPrimary {
             self.rediscover(generation).await;
         }
         reply
+    }
+
+    fn is_current(&self, address: &str) -> bool {
+        let current = self.current.lock().unwrap_or_else(|p| p.into_inner());
+        current.1 == address
     }
 
     async fn rediscover(&self, failed_generation: u64) {
@@ -293,15 +306,24 @@ impl SentinelPrimary {
         let found = async {
             let client = sentinels.async_get_client().await?;
             let address = client.get_connection_info().addr().to_string();
-            Ok::<_, Failure>((address, manager(client, &self.config).await?))
+            if self.is_current(&address) {
+                // Still the same server: keep the connection (see the type's doc); it
+                // reconnects by itself if the server closed it.
+                return Ok(None);
+            }
+            Ok::<_, Failure>(Some((address, manager(client, &self.config).await?)))
         };
         match tokio::time::timeout(self.config.connect_timeout, found).await {
-            Ok(Ok((address, conn))) => {
+            Ok(Ok(None)) => {
+                tracing::debug!(node = %self.label,
+                    "the sentinels still name the same primary; its connection stays")
+            }
+            Ok(Ok(Some((address, conn)))) => {
                 tracing::info!(node = %self.label, primary = %address,
                     "connected to the primary the sentinels name");
                 crate::telemetry::reconnected(crate::telemetry::Connection::Primary);
                 let mut current = self.current.lock().unwrap_or_else(|p| p.into_inner());
-                *current = (current.0 + 1, conn);
+                *current = (current.0 + 1, address, conn);
             }
             Ok(Err(failure)) => {
                 tracing::warn!(node = %self.label, error = %failure.describe(),

@@ -1369,6 +1369,28 @@ impl SentinelSetup {
         self.data.iter().map(|d| d.port).collect()
     }
 
+    /// Freezes the current primary (as the Sentinels name it) with SIGSTOP: its connections
+    /// stay open, nothing is answered; returns its port. Resume it before the Sentinels'
+    /// `down-after-milliseconds` (1 s) to keep it the primary.
+    pub fn pause_primary(&mut self) -> u16 {
+        let primary = self.primary_port();
+        self.data_node(primary).pause();
+        primary
+    }
+
+    /// Lets the node on `port`, paused with [`pause_primary`](Self::pause_primary),
+    /// continue (SIGCONT).
+    pub fn resume(&mut self, port: u16) {
+        self.data_node(port).resume();
+    }
+
+    fn data_node(&mut self, port: u16) -> &mut Process {
+        self.data
+            .iter_mut()
+            .find(|d| d.port == port)
+            .unwrap_or_else(|| panic!("no data node of ours on port {port}"))
+    }
+
     /// SIGKILLs the current primary (as the Sentinels name it); returns its port.
     pub fn kill_primary(&mut self) -> u16 {
         let primary = self.primary_port();
