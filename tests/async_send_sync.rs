@@ -176,6 +176,7 @@ mod inspector {
         send(&inspector.list(None));
         send(&inspector.show("a"));
         send(&inspector.force_unlock("a"));
+        send(&inspector.force_unlock_if("a", &[]));
         send(&watch.next());
     }
 }
