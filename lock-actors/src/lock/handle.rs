@@ -486,8 +486,10 @@ impl Lock {
     }
 
     /// Deletes the lock whoever holds it, and wakes a waiter. Returns whether it was held.
-    /// Local holders are told their lock is lost. Use it to clear a lock left by a crashed
-    /// holder that has no lease (which this crate never writes).
+    /// Every holder of the key in this client is told its lock is lost at once, whichever
+    /// handle took it (a fair lock's owners, the other side of a read-write lock); holders
+    /// in other processes learn it at their next renewal. Use it to clear a lock left by a
+    /// crashed holder that has no lease (which this crate never writes).
     ///
     /// ```no_run
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {

@@ -168,7 +168,8 @@ impl Message for Renew {
 
 /// Delete the lock whoever holds it and wake a waiter. Replies whether a lock was there.
 ///
-/// Local holders of the lock are told it is lost.
+/// Every holder of the key in this client is told it is lost, whichever actor keeps the
+/// hold (a fair lock's per-owner actors, the other side of a read-write lock).
 ///
 /// # Example
 ///
