@@ -21,6 +21,7 @@ use crate::node::{Node, Unsubscribe};
 use crate::registry::Registry;
 use crate::telemetry;
 use crate::wait_queue::{Asker, Retry, WaitQueue};
+use crate::watch_list::Loss;
 use actix::prelude::*;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -87,6 +88,9 @@ pub struct LockActor {
     reconcile_in_flight: bool,
     /// Why the last reconcile failed: what a waiter held up by it reports at its deadline.
     reconcile_error: Option<Box<LockError>>,
+    /// Owners whose lost holds are being taken out of Redis (see `clear_lost`): their new
+    /// tries wait until that is done, so it never takes a new hold's count.
+    clearing: HashMap<LockOwner, u32>,
 }
 
 /// One hold to check against Redis once it answers again.
@@ -120,7 +124,22 @@ impl Holder {
 
 struct Hold {
     id: u64,
+    /// A fixed lease; `None`: kept by the watchdog.
     lease: Option<Duration>,
+    /// When a fixed lease ends: the acquire's (or a later `Renew`'s) send time plus the
+    /// lease. Redis keeps the key at least that long (no script of ours shortens it while
+    /// this hold is in it), so the hold is surely ours until then.
+    until: Option<Instant>,
+}
+
+impl Hold {
+    fn new(id: u64, lease: Option<Duration>, sent: Instant) -> Self {
+        Hold {
+            id,
+            lease,
+            until: lease.map(|lease| sent + lease),
+        }
+    }
 }
 
 /// The lock's part of a local waiter: who asks, for what, and where the answer goes.
@@ -180,6 +199,7 @@ impl LockActor {
             reconciles: VecDeque::new(),
             reconcile_in_flight: false,
             reconcile_error: None,
+            clearing: HashMap::new(),
         }
     }
 
@@ -211,7 +231,7 @@ impl LockActor {
             lease,
             sent,
         } = taken;
-        let hold = Hold { id: hold, lease };
+        let hold = Hold::new(hold, lease, sent);
         match self.holders.get_mut(&owner) {
             Some(holder) => {
                 // The owner also holds it through us: one watchdog entry is enough.
@@ -250,6 +270,24 @@ impl LockActor {
         self.node.config.watchdog_timeout
     }
 
+    /// The longest lease `owner`'s holds here have left: the TTL their key keeps while they
+    /// remain (a watchdog-leased hold counts a whole watchdog lease, as its next renewal
+    /// sets). `None` when the owner holds nothing here.
+    fn kept_lease(&self, owner: LockOwner) -> Option<Duration> {
+        let now = Instant::now();
+        let watchdog = self.watchdog_lease();
+        self.holders
+            .get(&owner)?
+            .holds
+            .iter()
+            .map(|hold| match hold.until {
+                Some(until) => until.saturating_duration_since(now),
+                None => watchdog,
+            })
+            .max()
+            .map(|left| left.max(Duration::from_millis(1)))
+    }
+
     fn refresh_keepalive(&mut self, ctx: &mut Context<Self>) {
         if self.joined && self.queue.is_empty() && !self.queue.trying() {
             self.withdraw(ctx);
@@ -258,7 +296,8 @@ impl LockActor {
             || !self.queue.is_empty()
             || self.queue.trying()
             || self.withdraw_in_flight
-            || !self.reconciles.is_empty();
+            || !self.reconciles.is_empty()
+            || !self.clearing.is_empty();
         if !busy {
             self.keepalive = None;
             self.direct.release_to_callers();
@@ -367,7 +406,13 @@ impl Handler<HoldLost> for LockActor {
             if let Some(holder) = self.holders.get_mut(&msg.owner) {
                 holder.watch_id = None; // the watchdog already dropped the entry
             }
-            self.lose(msg.owner, "the watchdog found it gone", ctx);
+            match msg.loss {
+                Loss::Gone => self.lose(msg.owner, "the watchdog found it gone", ctx),
+                // A renewal may still have reached Redis and kept the key: take it out.
+                Loss::Unconfirmed => {
+                    self.lose_and_clear(msg.owner, "no renewal was confirmed within its lease", ctx)
+                }
+            }
             self.refresh_keepalive(ctx);
         }
     }
