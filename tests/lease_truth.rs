@@ -7,7 +7,9 @@
 mod support;
 
 use actix_distributed_lock::messages::Renew;
-use actix_distributed_lock::{AcquireOptions, Lock, LockClient, LockError, LockGuard};
+use actix_distributed_lock::{
+    current, distributed_lock, AcquireOptions, Lock, LockClient, LockError, LockGuard, MultiLock,
+};
 use redis::AsyncCommands;
 use std::time::{Duration, Instant};
 use support::holder::Holder;
@@ -298,4 +300,69 @@ async fn a_local_waiter_is_woken_when_an_unlock_finds_the_lock_gone() {
         .unwrap();
     assert!(unlocked.elapsed() < WATCHDOG / 2);
     b.unlock().await.unwrap();
+}
+
+/// A `MultiLock` whose owner already holds one member with the watchdog re-takes it with a
+/// short fixed lease: the member's key is not cut under the watchdog hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_multilock_retaking_a_held_member_never_shortens_it() {
+    let server = RedisServer::start();
+    let client = watchdog_client(&server).await;
+    let rival = watchdog_client(&server).await;
+    let member = client.lock("multi:a").unwrap();
+    let outer = member.acquire().await.unwrap();
+    let multi = MultiLock::new([member.clone(), client.lock("multi:b").unwrap()]).unwrap();
+    let both = multi
+        .acquire_with(AcquireOptions::new().owner(outer.owner()).lease(SHORT))
+        .await
+        .unwrap();
+    tokio::time::sleep(AFTER).await;
+    let other = rival.lock("multi:a").unwrap();
+    nobody_else_gets_it(&server, &other, &outer, WATCHDOG / 2).await;
+    drop(both);
+    outer.unlock().await.unwrap();
+}
+
+/// The inner call of two nested annotated calls on one lock: a fixed lease re-entered
+/// under the outer call's watchdog hold.
+#[distributed_lock("nested:<id>", client = client, lease = "100ms")]
+async fn inner_step(client: LockClient, id: u32) -> Result<(), LockError> {
+    Ok(())
+}
+
+/// The outer call: holds with the watchdog, runs the inner call, then checks from inside
+/// that nobody else can take the lock while its hold is not lost.
+#[distributed_lock("nested:<id>", client = client)]
+async fn outer_job(
+    client: LockClient,
+    id: u32,
+    server_port: u16,
+    rival: LockClient,
+) -> Result<(), LockError> {
+    inner_step(client.clone(), id).await?;
+    tokio::time::sleep(AFTER).await;
+    let hold = current().expect("inside an annotated call");
+    let mut conn = support::helper_client(server_port)
+        .get_multiplexed_async_connection()
+        .await
+        .unwrap();
+    let pttl: i64 = conn.pttl(format!("nested:{id}")).await.unwrap();
+    assert!(!hold.is_lost());
+    assert!(
+        pttl > (WATCHDOG / 2).as_millis() as i64,
+        "the nested call's 100 ms lease cut the outer call's key to {pttl} ms"
+    );
+    let second = rival.lock(&format!("nested:{id}")).unwrap().try_acquire().await?;
+    assert!(second.is_none(), "a second holder inside the outer call");
+    Ok(())
+}
+
+/// A nested `#[distributed_lock(.., lease = "100ms")]` inside a watchdog-held call does not
+/// cut the outer call's key.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_nested_annotated_call_with_a_lease_never_shortens_the_outer_hold() {
+    let server = RedisServer::start();
+    let client = watchdog_client(&server).await;
+    let rival = watchdog_client(&server).await;
+    outer_job(client, 7, server.port(), rival).await.unwrap();
 }
