@@ -40,6 +40,11 @@ pub(crate) trait Watched: Send + 'static {
     fn in_batch(&mut self) -> &mut bool;
     /// The entry `id` was removed as lost: tell its holder.
     fn lost(self, id: u64, loss: Loss);
+    /// How long a renewal to `lease` whose script answered `answer` for this entry keeps
+    /// it, counted from the renewal's send time; `None`: the lease is gone.
+    fn renewed_for(answer: i64, lease: Duration) -> Option<Duration> {
+        (answer == 1).then_some(lease)
+    }
 }
 
 /// The entries one renewal service keeps alive. Actors add and remove entries directly, so
@@ -137,8 +142,9 @@ pub(crate) trait Renewable: Send + Sync {
         lease: Duration,
         commands: &Commands,
     ) -> Option<(ScriptCall, Vec<u64>, LockName)>;
-    /// Applies a batch's answers (`1`: renewed) for `ids` sent at `sent`: a renewed entry
-    /// is valid until `sent + lease` and free for the next round. Returns the ids whose
+    /// Applies a batch's answers for `ids` sent at `sent`: a renewed entry is valid for
+    /// what [`Watched::renewed_for`] makes of its answer from `sent` (the key's TTL is the
+    /// truth: never later than it) and free for the next round. Returns the ids whose
     /// lease was gone.
     fn confirm(&self, ids: &[u64], renewed: &[i64], sent: Instant, lease: Duration) -> Vec<u64>;
     /// The entries whose lease may have run out unconfirmed by `now`; the deadline timer
@@ -201,15 +207,15 @@ impl<E: Watched> Renewable for WatchList<E> {
         let mut gone = Vec::new();
         let mut entries = self.lock();
         // A short answer leaves the rest unconfirmed: they count as gone.
-        for (id, ok) in ids.iter().zip(renewed.iter().chain(std::iter::repeat(&0))) {
-            if *ok == 1 {
-                if let Some(entry) = entries.holds.get_mut(id) {
-                    let until = entry.valid_until();
-                    *until = (*until).max(sent + lease);
-                    *entry.in_batch() = false;
+        for (id, answer) in ids.iter().zip(renewed.iter().chain(std::iter::repeat(&0))) {
+            match E::renewed_for(*answer, lease) {
+                Some(valid_for) => {
+                    if let Some(entry) = entries.holds.get_mut(id) {
+                        *entry.valid_until() = sent + valid_for;
+                        *entry.in_batch() = false;
+                    }
                 }
-            } else {
-                gone.push(*id);
+                None => gone.push(*id),
             }
         }
         gone

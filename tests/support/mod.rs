@@ -9,6 +9,7 @@
 #![allow(dead_code)]
 pub mod clients;
 pub mod history;
+pub mod holder;
 pub mod java_peer;
 pub mod nemesis;
 pub mod netns;

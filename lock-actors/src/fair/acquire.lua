@@ -46,7 +46,8 @@ if redis.call('exists', KEYS[1]) == 0 then
     end
 elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
+    -- A re-entry never shortens the TTL the owner's other holds share.
+    redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
     return nil
 end
 -- Wait in line: join at the back, or keep the place (and deadline) we have.

@@ -369,6 +369,8 @@ impl LockKind {
     }
 
     /// The unlock script call; replies nil (not the owner), 0 (still held), 1 (released).
+    /// `lease_ms` is the longest lease the owner's remaining holds have left: the key's TTL
+    /// while they remain (the read and write sides never set it below another hold's).
     pub(crate) fn unlock(
         self,
         name: &LockName,
@@ -424,6 +426,9 @@ impl LockKind {
             LockKind::Fair => {
                 call.key(name.fair_queue_key()).key(name.fair_timeout_key());
             }
+            LockKind::Write => {
+                call.key(name.hash_tagged());
+            }
             _ => {}
         }
         // Redisson's messages: a write unlock that frees the lock wakes every waiter (`1`,
@@ -440,7 +445,8 @@ impl LockKind {
         call
     }
 
-    /// The watchdog's batch renewal script; replies one 1/0 per entry.
+    /// The watchdog's batch renewal script; replies one integer per entry: the key's PTTL
+    /// after the renewal (-1: no expiry) when renewed, 0 when the hold is gone.
     pub(crate) fn renew_script(self) -> &'static Script {
         match self {
             LockKind::Reentrant | LockKind::Write | LockKind::Fair => &REENTRANT_RENEW,

@@ -10,7 +10,7 @@ use crate::watch_list::{Loss, WatchList, Watched};
 use actix::prelude::*;
 use actix::WeakAddr;
 use redis::cluster_routing::Slot;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// The holds the watchdog keeps alive, told of a loss through lock actors of type `A`.
 pub(crate) type WatchRegistry<A> = WatchList<LockHold<A>>;
@@ -93,12 +93,19 @@ where
         &mut self.in_batch
     }
 
+    /// A lock's renewal answers the key's PTTL after it ran: a hold lasts the earlier of
+    /// its lease and that (a peer may have shortened the TTL the holds share).
+    fn renewed_for(answer: i64, lease: Duration) -> Option<Duration> {
+        renewed_for(answer, lease)
+    }
+
     fn lost(self, id: u64, loss: Loss) {
         tracing::warn!(lock = %self.name, owner = self.owner.id(), why = loss.why(), "lock lost");
         if let Some(actor) = self.actor.upgrade() {
             actor.do_send(HoldLost {
                 owner: self.owner,
                 watch_id: id,
+                loss,
             });
         }
     }
@@ -109,10 +116,21 @@ where
 pub(crate) struct HoldLost {
     pub(crate) owner: LockOwner,
     pub(crate) watch_id: u64,
+    pub(crate) loss: Loss,
 }
 
 impl Message for HoldLost {
     type Result = ();
+}
+
+/// How long a lock renewal whose script answered `answer` (the key's PTTL after it ran;
+/// -1: no expiry; 0: the hold is gone) keeps a hold renewed to `lease`, from its send time.
+pub(crate) fn renewed_for(answer: i64, lease: Duration) -> Option<Duration> {
+    match answer {
+        -1 => Some(lease),
+        ms if ms > 0 => Some(lease.min(Duration::from_millis(ms as u64))),
+        _ => None,
+    }
 }
 
 /// Runs a renewal batch (every key in `first`'s slot); with replica-synced acquisition on,
@@ -126,7 +144,10 @@ pub(crate) async fn renew_confirmed(
         .clone()
         .eval::<Vec<i64>>(invocation, first.clone())
         .await?;
-    if renewed.contains(&1) {
+    if renewed
+        .iter()
+        .any(|&answer| renewed_for(answer, Duration::MAX).is_some())
+    {
         commands.confirm_replicated(first).await?;
     }
     Ok(renewed)

@@ -18,7 +18,8 @@ if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2])
         return redis.error_reply('WRONGTYPE the fencing token counter is not an integer: ' .. token.err)
     end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    redis.call('pexpire', KEYS[1], ARGV[1])
+    -- Never shorter than what the owner's other holds have left (the TTL is shared).
+    redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
     return { token }
 end
 return redis.call('pttl', KEYS[1])

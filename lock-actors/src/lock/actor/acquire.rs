@@ -55,7 +55,7 @@ impl LockActor {
             watch_id: None,
             expiry: None,
         });
-        holder.holds.push(Hold { id: hold, lease });
+        holder.holds.push(Hold::new(hold, lease, sent));
         let status = holder.status.subscribe();
         self.arm_lease_keeping(owner, sent, ctx);
         tracing::debug!(lock = %self.name, owner = owner.id(), waited = ?started.elapsed(),
@@ -157,6 +157,7 @@ impl LockActor {
             let longest_lease = self.longest_local_lease();
             let (kind, name, holders) = (self.kind, &self.name, &self.holders);
             let (reconciles, reconcile_error) = (&self.reconciles, &self.reconcile_error);
+            let clearing = &self.clearing;
             let config = &self.node.config;
             let effects = self.queue.pump(now, |head| {
                 let owner = head.data.owner;
@@ -176,7 +177,7 @@ impl LockActor {
                     }
                     return Gate::Hold { pause, error: None };
                 }
-                if reconciles.iter().any(|r| r.owner == owner) {
+                if reconciles.iter().any(|r| r.owner == owner) || clearing.contains_key(&owner) {
                     // Its owner's count is being settled with Redis; try once that is done.
                     // Its own deadline still holds meanwhile (Redis may stay away longer
                     // than it waits).

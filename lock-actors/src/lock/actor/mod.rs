@@ -26,6 +26,7 @@ use crate::node::{Node, Unsubscribe};
 use crate::registry::Registry;
 use crate::telemetry;
 use crate::wait_queue::{Asker, Retry, WaitQueue};
+use crate::watch_list::Loss;
 use actix::prelude::*;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -92,6 +93,9 @@ pub struct LockActor {
     reconcile_in_flight: bool,
     /// Why the last reconcile failed: what a waiter held up by it reports at its deadline.
     reconcile_error: Option<Box<LockError>>,
+    /// Owners whose lost holds are being taken out of Redis (see `clear_lost`): their new
+    /// tries wait until that is done, so it never takes a new hold's count.
+    clearing: HashMap<LockOwner, u32>,
 }
 
 /// One hold to check against Redis once it answers again.
@@ -125,7 +129,22 @@ impl Holder {
 
 struct Hold {
     id: u64,
+    /// A fixed lease; `None`: kept by the watchdog.
     lease: Option<Duration>,
+    /// When a fixed lease ends: the acquire's (or a later `Renew`'s) send time plus the
+    /// lease. Redis keeps the key at least that long (no script of ours shortens it while
+    /// this hold is in it), so the hold is surely ours until then.
+    until: Option<Instant>,
+}
+
+impl Hold {
+    fn new(id: u64, lease: Option<Duration>, sent: Instant) -> Self {
+        Hold {
+            id,
+            lease,
+            until: lease.map(|lease| sent + lease),
+        }
+    }
 }
 
 /// The lock's part of a local waiter: who asks, for what, and where the answer goes.
@@ -185,6 +204,7 @@ impl LockActor {
             reconciles: VecDeque::new(),
             reconcile_in_flight: false,
             reconcile_error: None,
+            clearing: HashMap::new(),
         }
     }
 
@@ -216,7 +236,7 @@ impl LockActor {
             lease,
             sent,
         } = taken;
-        let hold = Hold { id: hold, lease };
+        let hold = Hold::new(hold, lease, sent);
         match self.holders.get_mut(&owner) {
             Some(holder) => {
                 // The owner also holds it through us: one watchdog entry is enough.
@@ -255,6 +275,24 @@ impl LockActor {
         self.node.config.watchdog_timeout
     }
 
+    /// The longest lease `owner`'s holds here have left: the TTL their key keeps while they
+    /// remain (a watchdog-leased hold counts a whole watchdog lease, as its next renewal
+    /// sets). `None` when the owner holds nothing here.
+    fn kept_lease(&self, owner: LockOwner) -> Option<Duration> {
+        let now = Instant::now();
+        let watchdog = self.watchdog_lease();
+        self.holders
+            .get(&owner)?
+            .holds
+            .iter()
+            .map(|hold| match hold.until {
+                Some(until) => until.saturating_duration_since(now),
+                None => watchdog,
+            })
+            .max()
+            .map(|left| left.max(Duration::from_millis(1)))
+    }
+
     fn refresh_keepalive(&mut self, ctx: &mut Context<Self>) {
         if self.joined && self.queue.is_empty() && !self.queue.trying() {
             self.withdraw(ctx);
@@ -263,7 +301,8 @@ impl LockActor {
             || !self.queue.is_empty()
             || self.queue.trying()
             || self.withdraw_in_flight
-            || !self.reconciles.is_empty();
+            || !self.reconciles.is_empty()
+            || !self.clearing.is_empty();
         if !busy {
             self.keepalive = None;
             self.direct.release_to_callers();
@@ -372,7 +411,13 @@ impl Handler<HoldLost> for LockActor {
             if let Some(holder) = self.holders.get_mut(&msg.owner) {
                 holder.watch_id = None; // the watchdog already dropped the entry
             }
-            self.lose(msg.owner, "the watchdog found it gone", ctx);
+            match msg.loss {
+                Loss::Gone => self.lose(msg.owner, "the watchdog found it gone", ctx),
+                // A renewal may still have reached Redis and kept the key: take it out.
+                Loss::Unconfirmed => {
+                    self.lose_and_clear(msg.owner, "no renewal was confirmed within its lease", ctx)
+                }
+            }
             self.refresh_keepalive(ctx);
         }
     }

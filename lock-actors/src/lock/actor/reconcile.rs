@@ -43,7 +43,9 @@ impl LockActor {
         let Some(reconcile) = self.reconciles.front() else {
             return;
         };
-        let (owner, lease) = (reconcile.owner, reconcile.lease);
+        let owner = reconcile.owner;
+        // Holds of the owner that remain keep what they have left; else the doubted lease.
+        let lease = self.kept_lease(owner).unwrap_or(reconcile.lease);
         let counted = self.holders.get(&owner).map_or(0, |h| h.holds.len());
         let invocation = self.kind.reconcile(
             &self.name,

@@ -7,7 +7,7 @@ use crate::config::positive_millis;
 use crate::error::LockError;
 use crate::lock::guard::{HoldStatus, ReleaseHold};
 use crate::lock::reply::{Deferred, ReplySlot};
-use crate::lock::watch::renew_confirmed;
+use crate::lock::watch::{renew_confirmed, renewed_for};
 use crate::lock::{LockOwner, Release, Released, Renew};
 use crate::script::ScriptCall;
 use actix::prelude::*;
@@ -46,16 +46,18 @@ impl LockActor {
                     self.watchdog.unregister(id);
                     holder.watch_id = None;
                 }
-                let lease = holder
-                    .holds
-                    .last()
-                    .and_then(|h| h.lease)
-                    .unwrap_or(watchdog_lease);
-                let ends_in = (since + lease)
+                // The key lives while any hold is in it: until the last fixed lease ends.
+                let until = holder.holds.iter().filter_map(|h| h.until).max();
+                let lease = holder.holds.iter().filter_map(|h| h.lease).max();
+                let (until, lease) = match (until, lease) {
+                    (Some(until), Some(lease)) => (until, lease),
+                    _ => (since + watchdog_lease, watchdog_lease),
+                };
+                let ends_in = until
                     .saturating_duration_since(Instant::now())
                     .saturating_sub(clock_drift(lease));
                 holder.expiry = Some(ctx.run_later(ends_in, move |act, ctx| {
-                    act.lose(owner, "its fixed lease ran out", ctx);
+                    act.lose_and_clear(owner, "its fixed lease ran out", ctx);
                 }));
             }
         }
@@ -79,6 +81,64 @@ impl LockActor {
         }
     }
 
+    /// `owner` lost the lock while Redis may still count its holds (a renewal that reached
+    /// Redis after its deadline, a fixed lease that ends a drift allowance before the key):
+    /// after telling its guards, take those holds out, so no key outlives what its holder
+    /// was told.
+    pub(super) fn lose_and_clear(&mut self, owner: LockOwner, why: &str, ctx: &mut Context<Self>) {
+        let holds = self.holders.get(&owner).map_or(0, |h| h.holds.len());
+        self.lose(owner, why, ctx);
+        self.clear_lost(owner, holds, ctx);
+    }
+
+    /// Sends owner-checked unlocks for `holds` holds of `owner` that this process no longer
+    /// counts: each removes only what is `owner`'s (nothing if Redis let the key go, or
+    /// someone else holds it now). New tries of `owner` wait until it is done.
+    fn clear_lost(&mut self, owner: LockOwner, holds: usize, ctx: &mut Context<Self>) {
+        // An acquire on the way could be counted by Redis before these unlocks run: they
+        // would take the new hold's count. Leave the key to its lease then.
+        if holds == 0 || self.node.is_stopped() || self.queue.trying() {
+            return;
+        }
+        let field = self.field(owner);
+        // The key's TTL while holds remain: they are lost too, so the shortest there is.
+        let calls: Vec<_> = (0..holds)
+            .map(|_| {
+                self.kind
+                    .unlock(&self.name, &field, 1, self.node.commands.pubsub)
+            })
+            .collect();
+        let (commands, name) = (self.node.commands.clone(), self.name.clone());
+        *self.clearing.entry(owner).or_default() += 1;
+        let request = async move {
+            for call in calls {
+                // 0: a hold is left; nil (nothing of ours) or 1 (freed): done.
+                if commands
+                    .clone()
+                    .eval::<Option<i64>>(call, name.clone())
+                    .await?
+                    != Some(0)
+                {
+                    break;
+                }
+            }
+            Ok::<_, LockError>(())
+        };
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            if let Some(count) = act.clearing.get_mut(&owner) {
+                *count -= 1;
+                if *count == 0 {
+                    act.clearing.remove(&owner);
+                }
+            }
+            if let Err(error) = result {
+                tracing::warn!(lock = %act.name, %error,
+                    "could not remove a lost hold; it expires at its lease");
+            }
+            act.wake_head(ctx);
+        }));
+    }
+
     /// Releases a hold that was granted to a waiter who had already left.
     pub(super) fn give_back(
         &mut self,
@@ -86,7 +146,9 @@ impl LockActor {
         lease: Option<Duration>,
         ctx: &mut Context<Self>,
     ) {
-        let lease = lease.unwrap_or(self.watchdog_lease());
+        let lease = self
+            .kept_lease(owner)
+            .unwrap_or(lease.unwrap_or(self.watchdog_lease()));
         let still_holds = self.holders.contains_key(&owner);
         let request = self.unlock_request(owner, lease);
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
@@ -145,15 +207,10 @@ impl LockActor {
         };
         holder.holds.remove(pos);
         let remaining = holder.holds.len() as u32;
-        let lease = if holder.holds.iter().any(|h| h.lease.is_none()) {
-            self.watchdog_lease()
-        } else {
-            holder
-                .holds
-                .last()
-                .and_then(|h| h.lease)
-                .unwrap_or(self.watchdog_lease())
-        };
+        // What the key keeps while the other holds remain (unused when none does).
+        let lease = self
+            .kept_lease(owner)
+            .unwrap_or_else(|| self.watchdog_lease());
         if remaining == 0 {
             // Renewal stops here, before the unlock is even sent.
             if let Some(holder) = self.holders.remove(&owner) {
@@ -184,6 +241,9 @@ impl LockActor {
                             ctx,
                         );
                     }
+                    // Whoever took it away (a force-unlock, its expiry) freed it for the
+                    // waiters here too: a local head slept on this holder.
+                    act.wake_head(ctx);
                     Err(LockError::NotOwner {
                         name: act.name.to_string(),
                     })
@@ -205,7 +265,10 @@ impl LockActor {
                     act.settle_unlock(owner, lease, error, reply.clone(), remaining, ctx);
                     return;
                 }
-                Err(error) => Err(error),
+                Err(error) => {
+                    act.wake_head(ctx);
+                    Err(error)
+                }
             };
             let _ = reply.send(outcome);
             act.refresh_keepalive(ctx);
@@ -277,19 +340,30 @@ impl Handler<Renew> for LockActor {
         let reply = slot.clone();
         let owner = msg.owner;
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
-            let outcome = result.map(|renewed| renewed.first() == Some(&1));
-            match outcome {
-                Ok(true) => {
+            let valid_for = result.map(|renewed| {
+                renewed
+                    .first()
+                    .and_then(|&answer| renewed_for(answer, msg.lease))
+            });
+            let outcome = valid_for
+                .as_ref()
+                .map(Option::is_some)
+                .map_err(Clone::clone);
+            match valid_for {
+                Ok(Some(valid_for)) => {
                     if let Some(holder) = act.holders.get_mut(&owner) {
-                        if let Some(last) = holder.holds.last_mut() {
-                            if last.lease.is_some() {
-                                last.lease = Some(msg.lease);
+                        // The key now lasts at least this long, for every hold in it (a
+                        // renewal never shortens it: a longer hold keeps its own end).
+                        let renewed_until = sent + valid_for;
+                        for hold in &mut holder.holds {
+                            if let Some(until) = &mut hold.until {
+                                *until = (*until).max(renewed_until);
                             }
                         }
                         act.arm_lease_keeping(owner, sent, ctx);
                     }
                 }
-                Ok(false) => act.lose(owner, "a renewal found it gone", ctx),
+                Ok(None) => act.lose(owner, "a renewal found it gone", ctx),
                 Err(_) => {}
             }
             let _ = reply.send(outcome);
