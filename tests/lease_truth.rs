@@ -352,7 +352,11 @@ async fn outer_job(
         pttl > (WATCHDOG / 2).as_millis() as i64,
         "the nested call's 100 ms lease cut the outer call's key to {pttl} ms"
     );
-    let second = rival.lock(&format!("nested:{id}")).unwrap().try_acquire().await?;
+    let second = rival
+        .lock(&format!("nested:{id}"))
+        .unwrap()
+        .try_acquire()
+        .await?;
     assert!(second.is_none(), "a second holder inside the outer call");
     Ok(())
 }

@@ -29,7 +29,10 @@ async fn cut_then_restored(server: &RedisServer, name: &str, below: i64, above: 
     let until = Instant::now() + Duration::from_secs(20);
     let mut cut = false;
     loop {
-        assert!(Instant::now() < until, "no Java renewal then Rust renewal seen");
+        assert!(
+            Instant::now() < until,
+            "no Java renewal then Rust renewal seen"
+        );
         let pttl: i64 = conn.pttl(name).await.unwrap();
         if pttl > 0 && pttl < below {
             cut = true;
@@ -65,10 +68,7 @@ async fn java_reader_shortens_the_shared_ttl(version: Redisson) {
     // The Java process dies with the TTL it last set still on the hash.
     peer.kill().await;
     let writer = writers.read_write_lock(name).unwrap();
-    let attempt = writer
-        .write()
-        .acquire_timeout(JAVAS * 2)
-        .await;
+    let attempt = writer.write().acquire_timeout(JAVAS * 2).await;
     assert!(
         matches!(attempt, Err(LockError::Timeout { .. })),
         "a writer was granted the lock while our reader's is_lost() is {}: {attempt:?}",

@@ -259,7 +259,7 @@ impl MultiLock {
             }
         }
         if let (Some(lease), false) = (lease, wait.is_zero()) {
-            restart_leases(&self.members, &mut held, owner, lease).await?;
+            restart_leases(&self.members, &mut held, lease).await?;
         }
         Ok(MultiLockGuard {
             lock: self.clone(),
@@ -281,15 +281,16 @@ fn order_key(member: &Member) -> (&str, &str, u8) {
     (&member.node, member.lock.key(), rank)
 }
 
-/// Gives every member of a complete set its fixed `lease` from now; on a member found gone,
-/// releases the set and fails.
+/// Gives every member hold of a complete set (`held`, in the order of `members`) its fixed
+/// `lease` from now; on a member found gone, releases the set and fails.
 async fn restart_leases(
     members: &[Member],
     held: &mut Vec<(Arc<str>, LockGuard)>,
-    owner: LockOwner,
     lease: Duration,
 ) -> Result<(), LockError> {
-    let renewals = join_all(members.iter().map(|m| m.lock.renew(owner, lease))).await;
+    // Each member's own hold restarts; a longer hold of the same owner (a member it held
+    // before) keeps what it has left.
+    let renewals = join_all(held.iter().map(|(_, guard)| guard.restart_lease(lease))).await;
     for (member, renewed) in members.iter().zip(renewals) {
         match renewed {
             Ok(true) => {}

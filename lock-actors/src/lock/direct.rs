@@ -21,7 +21,7 @@ use super::direct_messages::{Adopt, DirectHold, Doubt, SettleUnlock};
 use super::guard::{GuardLink, HoldStatus, ReleaseHold, Reply, StatusSender};
 use super::kind::LockKind;
 use super::watch::{HoldLost, WatchRegistry};
-use super::{Acquire, AcquireFenced, LockGuard, LockOwner, Released};
+use super::{Acquire, AcquireFenced, LockGuard, LockOwner, Released, RestartLease};
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::node::{Commands, Node};
@@ -44,6 +44,7 @@ pub(crate) trait LockActorApi:
     + Handler<Acquire>
     + Handler<AcquireFenced>
     + Handler<HoldLost>
+    + Handler<RestartLease>
 {
 }
 
@@ -56,6 +57,7 @@ impl<A> LockActorApi for A where
         + Handler<Acquire>
         + Handler<AcquireFenced>
         + Handler<HoldLost>
+        + Handler<RestartLease>
 {
 }
 
@@ -510,6 +512,15 @@ impl<A: LockActorApi> GuardLink for Direct<A> {
             return Box::pin(async { Err(LockError::Shutdown) });
         };
         let request = actor.send(ReleaseHold { owner, hold });
+        Box::pin(async move { request.await.map_err(|_| LockError::Shutdown)? })
+    }
+
+    fn restart_lease(&self, owner: LockOwner, hold: u64, lease: Duration) -> Reply<bool> {
+        let state = self.lock();
+        let Some(actor) = state.keepalive.as_ref() else {
+            return Box::pin(async { Err(LockError::Shutdown) });
+        };
+        let request = actor.send(RestartLease { owner, hold, lease });
         Box::pin(async move { request.await.map_err(|_| LockError::Shutdown)? })
     }
 

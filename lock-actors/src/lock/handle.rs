@@ -537,16 +537,6 @@ impl Lock {
         &self.client
     }
 
-    /// Extends `owner`'s hold to `lease` from now, as [`Renew`](crate::messages::Renew) does: `true`
-    /// when renewed, `false` when Redis no longer has the hold. RedLock renews its
-    /// fixed-lease members with it.
-    pub(crate) async fn renew(&self, owner: LockOwner, lease: Duration) -> Result<bool, LockError> {
-        let request = crate::lock::Renew { owner, lease };
-        self.client
-            .ask(self.kind, &self.name, Some(owner), request)
-            .await?
-    }
-
     async fn state(&self, owner: Option<LockOwner>) -> Result<LockState, LockError> {
         let node = self.client.node()?;
         let field = owner.map(|owner| self.kind.field(node.owner_field(owner.id())));

@@ -113,6 +113,7 @@ static FAIR_WITHDRAW: LazyLock<PublishingScript> =
 static FAIR_FORCE_UNLOCK: LazyLock<PublishingScript> = LazyLock::new(|| {
     PublishingScript::new(&[FAIR_STALE, include_str!("../fair/force_unlock.lua")])
 });
+static SET_LEASE: LazyLock<Script> = LazyLock::new(|| script(&[include_str!("set_lease.lua")]));
 static FORCE_UNLOCK: LazyLock<PublishingScript> =
     LazyLock::new(|| PublishingScript::new(&[include_str!("force_unlock.lua")]));
 /// The holder check an operator's force-unlock runs first, in the same script.
@@ -173,7 +174,8 @@ impl PublishingScript {
 /// Every lock script (both flavours of the publishing ones), for loading into Redis's
 /// cache at connect.
 pub(crate) fn all_scripts() -> Vec<&'static Script> {
-    let plain: [&'static Script; 8] = [
+    let plain: [&'static Script; 9] = [
+        &SET_LEASE,
         &REENTRANT_ACQUIRE,
         &FENCED_ACQUIRE,
         &REENTRANT_RENEW,
@@ -463,6 +465,15 @@ impl LockKind {
             call.key(name.hash_tagged());
         }
         call.arg(field);
+    }
+
+    /// The call that sets the key's TTL to `ttl_ms` for `field`'s holds (a lease restarted
+    /// from now); replies the key's PTTL after it, or 0 when `field` holds nothing. Where
+    /// other fields hold the key too, it only ever extends.
+    pub(crate) fn set_lease(self, name: &LockName, field: &str, ttl_ms: u64) -> ScriptCall {
+        let mut call = ScriptCall::with_key(&SET_LEASE, name.as_str());
+        call.arg(ttl_ms).arg(field).arg(self.key_type());
+        call
     }
 
     /// The force-unlock script call; replies 1 when a lock was deleted. A fair lock's next

@@ -134,10 +134,13 @@ impl Message for Release {
     type Result = Result<Released, LockError>;
 }
 
-/// Extend `owner`'s hold to `lease` from now, as one renewal of the watchdog would.
+/// Extend `owner`'s hold to at least `lease` from now, as one renewal of the watchdog would.
 ///
 /// Replies `true` when renewed, `false` when the owner no longer holds the lock in Redis.
-/// Useful for holds taken with a fixed lease that need more time.
+/// Useful for holds taken with a fixed lease that need more time. It only ever extends:
+/// the lock's key keeps whatever it has left beyond `lease` (its TTL is shared by every
+/// hold on it, and may belong to a longer one), and each hold keeps its own end if that is
+/// later.
 ///
 /// # Example
 ///
@@ -158,11 +161,26 @@ impl Message for Release {
 pub struct Renew {
     /// The holder to renew.
     pub owner: LockOwner,
-    /// The new lease, from now.
+    /// The least the hold has left afterwards, from now.
     pub lease: Duration,
 }
 
 impl Message for Renew {
+    type Result = Result<bool, LockError>;
+}
+
+/// Restart the fixed lease of one hold from now: that hold ends `lease` from now, and the
+/// key keeps the longest lease the owner's holds then have left (never shorter than another
+/// owner's). A watchdog-kept hold stays with the watchdog. Replies whether the owner still
+/// holds the lock in Redis.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RestartLease {
+    pub(crate) owner: LockOwner,
+    pub(crate) hold: u64,
+    pub(crate) lease: Duration,
+}
+
+impl Message for RestartLease {
     type Result = Result<bool, LockError>;
 }
 

@@ -12,14 +12,19 @@
 -- hash, INCR on a counter that is not an integer (any type, or a string that is no
 -- integer: both are reported as WRONGTYPE). Only then is the hold written, so a failure
 -- leaves nothing behind and a retry never stacks a hold.
-if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+local fresh = redis.call('exists', KEYS[1]) == 0
+if fresh or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     local token = redis.pcall('incr', KEYS[2])
     if type(token) == 'table' and token.err then
         return redis.error_reply('WRONGTYPE the fencing token counter is not an integer: ' .. token.err)
     end
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
-    -- Never shorter than what the owner's other holds have left (the TTL is shared).
-    redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+    if fresh then
+        redis.call('pexpire', KEYS[1], ARGV[1])
+    else
+        -- Never shorter than what the owner's other holds have left (the TTL is shared).
+        redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+    end
     return { token }
 end
 return redis.call('pttl', KEYS[1])
