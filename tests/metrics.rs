@@ -277,6 +277,41 @@ async fn a_busy_lock_counts_contention_timeouts_cancellations_and_waiters() {
     waiter.shutdown();
 }
 
+/// A semaphore waiter whose caller gives up leaves the waiters gauge at once, also as the
+/// head of the queue asleep until the fallback poll (5 s).
+#[tokio::test]
+async fn a_cancelled_semaphore_head_leaves_the_waiters_gauge_at_once() {
+    const SEMAPHORE_WAITERS: &str = "distributed_lock_waiters{kind=semaphore}";
+    let (_turn, server) = turn().await;
+    let holder = support::client(&server).await;
+    let waiter = support::client(&server).await;
+    let semaphore = holder.semaphore("metrics:slots").unwrap();
+    semaphore.set_permits(1).await.unwrap();
+    let held = semaphore.acquire(1).await.unwrap();
+    let baseline = values().get(SEMAPHORE_WAITERS).copied().unwrap_or(0.0);
+    let theirs = waiter.semaphore("metrics:slots").unwrap();
+    let gets = server.command_calls("get").await;
+    let abandoned =
+        tokio::spawn(async move { theirs.acquire_timeout(1, Duration::from_secs(30)).await });
+    // Parked: it tried, subscribed, tried again and sleeps.
+    support::eventually("the waiter is parked", Duration::from_secs(10), || async {
+        server.subscribers("redisson_sc:{metrics:slots}").await >= 1
+            && server.command_calls("get").await >= gets + 2
+    })
+    .await;
+    until_reads(SEMAPHORE_WAITERS, baseline + 1.0).await;
+    abandoned.abort();
+    let what = format!("{SEMAPHORE_WAITERS} back to {baseline} within 1 s");
+    support::eventually(&what, Duration::from_secs(1), || {
+        let now = values().get(SEMAPHORE_WAITERS).copied().unwrap_or(0.0);
+        async move { now == baseline }
+    })
+    .await;
+    held.release().await.unwrap();
+    holder.shutdown();
+    waiter.shutdown();
+}
+
 /// How many NOPERM errors (commands an ACL refused) `server` has answered so far.
 async fn refused_commands(server: &RedisServer) -> u64 {
     let mut conn = server.conn().await;

@@ -605,6 +605,50 @@ async fn only_the_head_of_the_local_queue_asks_redis() {
     assert_eq!(semaphore.available_permits().await.unwrap(), 1);
 }
 
+/// A head whose caller gave up leaves the queue at once, not when its sleep ends: the
+/// waiter behind it, which one free permit would do for, gets it at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_head_gives_its_place_up_at_once() {
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    let local = client(&server).await;
+    let name = "head-left";
+    let semaphore = holder.semaphore(name).unwrap();
+    semaphore.set_permits(2).await.unwrap();
+    let _held = semaphore.acquire(1).await.unwrap();
+    // The head wants both permits: it finds one, and sleeps (no release comes).
+    let gets = server.command_calls("get").await;
+    let theirs = local.semaphore(name).unwrap();
+    let head =
+        tokio::spawn(async move { theirs.acquire_timeout(2, Duration::from_secs(60)).await });
+    wait_until_parked(&server, "redisson_sc:{head-left}", gets).await;
+    // One permit would do for the next, but it queues behind the head (FIFO). Its message
+    // is in the actor's mailbox before the next one's, so it is queued once that returns:
+    // a `try_set_permits` that changes nothing (a count read would wake the head, whose
+    // try would then find it gone).
+    let local_semaphore = local.semaphore(name).unwrap();
+    let next = local_semaphore.actor().unwrap().send(AcquirePermits {
+        permits: 1,
+        wait: Duration::from_secs(60),
+    });
+    assert!(!local_semaphore.try_set_permits(2).await.unwrap());
+
+    let cancelled_at = Instant::now();
+    head.abort();
+    assert!(head.await.unwrap_err().is_cancelled());
+    let permits = timeout(FALLBACK, next)
+        .await
+        .expect("the next waiter is answered")
+        .unwrap()
+        .unwrap();
+    let waited = cancelled_at.elapsed();
+    assert!(
+        waited < FALLBACK / 5,
+        "the next waiter got its permit {waited:?} after the head left"
+    );
+    permits.release().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_acquire_leaves_no_permit_taken() {
     let mut server = RedisServer::start();

@@ -2,7 +2,7 @@
 //! time, for the head) and carries out what the queue asks for.
 
 use super::settle::SETTLE_WINDOW;
-use super::{disarm, Reply, SemaphoreActor, Waiting};
+use super::{disarm_waiter, Reply, SemaphoreActor, Waiting};
 use crate::error::LockError;
 use crate::node::{Subscription, Wake};
 use crate::script::ScriptCall;
@@ -92,27 +92,38 @@ impl SemaphoreActor {
                         ctx.cancel_future(sleep);
                     }
                 }
-                Effect::ArmDeadline { id, at } => {
-                    let left = at.saturating_duration_since(Instant::now());
-                    let timer = ctx.run_later(left, move |act, ctx| {
-                        let effects = act.queue.expire(id);
-                        act.drive(effects, ctx);
-                    });
-                    if let Some(waiter) = self.queue.get_mut(id) {
-                        if let Some(old) = waiter.data.deadline_timer.replace(timer) {
-                            ctx.cancel_future(old);
-                        }
-                    }
-                }
+                Effect::ArmDeadline { id, at } => self.arm_deadline(id, at, ctx),
                 Effect::TimedOut(waiter) => self.time_out(waiter, ctx),
                 Effect::Fail(waiter, error) => {
-                    disarm(waiter.data.deadline_timer, ctx);
+                    disarm_waiter(waiter.data.deadline_timer, ctx);
                     tracing::debug!(semaphore = %self.name, %error, "acquire failed");
                     waiter.data.queued.leave();
                     waiter.data.reply.fail(error);
                 }
-                Effect::Withdrawn(waiter) => disarm(waiter.data.deadline_timer, ctx),
+                Effect::Withdrawn(waiter) => disarm_waiter(waiter.data.deadline_timer, ctx),
             }
+        }
+    }
+
+    /// Arms waiter `id`'s deadline timer for `at` and the watch on its asker leaving (a
+    /// dropped future), replacing any it had: a head whose asker left gives its place up at
+    /// once, not when its sleep ends, and leaves the waiters gauge with it.
+    fn arm_deadline(&mut self, id: u64, at: Instant, ctx: &mut Context<Self>) {
+        let Some(waiter) = self.queue.get(id) else {
+            return;
+        };
+        let left = at.saturating_duration_since(Instant::now());
+        let asker_left = waiter.data.reply.closed();
+        let deadline = ctx.run_later(left, move |act, ctx| {
+            let effects = act.queue.expire(id);
+            act.drive(effects, ctx);
+        });
+        let gone = ctx.spawn(asker_left.into_actor(self).map(move |(), act, ctx| {
+            let effects = act.queue.gone(id);
+            act.drive(effects, ctx);
+        }));
+        if let Some(waiter) = self.queue.get_mut(id) {
+            disarm_waiter(waiter.data.deadline_timer.replace([deadline, gone]), ctx);
         }
     }
 
@@ -242,7 +253,7 @@ impl SemaphoreActor {
     }
 
     fn time_out(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
-        disarm(waiter.data.deadline_timer, ctx);
+        disarm_waiter(waiter.data.deadline_timer, ctx);
         let waited = waiter.started.elapsed();
         let error = match waiter.last_error {
             Some(transient) if transient.is_transient() => transient,
@@ -271,7 +282,7 @@ impl SemaphoreActor {
             deadline_timer,
             queued,
         } = waiter.data;
-        disarm(deadline_timer, ctx);
+        disarm_waiter(deadline_timer, ctx);
         queued.leave();
         tracing::debug!(semaphore = %self.name, permits,
             waited = ?waiter.started.elapsed(), ?lease, "permits acquired");

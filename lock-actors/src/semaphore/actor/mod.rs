@@ -99,8 +99,9 @@ pub(super) struct Waiting {
     permits: u32,
     lease: Option<Duration>,
     reply: Reply,
-    /// Its deadline timer, once it has to wait.
-    deadline_timer: Option<SpawnHandle>,
+    /// Its deadline timer and the watch on its asker leaving (a dropped future), once it
+    /// has to wait.
+    deadline_timer: Option<[SpawnHandle; 2]>,
     /// Counts it in the waiters gauge while it is queued; dropped before its asker hears
     /// the answer, so an asker never sees itself still counted.
     queued: telemetry::Queued,
@@ -116,6 +117,14 @@ impl Asker for Waiting {
 }
 
 impl Reply {
+    /// Resolves when the asker drops its request (or it has been answered).
+    fn closed(&self) -> std::pin::Pin<Box<dyn std::future::Future<Output = ()>>> {
+        match self {
+            Reply::Plain(slot) => Box::pin(slot.closed()),
+            Reply::Expirable(slot) => Box::pin(slot.closed()),
+        }
+    }
+
     fn fail(&self, error: LockError) {
         match self {
             Reply::Plain(slot) => {
@@ -132,6 +141,13 @@ type BoxedCount = std::pin::Pin<Box<dyn std::future::Future<Output = Result<i64,
 
 fn disarm(timer: Option<SpawnHandle>, ctx: &mut Context<SemaphoreActor>) {
     if let Some(timer) = timer {
+        ctx.cancel_future(timer);
+    }
+}
+
+/// Cancels a waiter's deadline timer and the watch on its asker.
+fn disarm_waiter(timers: Option<[SpawnHandle; 2]>, ctx: &mut Context<SemaphoreActor>) {
+    for timer in timers.into_iter().flatten() {
         ctx.cancel_future(timer);
     }
 }
