@@ -34,9 +34,37 @@
 //!     let guard = lock.acquire_timeout(Duration::from_secs(5)).await?;
 //!     // ... pay the order exactly once ...
 //!     guard.unlock().await?;
+//!     client.close().await; // see "Closing the client"
 //!     Ok(())
 //! }
 //! ```
+//!
+//! # Closing the client
+//!
+//! A guard dropped (or a wait given up) just before a program ends is released (withdrawn)
+//! in the background; [`LockClient::close`] waits for that, then stops the client. Call it
+//! before returning from `main`, and in an actix-web server once the server has stopped:
+//!
+//! ```no_run
+//! use actix_distributed_lock::LockClient;
+//! use actix_web::{web, App, HttpServer};
+//!
+//! #[actix_web::main]
+//! async fn main() -> std::io::Result<()> {
+//!     let locks = LockClient::from_url("redis://127.0.0.1:6379/").await.expect("redis");
+//!     let data = web::Data::new(locks.clone());
+//!     HttpServer::new(move || App::new().app_data(data.clone()))
+//!         .bind(("127.0.0.1", 8080))?
+//!         .run()
+//!         .await?; // returns once the server has stopped (Ctrl-C, SIGTERM)
+//!     locks.close().await; // the last requests' releases reach Redis
+//!     Ok(())
+//! }
+//! ```
+//!
+//! Without it, a dropped lock can stay taken for its whole lease, a plain semaphore's
+//! dropped permits can be lost for good, and a fair lock waiter that gave up can hold up
+//! the queue until its deadline ([`LockClient::shutdown`] says what it leaves behind).
 
 // docs.rs (`--cfg docsrs`, nightly) shows which feature each gated item needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]

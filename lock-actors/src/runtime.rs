@@ -5,6 +5,9 @@
 //! starts there (actors, their futures, requests handed over by [`ActorRuntime::run`])
 //! lands in its own set, and dropping the set drops all of it, while the thread and every
 //! other client's scope go on.
+//!
+//! A scope also counts its client's *errands* (see [`Errands`]): releases and withdraws
+//! already on their way to Redis, which a graceful close lets finish before the scope goes.
 
 use crate::error::LockError;
 use actix::dev::channel;
@@ -12,7 +15,8 @@ use actix::{Actor, Addr, Context};
 use actix_rt::{ArbiterHandle, System};
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
-use tokio::sync::{mpsc, oneshot};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::LocalSet;
 
 /// The name of the shared actor thread.
@@ -37,9 +41,16 @@ enum Command {
 #[derive(Clone)]
 pub(crate) struct Scope {
     commands: mpsc::UnboundedSender<Command>,
+    errands: Errands,
 }
 
 impl Scope {
+    /// The client's errands: take one for a release or withdraw that must reach Redis
+    /// before a graceful close stops the scope.
+    pub(crate) fn errands(&self) -> &Errands {
+        &self.errands
+    }
+
     /// Runs `fut` in the scope. False when the scope has stopped.
     pub(crate) fn spawn<F>(&self, fut: F) -> bool
     where
@@ -102,7 +113,10 @@ impl ActorRuntime {
             });
             if accepted {
                 return Ok(ActorRuntime {
-                    scope: Scope { commands },
+                    scope: Scope {
+                        commands,
+                        errands: Errands::default(),
+                    },
                 });
             }
             *shared = None; // the thread is gone: start another
@@ -133,11 +147,69 @@ impl ActorRuntime {
         rx.await.map_err(|_| LockError::Shutdown)
     }
 
+    /// Waits, inside the scope, until no errand of this client is left, or `bound` has
+    /// passed; at once if the scope has stopped. Run on the actor thread, so everything an
+    /// actor did before (taking an errand for a withdraw in the turn that answered a timed-out
+    /// waiter, say) is counted.
+    pub(crate) async fn finish_errands(&self, bound: Duration) {
+        let errands = self.scope.errands.clone();
+        let waiting = self.run(async move {
+            let _ = tokio::time::timeout(bound, errands.finished()).await;
+        });
+        // Err: the scope has stopped, and its errands with it.
+        let _ = waiting.await;
+    }
+
     /// Stops every actor and task of this client (renewals end, its connections close once
     /// their last handle is gone); the thread and other clients go on.
     pub(crate) fn stop(&self) {
         let _ = self.scope.commands.send(Command::Stop);
     }
+}
+
+/// The releases and withdraws a client has started and Redis has not answered yet: what
+/// [`LockClient::close`](crate::LockClient::close) waits for before it stops the client.
+///
+/// Each one is an [`Errand`], taken where the work starts (a dropped guard takes it before
+/// its release message leaves, so no window opens between the drop and the actor's turn)
+/// and dropped once Redis answered (or the work was dropped with the scope). Cheap to
+/// clone; every clone counts the same errands.
+#[derive(Clone, Default)]
+pub(crate) struct Errands(Arc<watch::Sender<usize>>);
+
+impl Errands {
+    /// Counts one errand until the value returned is dropped.
+    pub(crate) fn start(&self) -> Errand {
+        self.0.send_modify(|running| *running += 1);
+        Errand(self.0.clone())
+    }
+
+    /// Resolves once no errand is running.
+    async fn finished(&self) {
+        let mut running = self.0.subscribe();
+        // Err only when every sender is gone, and `self` is one.
+        let _ = running.wait_for(|running| *running == 0).await;
+    }
+}
+
+/// One release or withdraw under way (see [`Errands`]); it ends when this is dropped.
+#[must_use = "the errand ends when this is dropped: keep it until Redis has answered"]
+pub(crate) struct Errand(Arc<watch::Sender<usize>>);
+
+impl Drop for Errand {
+    fn drop(&mut self) {
+        self.0
+            .send_modify(|running| *running = running.saturating_sub(1));
+    }
+}
+
+/// Tells an actor that its client is closing: it fails its waiters with
+/// [`LockError::Shutdown`], lets what leaves Redis finish (a fair waiter's withdraw), and
+/// keeps the errand until it has nothing more to send.
+pub(crate) struct Closing(pub(crate) Errand);
+
+impl actix::Message for Closing {
+    type Result = ();
 }
 
 /// One client's scope: runs what it is sent inside its own `LocalSet` until told to stop

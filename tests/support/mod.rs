@@ -571,6 +571,13 @@ pub fn lock_worker_binary() -> &'static Path {
     BINARY.get_or_init(|| example_binary("lock_worker"))
 }
 
+/// The `exit_after` example binary (a short program that closes its client and exits),
+/// built if need be.
+pub fn exit_after_binary() -> &'static Path {
+    static BINARY: OnceLock<PathBuf> = OnceLock::new();
+    BINARY.get_or_init(|| example_binary("exit_after"))
+}
+
 /// The facade's features that this test binary was built with, as `--features` names them.
 // The benchmark (package lock-actors, which has no `inspector` or `cli`) shares this file.
 #[allow(unexpected_cfgs)]

@@ -8,6 +8,7 @@ use crate::lock::watch::WatchRegistry;
 use crate::lock::{actor_key, Direct, LockActor, LockKind, LockOwner, LockRegistry};
 use crate::node::Node;
 use crate::registry::Registry;
+use crate::runtime::Closing;
 use crate::semaphore::watch::PermitWatch;
 use crate::semaphore::{Kind, SemaphoreActor, SemaphoreRegistry};
 use crate::watch_list::Renewable;
@@ -145,6 +146,19 @@ impl NodeActors {
     /// How many semaphore actors are registered (live or stopping).
     pub(crate) fn semaphore_actors(&self) -> usize {
         self.semaphores.len()
+    }
+
+    /// Tells every live actor that the client is closing (see [`Closing`]); each keeps an
+    /// errand of the client's until it has nothing more to send. A message already in an
+    /// actor's mailbox (a cancelled acquire, a dropped guard's release) is handled first.
+    pub(crate) fn close(&self) {
+        let errands = self.node.arbiter.errands();
+        for actor in self.locks.live_where(|_| true) {
+            actor.do_send(Closing(errands.start()));
+        }
+        for actor in self.semaphores.live_where(|_| true) {
+            actor.do_send(Closing(errands.start()));
+        }
     }
 
     /// Marks the node stopped when the client stops, so the fast paths refuse as the actors

@@ -29,8 +29,11 @@ use std::sync::Arc;
 /// Each client has its own uuid, which prefixes every owner it writes to Redis, and keeps
 /// two connections to the node (commands, subscriptions) however many locks it handles.
 ///
-/// Dropping the last clone (or [`shutdown`](LockClient::shutdown)) stops its actors: renewal
-/// ends and held locks expire at their lease.
+/// End it with [`close`](LockClient::close) (`client.close().await`) before the program
+/// returns or the server stops: the releases of guards dropped just before reach Redis, and
+/// nothing is left behind. Dropping the last clone (or [`shutdown`](LockClient::shutdown))
+/// stops its actors at once: renewal ends, held locks expire at their lease, and releases
+/// still on their way are cut off.
 ///
 /// # Example
 ///
@@ -46,6 +49,7 @@ use std::sync::Arc;
 ///     let guard = client.lock("stock:sku-1")?.acquire().await?;
 ///     // ... decrement the stock ...
 ///     guard.unlock().await?;
+///     client.close().await;
 ///     Ok(())
 /// }
 /// ```
@@ -65,12 +69,14 @@ struct ClientInner {
 }
 
 impl ClientInner {
-    /// Stops the client's actors and lets go of its node.
+    /// Stops the client's actors and lets go of its node. The node is marked stopped
+    /// first: from then on every release refuses with `Shutdown`, whether an actor still
+    /// runs for a moment or not.
     fn stop(&self) {
-        self.runtime.stop();
         if let Some(actors) = self.actors.swap(None) {
             actors.stop();
         }
+        self.runtime.stop();
     }
 }
 
@@ -269,8 +275,89 @@ impl LockClient {
             .map_or(0, |actors| actors.watchdog.len())
     }
 
-    /// Stops the client's actors now, for every clone: renewal ends (held locks expire at
-    /// their lease), waiters and later calls get [`LockError::Shutdown`].
+    /// Ends the client gracefully, for every clone, and resolves once it has stopped: the
+    /// way to end a program or a server that used it, so that it leaves nothing behind in
+    /// Redis.
+    ///
+    /// In order:
+    /// 1. Later calls (acquires, re-entries, reads, semaphore calls) get
+    ///    [`LockError::Shutdown`]; so do acquires still waiting, and a fair lock waiter
+    ///    leaves the lock's Redis queue.
+    /// 2. Every release already started is finished: guards of every kind that were dropped
+    ///    (their release runs in the background), permits given back, waiters that gave up
+    ///    or timed out leaving a fair lock's queue, grants that reached a waiter who had
+    ///    left given back.
+    /// 3. The client stops as with [`shutdown`](LockClient::shutdown).
+    ///
+    /// Holds of guards still alive are not released: they expire at their lease (renewal
+    /// ends at step 3), and a plain semaphore's permits stay taken. Release or drop the
+    /// guards before closing. Waiting for step 2 takes at most the client's
+    /// [response timeout](crate::ClientConfig::response_timeout); what Redis has not
+    /// answered by then is left as [`shutdown`](LockClient::shutdown) leaves it. Closing
+    /// again, or from another clone, waits likewise and then returns; after a shutdown it
+    /// returns at once.
+    ///
+    /// # Cancel safety
+    ///
+    /// Step 1 happens on the first poll. Dropping the future after that leaves the client
+    /// refusing calls but not stopped: its actors still finish what they started; close it
+    /// again, or shut it down, to stop it.
+    ///
+    /// # Example
+    ///
+    /// A `#[tokio::main]` program: release, close, return.
+    ///
+    /// ```no_run
+    /// use actix_distributed_lock::LockClient;
+    ///
+    /// #[tokio::main]
+    /// async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    ///     let client = LockClient::from_url("redis://127.0.0.1/").await?;
+    ///     {
+    ///         let _guard = client.lock("report:daily")?.acquire().await?;
+    ///         // ... write the report; `?` may leave early, the guard is dropped either way
+    ///     }
+    ///     client.close().await; // the dropped guard's release reaches Redis before we exit
+    ///     Ok(())
+    /// }
+    /// ```
+    ///
+    /// An actix-web server closes it once `HttpServer::run` has returned (the server has
+    /// stopped and its last requests have dropped their guards): see "Closing the client"
+    /// in the docs of the `actix-distributed-lock` crate.
+    pub fn close(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let inner = self.inner.clone();
+        async move {
+            if !inner.shut_down.swap(true, Ordering::SeqCst) {
+                tracing::debug!(client = %inner.id, "lock client closing");
+            }
+            if let Some(actors) = inner.actors.load_full() {
+                actors.close();
+            }
+            inner
+                .runtime
+                .finish_errands(inner.config.response_timeout)
+                .await;
+            inner.stop();
+        }
+    }
+
+    /// Stops the client's actors now, for every clone: waiters and later calls get
+    /// [`LockError::Shutdown`], renewal ends.
+    ///
+    /// Nothing more is sent to Redis, so this leaves behind whatever was not finished:
+    /// the holds of guards dropped a moment before (their release runs in the background)
+    /// stay until their lease runs out, permits of a plain semaphore given back that way
+    /// stay taken for good, and a fair lock waiter that gave up a moment before keeps its
+    /// place in the lock's queue until its deadline
+    /// ([`ClientConfig::fair_wait_timeout`](crate::ClientConfig::fair_wait_timeout)),
+    /// holding up every waiter behind it. Use [`close`](LockClient::close) to end a
+    /// program or a server; this is for when it must stop at once.
+    ///
+    /// Dropping the last clone of a client (lock handles and semaphore handles hold one;
+    /// guards do not) is a shutdown: a guard still alive then answers
+    /// [`unlock`](crate::LockGuard::unlock) with [`LockError::Shutdown`], and its hold
+    /// expires at its lease.
     ///
     /// ```no_run
     /// # fn demo(client: actix_distributed_lock::LockClient) {
@@ -280,8 +367,18 @@ impl LockClient {
     pub fn shutdown(&self) {
         if !self.inner.shut_down.swap(true, Ordering::SeqCst) {
             tracing::debug!(client = %self.inner.id, "lock client shutting down");
-            self.inner.stop();
         }
+        // Also when a close has begun: it is cut short.
+        self.inner.stop();
+    }
+
+    /// `Err(Shutdown)` once the client is closing or stopped: for calls that do not go
+    /// through [`actors`](Self::actors) (a lock handle's fast path).
+    pub(crate) fn check_open(&self) -> Result<(), LockError> {
+        if self.inner.shut_down.load(Ordering::SeqCst) {
+            return Err(LockError::Shutdown);
+        }
+        Ok(())
     }
 
     pub(crate) fn node(&self) -> Result<Arc<Node>, LockError> {

@@ -25,6 +25,7 @@ use super::{Acquire, AcquireFenced, LockGuard, LockOwner, Released, RestartLease
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::node::{Commands, Node};
+use crate::runtime::Errands;
 use crate::script::ScriptCall;
 use crate::telemetry::HoldTimer;
 use actix::{Actor, Addr, Context, Handler};
@@ -117,6 +118,8 @@ pub(crate) struct Direct<A: Actor> {
     pub(crate) watchdog: Arc<WatchRegistry<A>>,
     kind: LockKind,
     name: LockName,
+    /// The client's errands: a guard's release counts as one until Redis answers it.
+    errands: Errands,
     /// Hold ids, drawn by the actor and by fast-path callers alike.
     next_hold: AtomicU64,
     state: Mutex<State<A>>,
@@ -156,6 +159,7 @@ impl<A: LockActorApi> Direct<A> {
             watchdog,
             kind,
             name,
+            errands: node.arbiter.errands().clone(),
             next_hold: AtomicU64::new(1),
             state: Mutex::new(State {
                 mode,
@@ -497,7 +501,12 @@ impl<A: LockActorApi> Direct<A> {
 impl<A: LockActorApi> GuardLink for Direct<A> {
     fn release(&self, owner: LockOwner, hold: u64) {
         if let Some(actor) = self.count_back() {
-            actor.do_send(ReleaseHold { owner, hold });
+            let errand = self.errands.start();
+            actor.do_send(ReleaseHold {
+                owner,
+                hold,
+                errand,
+            });
         }
     }
 
@@ -511,7 +520,12 @@ impl<A: LockActorApi> GuardLink for Direct<A> {
         let Some(actor) = self.count_back() else {
             return Box::pin(async { Err(LockError::Shutdown) });
         };
-        let request = actor.send(ReleaseHold { owner, hold });
+        let errand = self.errands.start();
+        let request = actor.send(ReleaseHold {
+            owner,
+            hold,
+            errand,
+        });
         Box::pin(async move { request.await.map_err(|_| LockError::Shutdown)? })
     }
 

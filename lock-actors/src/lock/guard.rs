@@ -2,6 +2,7 @@ use super::{LockOwner, Released};
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::loss_watch::LossWatch;
+use crate::runtime::Errand;
 use crate::telemetry::HoldTimer;
 use std::future::Future;
 use std::pin::Pin;
@@ -14,7 +15,8 @@ use tokio::sync::Notify;
 ///
 /// - [`unlock`](LockGuard::unlock) releases and reports how it went.
 /// - Dropping the guard releases in the background (so `?`, early returns and panics release
-///   too); the outcome is logged with `tracing`.
+///   too); the outcome is logged with `tracing`. A program that ends right after should
+///   [`close`](crate::LockClient::close) its client, which waits for such releases.
 /// - [`lost`](LockGuard::lost) resolves if the lock is lost while you hold it (the watchdog
 ///   found it gone, its fixed lease ran out, or it was force-released); stop the protected
 ///   work then.
@@ -279,6 +281,9 @@ impl Drop for LockGuard {
 pub(crate) struct ReleaseHold {
     pub(crate) owner: LockOwner,
     pub(crate) hold: u64,
+    /// Counts the release as under way from the moment the guard let go until Redis has
+    /// answered it, so a client's close waits for it.
+    pub(crate) errand: Errand,
 }
 
 impl actix::Message for ReleaseHold {

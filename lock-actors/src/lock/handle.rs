@@ -394,6 +394,8 @@ impl Lock {
 
     /// One acquire as [`acquire_with`](Lock::acquire_with) describes, not yet recorded.
     async fn acquire_once(&self, options: AcquireOptions) -> Result<LockGuard, LockError> {
+        // The fast path below skips the client's registries, where a closing client refuses.
+        self.client.check_open()?;
         let (owner, lease) = (options.owner.unwrap_or_default(), options.lease);
         let wait = options.wait.unwrap_or(self.client.config().default_wait);
         if let Some(lease) = lease {

@@ -4,6 +4,7 @@
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::loss_watch::LossWatch;
+use crate::runtime::{Errand, Errands};
 use crate::telemetry::HoldTimer;
 use actix::Recipient;
 use std::future::Future;
@@ -54,7 +55,9 @@ pub(crate) enum PermitStatus {
 /// released or dropped.
 ///
 /// - [`release`](SemaphoreGuard::release) gives them back and reports how it went.
-/// - Dropping it gives them back in the background (so `?`, early returns and panics do too).
+/// - Dropping it gives them back in the background (so `?`, early returns and panics do
+///   too). A program that ends right after should [`close`](crate::LockClient::close) its
+///   client, which waits for that: otherwise the permits may stay taken for good.
 /// - [`forget`](SemaphoreGuard::forget) keeps them taken, to be released later by anyone
 ///   with [`Semaphore::release`](crate::Semaphore::release), as with Redisson.
 ///
@@ -77,6 +80,9 @@ pub struct SemaphoreGuard {
     /// Where the permits go back: the semaphore's actor (a recipient, so that this module
     /// does not name the actor, which builds the guard).
     actor: Recipient<ReturnPermits>,
+    /// The client's errands: a release in the background counts as one until Redis
+    /// answers it.
+    errands: Errands,
     name: LockName,
     permits: u32,
     released: bool,
@@ -85,9 +91,15 @@ pub struct SemaphoreGuard {
 }
 
 impl SemaphoreGuard {
-    pub(crate) fn new(actor: Recipient<ReturnPermits>, name: LockName, permits: u32) -> Self {
+    pub(crate) fn new(
+        actor: Recipient<ReturnPermits>,
+        errands: Errands,
+        name: LockName,
+        permits: u32,
+    ) -> Self {
         SemaphoreGuard {
             actor,
+            errands,
             name,
             permits,
             released: false,
@@ -144,6 +156,7 @@ impl SemaphoreGuard {
         let request = self.actor.send(ReturnPermits {
             permits: self.permits,
             to_redis: true,
+            errand: Some(self.errands.start()),
         });
         request.await.map_err(|_| LockError::Shutdown)?
     }
@@ -165,6 +178,7 @@ impl SemaphoreGuard {
         self.actor.do_send(ReturnPermits {
             permits: self.permits,
             to_redis: false,
+            errand: None,
         });
         self.permits
     }
@@ -185,6 +199,7 @@ impl Drop for SemaphoreGuard {
             self.actor.do_send(ReturnPermits {
                 permits: self.permits,
                 to_redis: true,
+                errand: Some(self.errands.start()),
             });
         }
     }
@@ -217,6 +232,8 @@ impl Drop for SemaphoreGuard {
 pub struct PermitGuard {
     /// Where the permits go back: the semaphore's actor.
     actor: Recipient<ReleaseGrant>,
+    /// The client's errands, as [`SemaphoreGuard`]'s.
+    errands: Errands,
     name: LockName,
     grant: u64,
     ids: Vec<String>,
@@ -230,6 +247,7 @@ pub struct PermitGuard {
 impl PermitGuard {
     pub(crate) fn new(
         actor: Recipient<ReleaseGrant>,
+        errands: Errands,
         name: LockName,
         grant: u64,
         ids: Vec<String>,
@@ -238,6 +256,7 @@ impl PermitGuard {
     ) -> Self {
         PermitGuard {
             actor,
+            errands,
             name,
             grant,
             ids,
@@ -336,6 +355,7 @@ impl PermitGuard {
         let request = self.actor.send(ReleaseGrant {
             grant: self.grant,
             ids: std::mem::take(&mut self.ids),
+            errand: self.errands.start(),
         });
         request.await.map_err(|_| LockError::Shutdown)?
     }
@@ -417,6 +437,7 @@ impl Drop for PermitGuard {
             self.actor.do_send(ReleaseGrant {
                 grant: self.grant,
                 ids: std::mem::take(&mut self.ids),
+                errand: self.errands.start(),
             });
         }
     }
@@ -430,6 +451,9 @@ impl Drop for PermitGuard {
 pub(crate) struct ReturnPermits {
     pub(crate) permits: u32,
     pub(crate) to_redis: bool,
+    /// Counts the return as under way until the actor has taken it over (see
+    /// `SemaphoreActor::background`), so a client's close waits for it.
+    pub(crate) errand: Option<Errand>,
 }
 
 impl actix::Message for ReturnPermits {
@@ -440,6 +464,9 @@ impl actix::Message for ReturnPermits {
 pub(crate) struct ReleaseGrant {
     pub(crate) grant: u64,
     pub(crate) ids: Vec<String>,
+    /// Counts the release as under way until the actor has taken it over, as
+    /// [`ReturnPermits::errand`].
+    pub(crate) errand: Errand,
 }
 
 impl actix::Message for ReleaseGrant {

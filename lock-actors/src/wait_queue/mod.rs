@@ -168,6 +168,8 @@ pub(crate) struct WaitQueue<T> {
     retry: Retry,
     next_id: u64,
     next_token: u64,
+    /// The actor's client is closing (see [`close`](Self::close)): nobody waits any more.
+    closed: bool,
 }
 
 impl<T: Asker> WaitQueue<T> {
@@ -181,6 +183,7 @@ impl<T: Asker> WaitQueue<T> {
             retry,
             next_id: 1,
             next_token: 1,
+            closed: false,
         }
     }
 
@@ -226,6 +229,9 @@ impl<T: Asker> WaitQueue<T> {
     /// behind other owners: that would deadlock). Waiters whose askers left go first.
     #[must_use]
     pub(crate) fn enqueue(&mut self, waiter: Waiter<T>, ahead: bool) -> Vec<Effect<T>> {
+        if self.closed {
+            return vec![Self::end(waiter)];
+        }
         let mut effects = self.withdraw_gone();
         if ahead {
             self.waiters.push_front(waiter);
@@ -256,6 +262,9 @@ impl<T: Asker> WaitQueue<T> {
         let mut effects = Vec::new();
         if self.head != Head::Idle {
             return effects;
+        }
+        if self.closed {
+            return self.drain();
         }
         let id = loop {
             let Some(head) = self.waiters.front() else {
@@ -387,6 +396,9 @@ impl<T: Asker> WaitQueue<T> {
     #[must_use]
     pub(crate) fn busy(&mut self, id: u64, now: Instant, retry_in: Duration) -> Vec<Effect<T>> {
         let woken = self.end_try();
+        if self.closed {
+            return self.drain();
+        }
         let mut effects = Vec::new();
         let Some(pos) = self.position(id) else {
             return effects;
@@ -426,6 +438,9 @@ impl<T: Asker> WaitQueue<T> {
     #[must_use]
     pub(crate) fn failed(&mut self, id: u64, now: Instant, error: LockError) -> Vec<Effect<T>> {
         self.end_try();
+        if self.closed {
+            return self.drain();
+        }
         let mut effects = Vec::new();
         let Some(pos) = self.position(id) else {
             return effects;
@@ -506,6 +521,44 @@ impl<T: Asker> WaitQueue<T> {
             self.wake_head(&mut effects);
         }
         effects
+    }
+
+    /// The actor's client is closing: every waiter fails with [`LockError::Shutdown`] now
+    /// (one whose asker left is dropped without an answer), but a head whose try is in
+    /// Redis, which its answer decides (a grant is handed over; busy or failed, it fails
+    /// too). Every waiter queued later fails at once.
+    #[must_use]
+    pub(crate) fn close(&mut self) -> Vec<Effect<T>> {
+        self.closed = true;
+        let mut effects = self.drain();
+        self.wake_head(&mut effects);
+        effects
+    }
+
+    /// Ends every waiter of a closed queue but one whose try is in Redis.
+    fn drain(&mut self) -> Vec<Effect<T>> {
+        let trying = match self.head {
+            Head::Trying { id, .. } => Some(id),
+            _ => None,
+        };
+        let mut effects = Vec::new();
+        for waiter in std::mem::take(&mut self.waiters) {
+            if Some(waiter.id) == trying {
+                self.waiters.push_back(waiter);
+            } else {
+                effects.push(Self::end(waiter));
+            }
+        }
+        effects
+    }
+
+    /// How a waiter of a closed queue ends.
+    fn end(waiter: Waiter<T>) -> Effect<T> {
+        if waiter.data.left() {
+            Effect::Withdrawn(waiter)
+        } else {
+            Effect::Fail(waiter, LockError::Shutdown)
+        }
     }
 
     fn leave(&mut self, id: u64, effect: fn(Waiter<T>) -> Effect<T>) -> Vec<Effect<T>> {

@@ -505,3 +505,67 @@ fn a_refused_subscription_fails_the_head_at_once_and_the_next_head_asks_again() 
     assert!(effects.is_empty());
     assert_eq!(run.pump(), ["try B"]);
 }
+
+#[test]
+fn a_closed_queue_fails_its_waiters_and_every_later_one() {
+    let mut run = Run::new(Retry::TransientOnce);
+    run.enqueue("A", WAIT);
+    run.wait_subscribed("A", 300 * MS);
+    run.enqueue("B", WAIT);
+    run.enqueue("C", WAIT);
+    run.leave("B");
+    let effects = run.queue.close();
+    assert_eq!(
+        run.log(effects),
+        ["fail A", "withdrawn B", "fail C", "cancel sleep"]
+    );
+    assert!(run.queue.is_empty());
+    assert!(run.pump().is_empty());
+    assert_eq!(run.enqueue("D", WAIT), ["fail D"]);
+    assert!(run.queue.is_empty());
+}
+
+#[test]
+fn a_closed_queue_lets_the_answer_decide_for_a_head_whose_try_is_in_redis() {
+    let mut run = Run::new(Retry::TransientOnce);
+    run.enqueue("A", WAIT);
+    assert_eq!(run.pump(), ["try A"]);
+    run.enqueue("B", WAIT);
+    // A re-entry goes first, ahead of the waiter whose try is in Redis.
+    let now = run.now();
+    let ahead = run.queue.waiter(
+        now,
+        WAIT,
+        Ask {
+            name: "R",
+            left: false,
+        },
+    );
+    run.ids.push(("R", ahead.id));
+    let effects = run.queue.enqueue(ahead, true);
+    assert!(run.log(effects).is_empty());
+    let effects = run.queue.close();
+    assert_eq!(run.log(effects), ["fail R", "fail B"]);
+    assert!(run.queue.trying(), "A's try is still in Redis");
+    assert_eq!(run.granted("A"), "A", "a grant is handed over");
+
+    let mut run = Run::new(Retry::TransientOnce);
+    run.enqueue("A", WAIT);
+    assert_eq!(run.pump(), ["try A"]);
+    let effects = run.queue.close();
+    assert!(run.log(effects).is_empty());
+    assert_eq!(
+        run.busy("A", 300 * MS),
+        ["fail A"],
+        "busy: it does not wait on"
+    );
+    assert!(run.queue.is_empty() && !run.queue.trying());
+
+    let mut run = Run::new(Retry::TransientOnce);
+    run.enqueue("A", WAIT);
+    assert_eq!(run.pump(), ["try A"]);
+    let effects = run.queue.close();
+    assert!(run.log(effects).is_empty());
+    assert_eq!(run.failed("A", unavailable()), ["fail A"], "no retry");
+    assert!(run.queue.is_empty());
+}

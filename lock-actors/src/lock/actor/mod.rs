@@ -24,6 +24,7 @@ use crate::error::LockError;
 use crate::keys::LockName;
 use crate::node::{Node, Unsubscribe};
 use crate::registry::Registry;
+use crate::runtime::{Closing, Errand};
 use crate::telemetry;
 use crate::wait_queue::{Asker, Retry, WaitQueue};
 use crate::watch_list::Loss;
@@ -96,6 +97,9 @@ pub struct LockActor {
     /// Owners whose lost holds are being taken out of Redis (see `clear_lost`): their new
     /// tries wait until that is done, so it never takes a new hold's count.
     clearing: HashMap<LockOwner, u32>,
+    /// The client is closing: its errand, kept until no waiter or try is left here (a
+    /// withdraw from the fair queue, if one is due, has its own errand by then).
+    closing: Option<Errand>,
 }
 
 /// One hold to check against Redis once it answers again.
@@ -205,6 +209,7 @@ impl LockActor {
             reconcile_in_flight: false,
             reconcile_error: None,
             clearing: HashMap::new(),
+            closing: None,
         }
     }
 
@@ -297,6 +302,9 @@ impl LockActor {
         if self.joined && self.queue.is_empty() && !self.queue.trying() {
             self.withdraw(ctx);
         }
+        if self.queue.is_empty() && !self.queue.trying() {
+            self.closing = None;
+        }
         let busy = !self.holders.is_empty()
             || !self.queue.is_empty()
             || self.queue.trying()
@@ -332,7 +340,11 @@ impl LockActor {
             .commands
             .clone()
             .eval::<i64>(invocation, self.name.clone());
-        ctx.spawn(request.into_actor(self).map(|result, act, ctx| {
+        // Taken in the turn that emptied the queue (the one that answered a timed-out or
+        // cancelled waiter), so a close that follows waits for it.
+        let errand = self.node.arbiter.errands().start();
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            drop(errand);
             act.withdraw_in_flight = false;
             if let Err(error) = result {
                 tracing::warn!(lock = %act.name, %error,
@@ -381,6 +393,18 @@ impl Actor for LockActor {
                 self.watchdog.unregister(id);
             }
         }
+    }
+}
+
+impl Handler<Closing> for LockActor {
+    type Result = ();
+
+    /// Fails every waiter with `Shutdown` (a head whose try is in Redis hears its answer
+    /// first), and leaves the fair queue once nobody waits.
+    fn handle(&mut self, msg: Closing, ctx: &mut Context<Self>) {
+        self.closing = Some(msg.0);
+        let effects = self.queue.close();
+        self.drive(effects, ctx);
     }
 }
 

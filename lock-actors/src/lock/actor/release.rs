@@ -9,6 +9,7 @@ use crate::lock::guard::{HoldStatus, ReleaseHold};
 use crate::lock::reply::{Deferred, ReplySlot};
 use crate::lock::watch::{renew_confirmed, renewed_for};
 use crate::lock::{LockOwner, Release, Released, Renew, RestartLease};
+use crate::runtime::Errand;
 use crate::script::ScriptCall;
 use actix::prelude::*;
 use std::time::{Duration, Instant};
@@ -110,6 +111,7 @@ impl LockActor {
             .collect();
         let (commands, name) = (self.node.commands.clone(), self.name.clone());
         *self.clearing.entry(owner).or_default() += 1;
+        let errand = self.node.arbiter.errands().start();
         let request = async move {
             for call in calls {
                 // 0: a hold is left; nil (nothing of ours) or 1 (freed): done.
@@ -125,6 +127,7 @@ impl LockActor {
             Ok::<_, LockError>(())
         };
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            drop(errand);
             if let Some(count) = act.clearing.get_mut(&owner) {
                 *count -= 1;
                 if *count == 0 {
@@ -151,7 +154,9 @@ impl LockActor {
             .unwrap_or(lease.unwrap_or(self.watchdog_lease()));
         let still_holds = self.holders.contains_key(&owner);
         let request = self.unlock_request(owner, lease);
+        let errand = self.node.arbiter.errands().start();
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            drop(errand);
             if let Err(error) = result {
                 tracing::warn!(lock = %act.name, %error,
                     "could not give back an abandoned grant; it expires at its lease");
@@ -179,10 +184,13 @@ impl LockActor {
             .eval(invocation, self.name.clone())
     }
 
+    /// Releases one hold of `owner` (`hold`, or the latest). `errand` is kept until Redis
+    /// has answered the unlock.
     pub(super) fn release(
         &mut self,
         owner: LockOwner,
         hold: Option<u64>,
+        errand: Errand,
         ctx: &mut Context<Self>,
     ) -> Deferred<Result<Released, LockError>> {
         // The client stopped, and this thread with it, a moment from now: as every later
@@ -229,6 +237,7 @@ impl LockActor {
         let reply = slot.clone();
         let request = self.unlock_request(owner, lease);
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            let _errand = errand;
             let outcome = match result {
                 // With no hold left, the holder entry went before the unlock was sent; one
                 // there now is a newer hold of the same owner (a re-entry answered first)
@@ -304,7 +313,7 @@ impl Handler<ReleaseHold> for LockActor {
 
     fn handle(&mut self, msg: ReleaseHold, ctx: &mut Context<Self>) -> Self::Result {
         self.take_charge(ctx);
-        self.release(msg.owner, Some(msg.hold), ctx)
+        self.release(msg.owner, Some(msg.hold), msg.errand, ctx)
     }
 }
 
@@ -313,7 +322,8 @@ impl Handler<Release> for LockActor {
 
     fn handle(&mut self, msg: Release, ctx: &mut Context<Self>) -> Self::Result {
         self.take_charge(ctx);
-        self.release(msg.owner, None, ctx)
+        let errand = self.node.arbiter.errands().start();
+        self.release(msg.owner, None, errand, ctx)
     }
 }
 

@@ -289,9 +289,14 @@ impl SemaphoreActor {
         match reply {
             Reply::Plain(slot) => {
                 self.plain_out += u64::from(permits);
-                let permits =
-                    SemaphoreGuard::new(ctx.address().recipient(), self.name.clone(), permits)
-                        .timed(HoldTimer::start(self.kind, &self.name, &self.node.config));
+                let errands = self.node.arbiter.errands().clone();
+                let permits = SemaphoreGuard::new(
+                    ctx.address().recipient(),
+                    errands,
+                    self.name.clone(),
+                    permits,
+                )
+                .timed(HoldTimer::start(self.kind, &self.name, &self.node.config));
                 // An undelivered guard is dropped here, and its drop gives the permits back.
                 let _ = slot.send(Ok(permits));
             }
@@ -330,6 +335,7 @@ impl SemaphoreActor {
                 );
                 let guard = PermitGuard::new(
                     ctx.address().recipient(),
+                    self.node.arbiter.errands().clone(),
                     self.name.clone(),
                     grant,
                     shown,

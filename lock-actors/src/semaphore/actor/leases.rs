@@ -185,7 +185,10 @@ impl Handler<ReleaseGrant> for SemaphoreActor {
                 .filter_map(|id| PermitId::parse(id))
                 .collect(),
         };
-        self.release_ids(ids, ctx)
+        let releasing = self.release_ids(ids, ctx);
+        // Counted in `background` from here on.
+        drop(msg.errand);
+        releasing
     }
 }
 

@@ -18,6 +18,7 @@ use crate::keys::LockName;
 use crate::lock::{Deferred, ReplySlot};
 use crate::node::{Node, Unsubscribe};
 use crate::registry::Registry;
+use crate::runtime::{Closing, Errand};
 use crate::script::ScriptCall;
 use crate::telemetry;
 use crate::wait_queue::{Asker, Retry, WaitQueue};
@@ -86,6 +87,10 @@ pub struct SemaphoreActor {
     permit_watch: Arc<PermitWatch<SemaphoreActor>>,
     /// Give-backs and releases on their way to Redis.
     background: usize,
+    /// One errand of the client's while `background` is not zero, so a close waits for it.
+    background_errand: Option<Errand>,
+    /// The client is closing: its errand, kept until no waiter or try is left here.
+    closing: Option<Errand>,
 }
 
 /// Where a waiter's answer goes: a guard of the semaphore's kind.
@@ -176,6 +181,8 @@ impl SemaphoreActor {
             next_grant: 1,
             permit_watch,
             background: 0,
+            background_errand: None,
+            closing: None,
         }
     }
 
@@ -202,6 +209,14 @@ impl SemaphoreActor {
     }
 
     fn refresh_keepalive(&mut self, ctx: &mut Context<Self>) {
+        if self.background == 0 {
+            self.background_errand = None;
+        } else if self.background_errand.is_none() {
+            self.background_errand = Some(self.node.arbiter.errands().start());
+        }
+        if self.queue.is_empty() && !self.queue.trying() {
+            self.closing = None;
+        }
         let busy = !self.queue.is_empty()
             || self.queue.trying()
             || !self.grants.is_empty()
@@ -308,6 +323,18 @@ impl Actor for SemaphoreActor {
     }
 }
 
+impl Handler<Closing> for SemaphoreActor {
+    type Result = ();
+
+    /// Fails every waiter with `Shutdown` (a head whose try is in Redis hears its answer
+    /// first); give-backs and releases under way go on, counted by `background`.
+    fn handle(&mut self, msg: Closing, ctx: &mut Context<Self>) {
+        self.closing = Some(msg.0);
+        let effects = self.queue.close();
+        self.drive(effects, ctx);
+    }
+}
+
 impl Handler<AcquirePermits> for SemaphoreActor {
     type Result = Deferred<Result<SemaphoreGuard, LockError>>;
 
@@ -376,7 +403,10 @@ impl Handler<ReturnPermits> for SemaphoreActor {
             self.refresh_keepalive(ctx);
             return Box::pin(fut::ready(Ok(())));
         }
-        self.add_permits_back(msg.permits, ctx)
+        let returning = self.add_permits_back(msg.permits, ctx);
+        // Counted in `background` from here on.
+        drop(msg.errand);
+        returning
     }
 }
 
