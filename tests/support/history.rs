@@ -1,4 +1,4 @@
-//! The nemesis suite's checker: reads the JSON-line histories that `examples/lock_worker.rs`
+//! The nemesis suite's checker: reads the JSON-line histories that `examples/lock_worker/main.rs`
 //! writes, the lock-key samples the test's monitor took, and the faults the test injected,
 //! and judges the run.
 //!
