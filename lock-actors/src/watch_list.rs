@@ -40,6 +40,11 @@ pub(crate) trait Watched: Send + 'static {
     fn in_batch(&mut self) -> &mut bool;
     /// The entry `id` was removed as lost: tell its holder.
     fn lost(self, id: u64, loss: Loss);
+    /// A renewal to `lease` confirmed this entry until `valid_until`.
+    fn renewed(&mut self, valid_until: Instant, lease: Duration) {
+        let _ = lease;
+        *self.valid_until() = valid_until;
+    }
     /// How long a renewal to `lease` whose script answered `answer` for this entry keeps
     /// it, counted from the renewal's send time; `None`: the lease is gone.
     fn renewed_for(answer: i64, lease: Duration) -> Option<Duration> {
@@ -211,7 +216,7 @@ impl<E: Watched> Renewable for WatchList<E> {
             match E::renewed_for(*answer, lease) {
                 Some(valid_for) => {
                     if let Some(entry) = entries.holds.get_mut(id) {
-                        *entry.valid_until() = sent + valid_for;
+                        entry.renewed(sent + valid_for, lease);
                         *entry.in_batch() = false;
                     }
                 }

@@ -22,6 +22,7 @@ use super::guard::{GuardLink, HoldStatus, ReleaseHold, Reply, StatusSender};
 use super::kind::LockKind;
 use super::watch::{HoldLost, WatchRegistry};
 use super::{Acquire, AcquireFenced, LockGuard, LockOwner, Released, RestartLease};
+use crate::config::clock_drift;
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::node::{Commands, Node};
@@ -308,18 +309,22 @@ impl<A: LockActorApi> Direct<A> {
         drop(pending);
         match reply {
             Ok((None, token)) => {
+                let (status, receiver) = StatusSender::held();
                 let watch_id = match (fixed, weak) {
-                    (None, Some(weak)) => Some(self.watchdog.register(
-                        self.kind,
-                        self.name.clone(),
-                        owner,
-                        weak,
-                        sent + lease,
-                    )),
+                    (None, Some(weak)) => Some({
+                        status.set_deadline(Some(sent + lease - clock_drift(lease)));
+                        self.watchdog.register(
+                            self.kind,
+                            self.name.clone(),
+                            owner,
+                            weak,
+                            status.loser(),
+                            sent + lease,
+                        )
+                    }),
                     _ => None,
                 };
                 let hold = self.next_hold();
-                let (status, receiver) = StatusSender::held();
                 let taken = DirectHold {
                     owner,
                     hold,

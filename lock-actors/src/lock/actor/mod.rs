@@ -129,6 +129,12 @@ impl Holder {
             merged.send_replace(status);
         }
     }
+
+    /// Until when the owner's holds surely last, as its guards time it. Merged holds'
+    /// guards hear of their end from the actor only (`set_status`).
+    fn set_deadline(&self, deadline: Option<Instant>) {
+        self.status.set_deadline(deadline);
+    }
 }
 
 struct Hold {
@@ -249,6 +255,8 @@ impl LockActor {
                     self.watchdog.unregister(watch_id);
                 }
                 holder.holds.push(hold);
+                // Its watchdog entry is gone: nothing would move its deadline any more.
+                status.set_deadline(None);
                 holder.merged.push(status);
                 self.arm_lease_keeping(owner, sent, ctx);
             }

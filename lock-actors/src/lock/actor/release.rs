@@ -33,11 +33,14 @@ impl LockActor {
         let watched = holder.holds.iter().any(|h| h.lease.is_none());
         match (watched, holder.watch_id) {
             (true, None) => {
+                let deadline = since + watchdog_lease - clock_drift(watchdog_lease);
+                holder.set_deadline(Some(deadline));
                 holder.watch_id = Some(self.watchdog.register(
                     self.kind,
                     self.name.clone(),
                     owner,
                     ctx.address().downgrade(),
+                    holder.status.loser(),
                     since + watchdog_lease,
                 ));
             }
@@ -54,6 +57,7 @@ impl LockActor {
                     (Some(until), Some(lease)) => (until, lease),
                     _ => (since + watchdog_lease, watchdog_lease),
                 };
+                holder.set_deadline(Some(until - clock_drift(lease)));
                 let ends_in = until
                     .saturating_duration_since(Instant::now())
                     .saturating_sub(clock_drift(lease));
