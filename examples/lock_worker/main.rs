@@ -4,7 +4,7 @@
 //!
 //! ```text
 //! lock_worker <redis-url> <worker-id> <history-file> [--locks a,b] [--tasks N] [--lease-ms N]
-//!             [--timeout-ms N]
+//!             [--timeout-ms N] [--extras PREFIX]
 //! ```
 //!
 //! - Each task loops: pick a lock, read Redis `TIME`, acquire the fenced lock (waiting up to
@@ -23,7 +23,9 @@
 //!   Redis `TIME` (absent when Redis did not answer).
 //! - A heartbeat logs every `stall`: a stretch in which the process was not scheduled.
 //! - Reads stdin: `stop` (or end of input) makes the tasks finish their current hold,
-//!   unlock and exit; the process then prints `stopped` and exits 0.
+//!   unlock and exit; the process then prints `stopped` and exits 0. `exit` drops every
+//!   hold and wait and closes the client, as a service's `main` returning does; `extras`,
+//!   `burst N` and `stats` are described in `control.rs`.
 //!
 //! Try it against a throwaway Redis:
 //!
@@ -34,20 +36,22 @@
 //! redis-cli -p 23457 shutdown nosave
 //! ```
 
+mod control;
+
 use actix_distributed_lock::{AcquireOptions, ClientConfig, LockClient, LockError, LockOwner};
 use rand::Rng;
 use redis::aio::MultiplexedConnection;
 use redis::AsyncConnectionConfig;
 use serde_json::{json, Value};
 use std::fs::{File, OpenOptions};
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::watch;
 
 const USAGE: &str = "usage: lock_worker <redis-url> <worker-id> <history-file> [--locks a,b] \
-                     [--tasks N] [--lease-ms N] [--timeout-ms N]";
+                     [--tasks N] [--lease-ms N] [--timeout-ms N] [--extras PREFIX]";
 
 /// The fenced store: accept `ARGV[1]` (a token) when it is at least the highest accepted.
 const STORE_SCRIPT: &str = r"
@@ -73,6 +77,7 @@ struct Args {
     tasks: usize,
     lease: Duration,
     timeout: Duration,
+    extras: String,
 }
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -91,6 +96,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         tasks: 3,
         lease: Duration::from_millis(1500),
         timeout: Duration::from_millis(400),
+        extras: "nemesis-x".into(),
     };
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -104,6 +110,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--tasks" => parsed.tasks = number()? as usize,
             "--lease-ms" => parsed.lease = Duration::from_millis(number()?),
             "--timeout-ms" => parsed.timeout = Duration::from_millis(number()?),
+            "--extras" => parsed.extras = value.clone(),
             _ => return Err(format!("unknown option `{flag}`")),
         }
     }
@@ -247,6 +254,7 @@ struct Task {
     locks: Vec<String>,
     lease: Duration,
     stop: watch::Receiver<bool>,
+    holds: Arc<control::Holds>,
 }
 
 impl Task {
@@ -280,9 +288,11 @@ impl Task {
         };
         let wait = Duration::from_millis(rand::rng().random_range(0..800));
         let l_call = now_us();
+        self.holds.waiting(true);
         let acquired = handle
             .acquire_with(AcquireOptions::new().owner(owner).wait(wait))
             .await;
+        self.holds.waiting(false);
         let l_after = now_us();
         let guard = match acquired {
             Ok(guard) => guard,
@@ -326,6 +336,9 @@ impl Task {
                 json!({"lock": lost_lock, "token": token, "t": Stamp::json(stamp)}),
             );
         });
+        if !self.holds.granted(id, &lock, token, watcher.abort_handle()) {
+            return control::parked().await;
+        }
 
         // Mostly short holds (many grants), some longer than the lease (renewals run).
         let lease_ms = self.lease.as_millis() as u64;
@@ -394,6 +407,9 @@ impl Task {
         } else {
             self.probe.time().await
         };
+        if !self.holds.releasing(id) {
+            return control::parked().await;
+        }
         history.log(
             id,
             "release_start",
@@ -442,20 +458,6 @@ async fn watch_stalls(history: Arc<History>) {
     }
 }
 
-/// Stdin lines on a plain thread (see `lock_holder`): `stop` or end of input stops the run.
-fn watch_stdin(stop: watch::Sender<bool>) {
-    std::thread::spawn(move || {
-        for line in std::io::stdin().lock().lines() {
-            match line {
-                Ok(line) if line.trim() == "stop" => break,
-                Ok(_) => {}
-                Err(_) => break,
-            }
-        }
-        let _ = stop.send(true);
-    });
-}
-
 async fn run(args: Args) -> Result<(), Failure> {
     let file = OpenOptions::new()
         .create(true)
@@ -484,11 +486,11 @@ async fn run(args: Args) -> Result<(), Failure> {
         json!({"client": client.id(), "pid": std::process::id(), "l": now_us()}),
     );
     let (stop_tx, stop_rx) = watch::channel(false);
-    watch_stdin(stop_tx);
     let stalls = tokio::spawn(watch_stalls(history.clone()));
+    let holds = Arc::new(control::Holds::new(history.clone()));
     let mut tasks = Vec::new();
     for id in 1..=args.tasks {
-        let task = Task {
+        tasks.push(Task {
             id,
             client: client.clone(),
             probe: probe.clone(),
@@ -496,15 +498,26 @@ async fn run(args: Args) -> Result<(), Failure> {
             locks: args.locks.clone(),
             lease: args.lease,
             stop: stop_rx.clone(),
-        };
-        tasks.push(tokio::spawn(task.run()));
+            holds: holds.clone(),
+        });
     }
-    for task in tasks {
-        task.await?;
-    }
+    let control = control::Control {
+        client: client.clone(),
+        history: history.clone(),
+        holds,
+        tasks: control::spawn(tasks),
+        locks: args.locks.clone(),
+        extras: args.extras.clone(),
+        stop: stop_tx,
+    };
+    let ending = control.serve().await?;
     stalls.abort();
+    if let control::Ending::Exited = ending {
+        println!("exited");
+        return Ok(());
+    }
     history.log(0, "stop", json!({"l": now_us()}));
-    client.shutdown();
+    client.close().await;
     println!("stopped");
     Ok(())
 }
