@@ -152,3 +152,173 @@ fn a_client_that_exits_mid_hold_and_mid_wait_leaves_nothing() {
         "a lock dropped by an exit went on only after {worst} ms (lease {LEASE:?})"
     );
 }
+
+/// Median and 90th percentile of the `TIME` round trips (ms) of `worker`'s grants whose
+/// stamp was sent inside `[from, to]`.
+fn time_round_trips(events: &[Value], worker: u64, from: u64, to: u64) -> (usize, u64, u64) {
+    let mut trips: Vec<u64> = events
+        .iter()
+        .filter(|e| e["worker"].as_u64() == Some(worker))
+        .filter_map(|e| e.get("t_before").filter(|s| !s.is_null()))
+        .filter_map(|s| Some((s["l_send"].as_u64()?, s["l_recv"].as_u64()?)))
+        .filter(|&(send, _)| send >= from && send <= to)
+        .map(|(send, recv)| (recv - send) / 1000)
+        .collect();
+    trips.sort_unstable();
+    let at = |q: f64| trips.get(((trips.len() as f64 - 1.0) * q) as usize).copied().unwrap_or(0);
+    (trips.len(), at(0.5), at(0.9))
+}
+
+#[test]
+fn a_slow_and_lossy_link_under_one_client() {
+    let spec = Spec {
+        delay_ms: 80,
+        jitter_ms: 20,
+        loss_pct: 5,
+        fallback_kbit: 64,
+    };
+    let mut run = Run::new("netem");
+    let mut windows = Vec::new();
+    let mut how = "";
+    for round in 0..rounds() {
+        let slot = round % 3;
+        traffic(2);
+        let start = now_us();
+        let impairment = impair::apply(&run.lab, slot, spec).unwrap_or_else(|e| panic!("{e}"));
+        how = impairment.how;
+        traffic(8);
+        impair::remove(&run.lab, &impairment, spec).unwrap_or_else(|e| panic!("{e}"));
+        let id = run.worker(slot).id;
+        run.log_fault("slow-lossy-link", Some(id), start);
+        windows.push((id, start, now_us()));
+    }
+    traffic(2);
+    let (report, events) = run.finish();
+    let mut lines = Vec::new();
+    for &(worker, start, end) in &windows {
+        let grants = events
+            .iter()
+            .filter(|e| e["ev"] == "grant" && e["worker"].as_u64() == Some(worker))
+            .filter(|e| e["l_after"].as_u64().is_some_and(|t| t > start && t < end))
+            .count();
+        let (n_before, p50_before, _) = time_round_trips(&events, worker, 0, start);
+        let (n_during, p50_during, p90_during) = time_round_trips(&events, worker, start, end);
+        lines.push(format!(
+            "worker {worker}: grants_impaired={grants} time_rtt_ms_before_p50={p50_before} (n={n_before}) \
+             during_p50={p50_during} p90={p90_during} (n={n_during})"
+        ));
+        assert!(grants >= 1, "the impaired worker {worker} was never granted a lock: {lines:?}");
+        assert!(
+            n_during >= 1 && p90_during > p50_before,
+            "the link was not slower for worker {worker}: {lines:?}"
+        );
+    }
+    println!(
+        "nemesis-faults[netem]: impairments={} applied_and_removed={} how={how} delay={}ms \
+         jitter={}ms loss={}% lost={} lost_judged={} acquisitions={} violations={} | {}",
+        windows.len(),
+        windows.len(),
+        spec.delay_ms,
+        spec.jitter_ms,
+        spec.loss_pct,
+        report.lost,
+        report.lost_judged,
+        report.acquisitions,
+        report.violations.len(),
+        lines.join(" | ")
+    );
+    assert_eq!(report.faults, rounds());
+    if report.lost > 0 {
+        assert!(
+            report.lost_judged + report.lost_excused + report.lost_not_judged >= report.lost,
+            "{report}"
+        );
+    }
+}
+
+#[test]
+fn a_burst_of_cancelled_acquires_during_a_partition() {
+    const BURST: u64 = 10_000;
+    let mut run = Run::new("burst");
+    let mut conn = run.admin();
+    set_up_side(&run, true);
+    let slot = 0;
+    let id = run.worker(slot).id;
+    let pid = run.worker(slot).proc.pid();
+    let client = support::nemesis::client_id(&run.worker(slot).history).expect("client");
+    traffic(2);
+    let lock_subs_before = faults::channel_subscribers(&mut conn, "redisson_lock__channel:*");
+    let rss_before = faults::rss_kib(pid);
+    // Cut off, with a hold when there is one, then the burst.
+    run.until_holding(slot);
+    let start = now_us();
+    run.lab.partition(slot);
+    let asked = now_us();
+    run.send(slot, "burst 10000");
+    let burst = run.wait_event(slot, "burst", asked);
+    let rss_peak = faults::rss_kib(pid);
+    run.lab.heal(slot);
+    let healed = now_us();
+    run.log_fault("partition-burst", Some(id), start);
+    // Granted again after the heal.
+    let history = run.worker(slot).history.clone();
+    let mut regranted = None;
+    run.wait_for("a grant to the burst worker after the heal", || {
+        regranted = read_history(&history)
+            .iter()
+            .filter(|e| e["ev"] == "grant")
+            .filter_map(|e| e["l_after"].as_u64())
+            .find(|&t| t > healed);
+        regranted.is_some()
+    });
+    let regrant_ms = (regranted.unwrap() - healed) / 1000;
+    // Nothing of the burst left: no subscriptions to the side names, no queue entry, no
+    // permit; the run's lock channels back to what they were.
+    run.wait_for("the side names' subscriptions to go", || {
+        faults::side_subscribers(&mut conn).iter().all(|(_, n)| *n == 0)
+    });
+    let mut leftovers = Vec::new();
+    run.wait_for("the burst's traces to go", || {
+        leftovers = faults::client_leftovers(&mut conn, &client)
+            .into_iter()
+            .filter(|l| l.contains(faults::SIDE))
+            .collect();
+        leftovers.is_empty()
+    });
+    let lock_subs_after = faults::channel_subscribers(&mut conn, "redisson_lock__channel:*");
+    let subs = |v: &[(String, i64)]| v.iter().map(|(_, n)| n).sum::<i64>();
+    let rss_after = faults::rss_kib(pid);
+    faults::clear_side(&mut conn);
+    let (report, _) = run.finish();
+    let counts = &burst["counts"];
+    let cancelled = counts["cancelled"].as_u64().unwrap_or(0);
+    let failed = counts["failed"].as_u64().unwrap_or(0);
+    let granted = counts["granted"].as_u64().unwrap_or(0);
+    println!(
+        "nemesis-faults[burst]: started={} cancelled={cancelled} failed={failed} granted={granted} \
+         burst_ms={} regrant_after_heal_ms={regrant_ms} rss_kib before={rss_before} peak={rss_peak} \
+         after={rss_after} lock_channel_subs before={} after={} side_subs_after=0 lost={} \
+         lost_judged={} acquisitions={} violations={}",
+        burst["started"],
+        (burst["l_done"].as_u64().unwrap_or(0) - burst["l"].as_u64().unwrap_or(0)) / 1000,
+        subs(&lock_subs_before),
+        subs(&lock_subs_after),
+        report.lost,
+        report.lost_judged,
+        report.acquisitions,
+        report.violations.len()
+    );
+    assert_eq!(burst["started"].as_u64(), Some(BURST));
+    assert_eq!(cancelled + failed, BURST, "{burst}");
+    assert_eq!(granted, 0, "a burst acquire was granted while cut off: {burst}");
+    assert!(cancelled >= BURST / 2, "most burst acquires should be dropped, not fail: {burst}");
+    assert!(regrant_ms < 10_000, "granted only {regrant_ms} ms after the heal");
+    assert!(
+        subs(&lock_subs_after) <= subs(&lock_subs_before).max(LOCKS.len() as i64 * 3),
+        "lock channel subscriptions piled up: {lock_subs_before:?} -> {lock_subs_after:?}"
+    );
+    assert!(
+        rss_after < rss_before + 64 * 1024,
+        "the worker's memory grew from {rss_before} KiB to {rss_after} KiB"
+    );
+}
