@@ -155,9 +155,25 @@ pub fn apply(lab: &Lab, slot: usize, spec: Spec) -> Result<Impairment, String> {
     Ok(Impairment { slot, how, shown })
 }
 
+/// Packets the random-loss rules of client `slot` dropped so far (the fallback's loss).
+pub fn dropped_by_loss_rules(lab: &Lab, slot: usize) -> u64 {
+    let listing = run(
+        "ip",
+        &["netns", "exec", lab.client_ns(slot), "iptables", "-L", "-v", "-n", "-x"],
+    )
+    .unwrap_or_default();
+    listing
+        .lines()
+        .filter(|l| l.contains("statistic"))
+        .filter_map(|l| l.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 /// Removes the impairment and reads the link back: `Err` if anything of it is left.
-pub fn remove(lab: &Lab, impairment: &Impairment, spec: Spec) -> Result<(), String> {
+/// `Ok` carries the packets the loss rules dropped (0 under netem, which counts its own).
+pub fn remove(lab: &Lab, impairment: &Impairment, spec: Spec) -> Result<u64, String> {
     let slot = impairment.slot;
+    let dropped = dropped_by_loss_rules(lab, slot);
     let (server_if, client_if) = lab.client_link(slot);
     tc(
         lab.server_ns(),
@@ -174,5 +190,5 @@ pub fn remove(lab: &Lab, impairment: &Impairment, spec: Spec) -> Result<(), Stri
     if shown.contains("netem") || shown.contains("tbf") || shown.contains("statistic") {
         return Err(format!("the impairment is still there after removing it:\n{shown}"));
     }
-    Ok(())
+    Ok(dropped)
 }
