@@ -174,7 +174,7 @@ fn a_slow_and_lossy_link_under_one_client() {
     let spec = Spec {
         delay_ms: 80,
         jitter_ms: 20,
-        loss_pct: 5,
+        loss_pct: 20,
         fallback_kbit: 32,
     };
     let mut run = Run::new("netem");
