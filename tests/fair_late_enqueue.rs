@@ -31,7 +31,10 @@ async fn a_fair_acquire_dropped_while_its_request_is_held_leaves_no_queue_entry(
         lock.acquire_timeout(Duration::from_secs(30)),
     )
     .await;
-    assert!(given_up.is_err(), "the acquire ended by itself: {given_up:?}");
+    assert!(
+        given_up.is_err(),
+        "the acquire ended by itself: {given_up:?}"
+    );
     // The partition lasts past the response timeout, then heals: the held request lands.
     tokio::time::sleep(Duration::from_secs(1)).await;
     proxy.blackhole(false);

@@ -55,7 +55,13 @@ async fn lost_lateness_under_burst(burst_on: &str) {
         tokio::time::sleep_until(due).await;
         tokio::time::Instant::now() - due
     });
-    let burst_lock = client.fenced_lock(if burst_on.is_empty() { "none" } else { burst_on }).unwrap();
+    let burst_lock = client
+        .fenced_lock(if burst_on.is_empty() {
+            "none"
+        } else {
+            burst_on
+        })
+        .unwrap();
     // Keep the process giving up acquires until past the lease.
     let mut rounds = 0;
     while burst_on.is_empty() && sent.elapsed() < lease + Duration::from_millis(300) {

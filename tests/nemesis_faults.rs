@@ -31,7 +31,10 @@ fn set_up_side(run: &Run, hold_rw: bool) {
     let mut conn = run.admin();
     faults::clear_side(&mut conn);
     let mut pipe = redis::pipe();
-    pipe.cmd("HSET").arg(side("fair")).arg("nemesis-test:1").arg(1);
+    pipe.cmd("HSET")
+        .arg(side("fair"))
+        .arg("nemesis-test:1")
+        .arg(1);
     pipe.cmd("PEXPIRE").arg(side("fair")).arg(600_000);
     pipe.cmd("SET").arg(side("sem")).arg(SIDE_PERMITS);
     pipe.cmd("SET").arg(side("xsem")).arg(SIDE_PERMITS);
@@ -102,7 +105,13 @@ fn a_client_that_exits_mid_hold_and_mid_wait_leaves_nothing() {
             exited.worker,
             exited.leftovers
         );
-        let history = read_history(&run.workers.iter().find(|w| w.id == exited.worker).unwrap().history);
+        let history = read_history(
+            &run.workers
+                .iter()
+                .find(|w| w.id == exited.worker)
+                .unwrap()
+                .history,
+        );
         let held: Vec<String> = history
             .iter()
             .filter(|e| e["ev"] == "release_start" && e["exit"] == true)
@@ -120,17 +129,27 @@ fn a_client_that_exits_mid_hold_and_mid_wait_leaves_nothing() {
     let mut handover_ms = Vec::new();
     for (worker, sent, held) in &locks_handed_on {
         for lock in held {
-            let next = next_grant_by_others(&events, *worker, lock, *sent)
-                .unwrap_or_else(|| panic!("{lock} never went to another worker after worker {worker} exited"));
+            let next = next_grant_by_others(&events, *worker, lock, *sent).unwrap_or_else(|| {
+                panic!("{lock} never went to another worker after worker {worker} exited")
+            });
             handover_ms.push((next - sent) / 1000);
         }
     }
     let mut conn = run.admin();
     faults::clear_side(&mut conn);
     let (report, _) = run.finish();
-    let holding: u64 = done.iter().map(|d| d.event["holding"].as_u64().unwrap_or(0)).sum();
-    let waiting: u64 = done.iter().map(|d| d.event["waiting"].as_u64().unwrap_or(0)).sum();
-    let side_waits: u64 = done.iter().map(|d| d.event["side_waits"].as_u64().unwrap_or(0)).sum();
+    let holding: u64 = done
+        .iter()
+        .map(|d| d.event["holding"].as_u64().unwrap_or(0))
+        .sum();
+    let waiting: u64 = done
+        .iter()
+        .map(|d| d.event["waiting"].as_u64().unwrap_or(0))
+        .sum();
+    let side_waits: u64 = done
+        .iter()
+        .map(|d| d.event["side_waits"].as_u64().unwrap_or(0))
+        .sum();
     let exit_ms: Vec<u128> = done.iter().map(|d| d.took.as_millis()).collect();
     let worst = handover_ms.iter().copied().max().unwrap_or(0);
     println!(
@@ -144,9 +163,15 @@ fn a_client_that_exits_mid_hold_and_mid_wait_leaves_nothing() {
         report.violations.len()
     );
     assert_eq!(done.len(), exits);
-    assert!(holding >= exits as u64, "the exits dropped too few holds: {holding}");
+    assert!(
+        holding >= exits as u64,
+        "the exits dropped too few holds: {holding}"
+    );
     assert!(side_waits >= 4 * exits as u64);
-    assert!(!handover_ms.is_empty(), "no exit dropped a hold of the run's locks");
+    assert!(
+        !handover_ms.is_empty(),
+        "no exit dropped a hold of the run's locks"
+    );
     assert!(
         worst < (LEASE.as_millis() / 2) as u64,
         "a lock dropped by an exit went on only after {worst} ms (lease {LEASE:?})"
@@ -165,7 +190,12 @@ fn time_round_trips(events: &[Value], worker: u64, from: u64, to: u64) -> (usize
         .map(|(send, recv)| (recv - send) / 1000)
         .collect();
     trips.sort_unstable();
-    let at = |q: f64| trips.get(((trips.len() as f64 - 1.0) * q) as usize).copied().unwrap_or(0);
+    let at = |q: f64| {
+        trips
+            .get(((trips.len() as f64 - 1.0) * q) as usize)
+            .copied()
+            .unwrap_or(0)
+    };
     (trips.len(), at(0.5), at(0.9))
 }
 
@@ -188,8 +218,7 @@ fn a_slow_and_lossy_link_under_one_client() {
         let impairment = impair::apply(&run.lab, slot, spec).unwrap_or_else(|e| panic!("{e}"));
         how = impairment.how;
         traffic(8);
-        let dropped =
-            impair::remove(&run.lab, &impairment, spec).unwrap_or_else(|e| panic!("{e}"));
+        let dropped = impair::remove(&run.lab, &impairment, spec).unwrap_or_else(|e| panic!("{e}"));
         if how != "netem" {
             assert!(dropped > 0, "the loss rules dropped nothing in 8 s");
         }
@@ -213,7 +242,10 @@ fn a_slow_and_lossy_link_under_one_client() {
             "worker {worker}: grants_impaired={grants} time_rtt_ms_before_p50={p50_before} (n={n_before}) \
              during_p50={p50_during} p90={p90_during} (n={n_during})"
         ));
-        assert!(grants >= 1, "the impaired worker {worker} was never granted a lock: {lines:?}");
+        assert!(
+            grants >= 1,
+            "the impaired worker {worker} was never granted a lock: {lines:?}"
+        );
     }
     println!(
         "nemesis-faults[netem]: impairments={} applied_and_removed={} how={how} delay={}ms \
@@ -273,7 +305,9 @@ fn burst_during_a_partition(run: &mut Run, slot: usize, client: &str) -> Burst {
     });
     let regrant_ms = (regranted.expect("regranted") - healed) / 1000;
     run.wait_for("the side names' subscriptions to go", || {
-        faults::side_subscribers(&mut conn).iter().all(|(_, n)| *n == 0)
+        faults::side_subscribers(&mut conn)
+            .iter()
+            .all(|(_, n)| *n == 0)
     });
     // Fair queue entries of dropped acquires whose enqueue landed after the heal are a
     // known defect (`tests/fair_late_enqueue.rs`): counted and reported apart; anything
@@ -360,7 +394,10 @@ fn a_burst_of_cancelled_acquires_during_a_partition() {
     assert_eq!(started, BURST * bursts.len() as u64);
     assert_eq!(cancelled + failed, started);
     assert_eq!(granted, 0, "a burst acquire was granted while cut off");
-    assert!(cancelled >= started / 2, "most burst acquires should be dropped, not fail");
+    assert!(
+        cancelled >= started / 2,
+        "most burst acquires should be dropped, not fail"
+    );
     assert!(
         regrant.iter().all(|&ms| ms < 10_000),
         "granted again only {regrant:?} ms after the heals"

@@ -308,8 +308,13 @@ impl Side {
         let wait = Duration::from_secs(5);
         let mut ids = Vec::new();
         let mut errors = Vec::new();
-        match async { client.semaphore(&format!("{x}-sem"))?.acquire_timeout(1, wait).await }
-            .await
+        match async {
+            client
+                .semaphore(&format!("{x}-sem"))?
+                .acquire_timeout(1, wait)
+                .await
+        }
+        .await
         {
             Ok(g) => self.guards.push(Guard::Permits(g)),
             Err(e) => errors.push(format!("sem: {e}")),

@@ -92,7 +92,12 @@ impl Run {
         let took = began.elapsed();
         let leftovers = client_leftovers(&mut self.admin(), &client);
         assert!(status.success(), "worker {worker} exited with {status}");
-        let stdout = self.workers[index].proc.child.stdout.take().expect("stdout");
+        let stdout = self.workers[index]
+            .proc
+            .child
+            .stdout
+            .take()
+            .expect("stdout");
         let said: Vec<String> = BufReader::new(stdout)
             .lines()
             .map_while(Result::ok)

@@ -159,7 +159,16 @@ pub fn apply(lab: &Lab, slot: usize, spec: Spec) -> Result<Impairment, String> {
 pub fn dropped_by_loss_rules(lab: &Lab, slot: usize) -> u64 {
     let listing = run(
         "ip",
-        &["netns", "exec", lab.client_ns(slot), "iptables", "-L", "-v", "-n", "-x"],
+        &[
+            "netns",
+            "exec",
+            lab.client_ns(slot),
+            "iptables",
+            "-L",
+            "-v",
+            "-n",
+            "-x",
+        ],
     )
     .unwrap_or_default();
     listing
@@ -188,7 +197,9 @@ pub fn remove(lab: &Lab, impairment: &Impairment, spec: Spec) -> Result<u64, Str
     }
     let shown = show(lab, slot);
     if shown.contains("netem") || shown.contains("tbf") || shown.contains("statistic") {
-        return Err(format!("the impairment is still there after removing it:\n{shown}"));
+        return Err(format!(
+            "the impairment is still there after removing it:\n{shown}"
+        ));
     }
     Ok(dropped)
 }
