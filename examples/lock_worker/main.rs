@@ -136,6 +136,9 @@ async fn run(args: Args) -> Result<(), Failure> {
     });
     let config = ClientConfig::new(args.url.as_str())
         .watchdog_timeout(args.lease)
+        // A dead fair waiter blocks its queue until its deadline: keep that short, yet
+        // longer than any live wait (800 ms), so no live waiter is ever skipped as dead.
+        .fair_wait_timeout(2 * args.lease)
         .connect_timeout(args.timeout)
         .response_timeout(args.timeout);
     let client = LockClient::connect(config).await?;
