@@ -105,7 +105,7 @@ pub struct Task {
 fn some_lease() -> Option<Duration> {
     let mut rng = rand::rng();
     rng.random_bool(0.5)
-        .then(|| Duration::from_millis(rng.random_range(300..=4000)))
+        .then(|| Duration::from_millis(rng.random_range(300..=2500)))
 }
 
 fn lease_ms(lease: Option<Duration>) -> Value {
@@ -390,7 +390,7 @@ impl Task {
             }
             // The work between the check and the write: a pause here (SIGSTOP, a long GC)
             // sends the write after the lock is gone, which only the fencing token stops.
-            let work = rand::rng().random_range(10..=120);
+            let work = rand::rng().random_range(10..=300);
             tokio::time::sleep(Duration::from_millis(work)).await;
             let l_send = now_us();
             let outcome = self.probe.write(lock, token, &by).await;

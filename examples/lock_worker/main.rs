@@ -14,7 +14,7 @@
 //!   share it), `-sem`, `-exp`. Semaphores have `--permits` permits (default 2; the first
 //!   worker to start sets them); each hold takes one.
 //! - Each round: read Redis `TIME`, log `wait`, acquire (waiting up to 800 ms; a watchdog
-//!   lease, or half the time a fixed lease of 300 ms–4 s; plain permits have no lease),
+//!   lease, or half the time a fixed lease of 300 ms–2.5 s; plain permits have no lease),
 //!   read `TIME` again, log `grant`, re-enter the reentrant kinds 0–3 levels deep (each
 //!   level with its own lease), hold for a random while (mostly under 400 ms, a quarter of
 //!   the time up to two leases), then release. Under a fenced lock the hold writes to the

@@ -131,12 +131,12 @@ fn monitor_family(family: &str) -> &'static str {
     }
 }
 
-/// Every (lock name, monitor family) the `mixes` use on the base names `LOCKS`.
-pub fn monitored(mixes: &[String]) -> Vec<(String, &'static str)> {
+/// Every (lock name, monitor family) the `mixes` use on the base names `bases`.
+pub fn monitored(mixes: &[String], bases: &[String]) -> Vec<(String, &'static str)> {
     let mut keys: Vec<(String, &'static str)> = Vec::new();
     for mix in mixes {
         for kind in mix.split(',') {
-            for base in LOCKS {
+            for base in bases {
                 let key = (lock_name(base, kind), monitor_family(family(kind)));
                 if !keys.contains(&key) {
                     keys.push(key);
@@ -280,6 +280,9 @@ pub struct Run {
     /// `appendonly yes, appendfsync always` (else the server forgets everything on restart).
     pub persistent: bool,
     pub setup: Setup,
+    /// The locks a fault waits for its worker to hold ([`until_holding`](Run::until_holding),
+    /// [`held_at`](Run::held_at)); `None`: any lock.
+    pub targets: Option<Vec<String>>,
     pub lab: Lab,
 }
 
@@ -292,6 +295,8 @@ pub struct Setup {
     pub permits: u32,
     /// Per slot, `--broken` for its workers.
     pub broken: Vec<Option<String>>,
+    /// The base lock names (`--locks`): each kind family has one lock per base name.
+    pub locks: Vec<String>,
 }
 
 /// Every lock kind, as `--mix` takes it.
@@ -304,14 +309,23 @@ impl Default for Setup {
             mixes: vec!["fenced".to_string(); CLIENTS],
             permits: 2,
             broken: vec![None; CLIENTS],
+            locks: LOCKS.iter().map(|l| l.to_string()).collect(),
         }
     }
 }
 
 impl Setup {
-    /// Every slot takes every kind.
+    /// Every slot takes every kind, fair locks three times as often as the others (a fair
+    /// queue needs two waiters at once for its order to be judged).
     pub fn all_kinds() -> Self {
-        Setup::default().mixes(&[ALL_KINDS; CLIENTS])
+        let weighted = format!("{ALL_KINDS},fair,fair");
+        Setup::default().mixes(&[weighted.as_str(); CLIENTS])
+    }
+
+    /// One lock per kind family on each of `locks` (the default: [`LOCKS`]).
+    pub fn locks(mut self, locks: &[&str]) -> Self {
+        self.locks = locks.iter().map(|l| l.to_string()).collect();
+        self
     }
 
     pub fn mixes(mut self, mixes: &[&str]) -> Self {
@@ -343,7 +357,7 @@ impl Setup {
 
     /// The semaphores' names (their count keys stay after the run).
     pub fn semaphores(&self) -> Vec<String> {
-        monitored(&self.mixes)
+        monitored(&self.mixes, &self.locks)
             .into_iter()
             .filter(|(_, family)| matches!(*family, "sem" | "exp"))
             .map(|(name, _)| name)
@@ -376,7 +390,7 @@ impl Run {
         let binary = super::lock_worker_binary();
         let monitor = Monitor::start(
             format!("redis://{}:{REDIS_PORT}/", lab.server_admin),
-            monitored(&setup.mixes),
+            monitored(&setup.mixes, &setup.locks),
         );
         let mut run = Run {
             name: name.to_string(),
@@ -389,6 +403,7 @@ impl Run {
             dir,
             persistent,
             setup,
+            targets: None,
             lab,
         };
         run.start_redis();
@@ -468,7 +483,7 @@ impl Run {
             ))
             .arg(id.to_string())
             .arg(&history)
-            .args(["--locks", &LOCKS.join(",")])
+            .args(["--locks", &self.setup.locks.join(",")])
             .args(["--tasks", &TASKS.to_string()])
             .args(["--lease-ms", &LEASE.as_millis().to_string()])
             .args(["--timeout-ms", &TIMEOUT_MS.to_string()])
@@ -522,15 +537,21 @@ impl Run {
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             let holding = self.monitor.latest().is_some_and(|s| {
-                s.locks
-                    .values()
-                    .any(|(_, fields)| fields.iter().any(|f| f.starts_with(&client)))
+                s.locks.iter().any(|(lock, (_, fields))| {
+                    self.targeted(lock) && fields.iter().any(|f| f.starts_with(&client))
+                })
             });
             if holding {
                 return;
             }
             thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    fn targeted(&self, lock: &str) -> bool {
+        self.targets
+            .as_ref()
+            .is_none_or(|targets| targets.iter().any(|t| t == lock))
     }
 
     pub fn log_fault(&mut self, kind: &str, worker: Option<u64>, start: u64) {
@@ -555,7 +576,9 @@ impl Run {
                 return sample
                     .locks
                     .iter()
-                    .filter(|(_, (_, fields))| fields.iter().any(|f| f.starts_with(&client)))
+                    .filter(|(lock, (_, fields))| {
+                        self.targeted(lock) && fields.iter().any(|f| f.starts_with(&client))
+                    })
                     .map(|(lock, _)| lock.clone())
                     .collect();
             }
