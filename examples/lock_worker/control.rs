@@ -18,7 +18,8 @@
 //!   while the worker is cut off from Redis.
 //! - `stats`: logs `stats` with the client's live actors and this process' resident memory.
 
-use crate::{now_us, History, Task};
+use crate::history::{now_us, History};
+use crate::kinds::Task;
 use actix_distributed_lock::{LockClient, PermitGuard, SemaphoreGuard};
 use rand::Rng;
 use serde_json::json;
@@ -30,10 +31,12 @@ use tokio::sync::{mpsc, watch};
 use tokio::task::{AbortHandle, JoinHandle};
 
 /// A hold a task has open, for [`Holds::exit`] to close in the history.
-struct Open {
-    lock: String,
-    token: u64,
-    watcher: AbortHandle,
+pub struct Open {
+    pub hold: u64,
+    pub kind: &'static str,
+    pub lock: String,
+    pub token: u64,
+    pub watcher: AbortHandle,
 }
 
 #[derive(Default)]
@@ -73,20 +76,13 @@ impl Holds {
 
     /// A task was granted a hold (its `grant` logged). `false`: the process is exiting and
     /// the hold's `release_start` is logged here; the task must not go on.
-    pub fn granted(&self, task: usize, lock: &str, token: u64, watcher: AbortHandle) -> bool {
+    pub fn granted(&self, task: usize, open: Open) -> bool {
         let mut state = self.state();
         if state.exiting {
-            self.log_release_start(task, lock, token);
+            self.log_release_start(task, &open);
             return false;
         }
-        state.open.insert(
-            task,
-            Open {
-                lock: lock.to_string(),
-                token,
-                watcher,
-            },
-        );
+        state.open.insert(task, open);
         true
     }
 
@@ -98,11 +94,12 @@ impl Holds {
         !state.exiting
     }
 
-    fn log_release_start(&self, task: usize, lock: &str, token: u64) {
+    fn log_release_start(&self, task: usize, open: &Open) {
         self.history.log(
             task,
             "release_start",
-            json!({"lock": lock, "token": token, "l": now_us(), "t": null, "was_lost": false, "exit": true}),
+            json!({"hold": open.hold, "lock": open.lock, "kind": open.kind, "token": open.token,
+                   "l": now_us(), "t": null, "was_lost": false, "exit": true}),
         );
     }
 
@@ -112,7 +109,7 @@ impl Holds {
         let mut state = self.state();
         state.exiting = true;
         for (&task, open) in &state.open {
-            self.log_release_start(task, &open.lock, open.token);
+            self.log_release_start(task, open);
             open.watcher.abort();
         }
         (state.open.len(), state.waiting)
