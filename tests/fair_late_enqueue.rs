@@ -66,3 +66,52 @@ async fn a_fair_acquire_dropped_while_its_request_is_held_leaves_no_queue_entry(
     })
     .await;
 }
+
+/// The same for a plain semaphore: a permit taken by an acquire that was given up while
+/// the network held it must be given back (a plain permit has no lease: lost for good).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_semaphore_acquire_dropped_while_its_request_is_held_takes_no_permit() {
+    let server = RedisServer::start();
+    let proxy = TcpProxy::start(server.port()).await;
+    let admin = client_at(&server.url(), |c| c).await;
+    admin
+        .semaphore("late-sem")
+        .unwrap()
+        .set_permits(2)
+        .await
+        .unwrap();
+    let client = client_at(&proxy.url(), |c| {
+        c.response_timeout(Duration::from_millis(400))
+            .connect_timeout(Duration::from_millis(400))
+    })
+    .await;
+    let semaphore = client.semaphore("late-sem").unwrap();
+    proxy.blackhole(true);
+    let given_up = timeout(
+        Duration::from_millis(100),
+        semaphore.acquire_timeout(1, Duration::from_secs(30)),
+    )
+    .await;
+    assert!(
+        given_up.is_err(),
+        "the acquire ended by itself: {given_up:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    proxy.blackhole(false);
+    let admin_semaphore = admin.semaphore("late-sem").unwrap();
+    let mut available = 0;
+    let settled = timeout(Duration::from_secs(5), async {
+        loop {
+            available = admin_semaphore.available_permits().await.unwrap();
+            if available == 2 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    assert!(
+        settled.is_ok(),
+        "{available} of 2 permits available 5 s after the heal"
+    );
+}
