@@ -42,7 +42,10 @@ ensure_netns_tools() {
     local missing=()
     command -v ip >/dev/null 2>&1 || missing+=(iproute2)
     command -v iptables >/dev/null 2>&1 || missing+=(iptables)
+    # `tc` (the slow and lossy link of tests/nemesis_faults.rs) comes with iproute2.
+    command -v tc >/dev/null 2>&1 || missing+=(iproute2)
     if [ "${#missing[@]}" -eq 0 ]; then
+        ensure_netem_note
         return 0
     fi
     if ! command -v apt-get >/dev/null 2>&1; then
@@ -50,6 +53,25 @@ ensure_netns_tools() {
         return 1
     fi
     apt_install "${missing[@]}"
+    ensure_netem_note
+}
+
+# `tc qdisc ... netem` needs the kernel's sch_netem (CONFIG_NET_SCH_NETEM, built in or a
+# module). Without it the slow-link scenario shapes the link with `tbf` and drops with
+# `iptables -m statistic` instead; say so plainly.
+ensure_netem_note() {
+    command -v modprobe >/dev/null 2>&1 && modprobe sch_netem 2>/dev/null
+    local ns="nznetemprobe$$"
+    ip netns add "$ns" 2>/dev/null || return 0
+    local ok=0
+    if ip -n "$ns" link add nzq0 type veth peer name nzq1 2>/dev/null &&
+        ip netns exec "$ns" tc qdisc add dev nzq0 root netem delay 1ms 2>/dev/null; then
+        ok=1
+    fi
+    ip netns del "$ns" 2>/dev/null
+    if [ "$ok" -eq 0 ]; then
+        echo "note: this kernel has no sch_netem (tc netem); tests/nemesis_faults.rs makes its slow and lossy link with tbf and iptables statistic instead" >&2
+    fi
 }
 
 # Makes sure the inspector page's browser test (tests/inspector_page.rs) has what it drives:

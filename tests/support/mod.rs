@@ -8,8 +8,10 @@
 //! test for the checks that read a client's state.
 #![allow(dead_code)]
 pub mod clients;
+pub mod faults;
 pub mod history;
 pub mod holder;
+pub mod impair;
 pub mod java_peer;
 pub mod nemesis;
 pub mod netns;

@@ -8,6 +8,7 @@
 use super::history::{self, Fault, Report, Sample};
 use super::netns::{Lab, Proc};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Stdio};
@@ -41,20 +42,110 @@ pub fn now_us() -> u64 {
         .unwrap_or(0)
 }
 
+/// What the monitor reads for each lock key: `ARGV[i]` is the family of `KEYS[i]`.
 pub const MONITOR_SCRIPT: &str = r"
--- KEYS: lock names. Returns {TIME s, TIME us, then per key: PTTL, its hash fields joined by ','}
+-- KEYS: lock names; ARGV: their families (hash fast fair rw sem exp).
+-- Returns {TIME s, TIME us, then per key: PTTL, holders as `holder=ms to live` joined by ',',
+-- the fair queue joined by ',', the permit count or ''}.
 local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local out = {t[1], t[2]}
-for _, k in ipairs(KEYS) do
-    local fields = ''
-    if redis.call('type', k).ok == 'hash' then
-        fields = table.concat(redis.call('hkeys', k), ',')
+local function hex(raw)
+    return (string.gsub(raw, '.', function(c) return string.format('%02x', string.byte(c)) end))
+end
+for i, k in ipairs(KEYS) do
+    local family = ARGV[i]
+    local pttl = redis.call('pttl', k)
+    local kind = redis.call('type', k).ok
+    local holders, queue, count = {}, '', ''
+    if family == 'sem' or family == 'exp' then
+        if kind == 'string' then count = redis.call('get', k) end
+        if family == 'exp' then
+            local z = redis.call('zrange', '{' .. k .. '}:timeout', 0, -1, 'WITHSCORES')
+            for j = 1, #z, 2 do
+                holders[#holders + 1] = hex(z[j]) .. '=' .. tostring(math.floor(tonumber(z[j + 1]) - now))
+            end
+        end
+    elseif kind == 'string' then
+        holders[1] = redis.call('get', k) .. '=' .. pttl
+    elseif kind == 'hash' then
+        local h = redis.call('hgetall', k)
+        for j = 1, #h, 2 do
+            local f = h[j]
+            if f ~= 'mode' then
+                local ttl = pttl
+                if family == 'rw' and not string.find(f, ':write$') then
+                    ttl = -2
+                    for n = 1, tonumber(h[j + 1]) do
+                        local p = redis.call('pttl', '{' .. k .. '}:' .. f .. ':rwlock_timeout:' .. n)
+                        if p > ttl then ttl = p end
+                    end
+                end
+                holders[#holders + 1] = f .. '=' .. ttl
+            end
+        end
     end
-    out[#out + 1] = tostring(redis.call('pttl', k))
-    out[#out + 1] = fields
+    if family == 'fair' then
+        queue = table.concat(redis.call('lrange', 'redisson_lock_queue:{' .. k .. '}', 0, -1), ',')
+    end
+    out[#out + 1] = tostring(pttl)
+    out[#out + 1] = table.concat(holders, ',')
+    out[#out + 1] = queue
+    out[#out + 1] = count
 end
 return out
 ";
+
+/// The Redis name of base lock `base` for `kind` (as `lock_worker`'s `Kind::lock_name`):
+/// fenced locks use the base name, the others add their family.
+pub fn lock_name(base: &str, kind: &str) -> String {
+    match family(kind) {
+        "fenced" => base.to_string(),
+        family => format!("{base}-{family}"),
+    }
+}
+
+/// The family of a kind: kinds of one family share a name (read and write: `rw`).
+pub fn family(kind: &str) -> &'static str {
+    match kind {
+        "fenced" => "fenced",
+        "reentrant" => "re",
+        "fast" => "fast",
+        "fair" => "fair",
+        "read" | "write" => "rw",
+        "semaphore" => "sem",
+        "expirable" => "exp",
+        other => panic!("unknown lock kind `{other}`"),
+    }
+}
+
+/// The monitor's family argument for a lock family.
+fn monitor_family(family: &str) -> &'static str {
+    match family {
+        "fenced" | "re" => "hash",
+        "fast" => "fast",
+        "fair" => "fair",
+        "rw" => "rw",
+        "sem" => "sem",
+        _ => "exp",
+    }
+}
+
+/// Every (lock name, monitor family) the `mixes` use on the base names `bases`.
+pub fn monitored(mixes: &[String], bases: &[String]) -> Vec<(String, &'static str)> {
+    let mut keys: Vec<(String, &'static str)> = Vec::new();
+    for mix in mixes {
+        for kind in mix.split(',') {
+            for base in bases {
+                let key = (lock_name(base, kind), monitor_family(family(kind)));
+                if !keys.contains(&key) {
+                    keys.push(key);
+                }
+            }
+        }
+    }
+    keys
+}
 
 /// Samples the lock keys every 20 ms from the root namespace (never partitioned).
 pub struct Monitor {
@@ -64,7 +155,8 @@ pub struct Monitor {
 }
 
 impl Monitor {
-    pub fn start(url: String) -> Monitor {
+    /// Samples `keys` (lock name, family as [`MONITOR_SCRIPT`] takes it).
+    pub fn start(url: String, keys: Vec<(String, &'static str)>) -> Monitor {
         let stop = Arc::new(AtomicBool::new(false));
         let samples = Arc::new(Mutex::new(Vec::new()));
         let (stop2, samples2) = (stop.clone(), samples.clone());
@@ -72,6 +164,7 @@ impl Monitor {
             let script = redis::Script::new(MONITOR_SCRIPT);
             let client = redis::Client::open(url).expect("monitor url");
             let mut conn: Option<redis::Connection> = None;
+            let names: Vec<String> = keys.iter().map(|(name, _)| name.clone()).collect();
             while !stop2.load(Ordering::Relaxed) {
                 if conn.is_none() {
                     conn = client
@@ -84,12 +177,12 @@ impl Monitor {
                 }
                 if let Some(c) = conn.as_mut() {
                     let mut invocation = script.prepare_invoke();
-                    for lock in LOCKS {
-                        invocation.key(lock);
+                    for (name, family) in &keys {
+                        invocation.key(name).arg(*family);
                     }
                     match invocation.invoke::<Vec<String>>(c) {
                         Ok(reply) => {
-                            if let Some(sample) = parse_sample(&reply) {
+                            if let Some(sample) = parse_sample(&reply, &names) {
                                 samples2.lock().unwrap().push(sample);
                             }
                         }
@@ -125,24 +218,43 @@ impl Drop for Monitor {
     }
 }
 
-pub fn parse_sample(reply: &[String]) -> Option<Sample> {
+/// One reply of [`MONITOR_SCRIPT`] for the lock `names` it was given.
+pub fn parse_sample(reply: &[String], names: &[String]) -> Option<Sample> {
     let secs: u64 = reply.first()?.parse().ok()?;
     let micros: u64 = reply.get(1)?.parse().ok()?;
-    let mut locks = std::collections::BTreeMap::new();
-    for (i, lock) in LOCKS.iter().enumerate() {
-        let pttl: i64 = reply.get(2 + 2 * i)?.parse().ok()?;
-        let fields = reply.get(3 + 2 * i)?;
-        let fields = fields
-            .split(',')
+    let list = |s: &String| -> Vec<String> {
+        s.split(',')
             .filter(|f| !f.is_empty())
             .map(str::to_string)
-            .collect();
-        locks.insert(lock.to_string(), (pttl, fields));
-    }
-    Some(Sample {
+            .collect()
+    };
+    let mut sample = Sample {
         t: secs * 1_000_000 + micros,
-        locks,
-    })
+        ..Sample::default()
+    };
+    for (i, lock) in names.iter().enumerate() {
+        let pttl: i64 = reply.get(2 + 4 * i)?.parse().ok()?;
+        let mut alive = Vec::new();
+        let mut ttls = BTreeMap::new();
+        for entry in list(reply.get(3 + 4 * i)?) {
+            let (holder, ttl) = entry.rsplit_once('=')?;
+            let ttl: i64 = ttl.parse().ok()?;
+            if ttl > 0 || ttl == -1 {
+                alive.push(holder.to_string());
+            }
+            ttls.insert(holder.to_string(), ttl);
+        }
+        sample.locks.insert(lock.clone(), (pttl, alive));
+        sample.ttls.insert(lock.clone(), ttls);
+        let queue = list(reply.get(4 + 4 * i)?);
+        if !queue.is_empty() {
+            sample.queues.insert(lock.clone(), queue);
+        }
+        if let Ok(count) = reply.get(5 + 4 * i)?.parse() {
+            sample.counts.insert(lock.clone(), count);
+        }
+    }
+    Some(sample)
 }
 
 pub struct Worker {
@@ -167,7 +279,90 @@ pub struct Run {
     pub dir: PathBuf,
     /// `appendonly yes, appendfsync always` (else the server forgets everything on restart).
     pub persistent: bool,
+    pub setup: Setup,
+    /// The locks a fault waits for its worker to hold ([`until_holding`](Run::until_holding),
+    /// [`held_at`](Run::held_at)); `None`: any lock.
+    pub targets: Option<Vec<String>>,
     pub lab: Lab,
+}
+
+/// The workers of a run: each slot's mix of lock kinds, the semaphores' permits, and a
+/// deliberately broken worker for negative controls.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// Per slot, the `--mix` of its workers (comma list of kinds).
+    pub mixes: Vec<String>,
+    pub permits: u32,
+    /// Per slot, `--broken` for its workers.
+    pub broken: Vec<Option<String>>,
+    /// The base lock names (`--locks`): each kind family has one lock per base name.
+    pub locks: Vec<String>,
+}
+
+/// Every lock kind, as `--mix` takes it.
+pub const ALL_KINDS: &str = "reentrant,fast,fenced,fair,read,write,semaphore,expirable";
+
+impl Default for Setup {
+    /// Fenced locks only, in every slot.
+    fn default() -> Self {
+        Setup {
+            mixes: vec!["fenced".to_string(); CLIENTS],
+            permits: 2,
+            broken: vec![None; CLIENTS],
+            locks: LOCKS.iter().map(|l| l.to_string()).collect(),
+        }
+    }
+}
+
+impl Setup {
+    /// Every slot takes every kind, fair locks three times as often as the others (a fair
+    /// queue needs two waiters at once for its order to be judged).
+    pub fn all_kinds() -> Self {
+        let weighted = format!("{ALL_KINDS},fair,fair");
+        Setup::default().mixes(&[weighted.as_str(); CLIENTS])
+    }
+
+    /// One lock per kind family on each of `locks` (the default: [`LOCKS`]).
+    pub fn locks(mut self, locks: &[&str]) -> Self {
+        self.locks = locks.iter().map(|l| l.to_string()).collect();
+        self
+    }
+
+    pub fn mixes(mut self, mixes: &[&str]) -> Self {
+        self.mixes = mixes.iter().map(|m| m.to_string()).collect();
+        self
+    }
+
+    pub fn permits(mut self, permits: u32) -> Self {
+        self.permits = permits;
+        self
+    }
+
+    /// Makes the workers in `slot` broken (`ignore-lost`, `skip-mode`).
+    pub fn broken(mut self, slot: usize, mode: &str) -> Self {
+        self.broken[slot] = Some(mode.to_string());
+        self
+    }
+
+    /// The kinds any slot takes.
+    pub fn kinds(&self) -> Vec<&str> {
+        let mut kinds: Vec<&str> = Vec::new();
+        for kind in self.mixes.iter().flat_map(|m| m.split(',')) {
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        kinds
+    }
+
+    /// The semaphores' names (their count keys stay after the run).
+    pub fn semaphores(&self) -> Vec<String> {
+        monitored(&self.mixes, &self.locks)
+            .into_iter()
+            .filter(|(_, family)| matches!(*family, "sem" | "exp"))
+            .map(|(name, _)| name)
+            .collect()
+    }
 }
 
 impl Run {
@@ -176,6 +371,15 @@ impl Run {
     }
 
     pub fn with_persistence(name: &str, persistent: bool) -> Run {
+        Run::start(name, persistent, Setup::default())
+    }
+
+    /// A run of `setup`'s workers on a persistent server.
+    pub fn with(name: &str, setup: Setup) -> Run {
+        Run::start(name, true, setup)
+    }
+
+    pub fn start(name: &str, persistent: bool, setup: Setup) -> Run {
         let lab = Lab::new(CLIENTS);
         let dir = std::env::temp_dir().join(format!(
             "adl-nemesis-{}-{name}-{:x}",
@@ -184,7 +388,10 @@ impl Run {
         ));
         std::fs::create_dir_all(&dir).expect("nemesis temp dir");
         let binary = super::lock_worker_binary();
-        let monitor = Monitor::start(format!("redis://{}:{REDIS_PORT}/", lab.server_admin));
+        let monitor = Monitor::start(
+            format!("redis://{}:{REDIS_PORT}/", lab.server_admin),
+            monitored(&setup.mixes, &setup.locks),
+        );
         let mut run = Run {
             name: name.to_string(),
             workers: Vec::new(),
@@ -195,6 +402,8 @@ impl Run {
             handovers: 0,
             dir,
             persistent,
+            setup,
+            targets: None,
             lab,
         };
         run.start_redis();
@@ -274,10 +483,17 @@ impl Run {
             ))
             .arg(id.to_string())
             .arg(&history)
-            .args(["--locks", &LOCKS.join(",")])
+            .args(["--locks", &self.setup.locks.join(",")])
             .args(["--tasks", &TASKS.to_string()])
             .args(["--lease-ms", &LEASE.as_millis().to_string()])
             .args(["--timeout-ms", &TIMEOUT_MS.to_string()])
+            .args(["--mix", &self.setup.mixes[slot]])
+            .args(["--permits", &self.setup.permits.to_string()])
+            .args(
+                self.setup.broken[slot]
+                    .iter()
+                    .flat_map(|mode| ["--broken", mode.as_str()]),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -321,15 +537,21 @@ impl Run {
         let deadline = Instant::now() + Duration::from_secs(5);
         while Instant::now() < deadline {
             let holding = self.monitor.latest().is_some_and(|s| {
-                s.locks
-                    .values()
-                    .any(|(_, fields)| fields.iter().any(|f| f.starts_with(&client)))
+                s.locks.iter().any(|(lock, (_, fields))| {
+                    self.targeted(lock) && fields.iter().any(|f| f.starts_with(&client))
+                })
             });
             if holding {
                 return;
             }
             thread::sleep(Duration::from_millis(10));
         }
+    }
+
+    fn targeted(&self, lock: &str) -> bool {
+        self.targets
+            .as_ref()
+            .is_none_or(|targets| targets.iter().any(|t| t == lock))
     }
 
     pub fn log_fault(&mut self, kind: &str, worker: Option<u64>, start: u64) {
@@ -354,7 +576,9 @@ impl Run {
                 return sample
                     .locks
                     .iter()
-                    .filter(|(_, (_, fields))| fields.iter().any(|f| f.starts_with(&client)))
+                    .filter(|(lock, (_, fields))| {
+                        self.targeted(lock) && fields.iter().any(|f| f.starts_with(&client))
+                    })
                     .map(|(lock, _)| lock.clone())
                     .collect();
             }
@@ -531,19 +755,7 @@ impl Run {
             &keys_left,
         );
         report.violations.extend(problems);
-        let line = format!("{report} samples={}", samples.len());
-        println!("{line}");
-        // (`examples/soak.rs` shares this module, and examples get no CARGO_TARGET_TMPDIR.)
-        let log = option_env!("CARGO_TARGET_TMPDIR")
-            .map_or_else(std::env::temp_dir, PathBuf::from)
-            .join("nemesis-report.log");
-        if let Ok(mut file) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-        {
-            let _ = writeln!(file, "{line}");
-        }
+        report.publish(&format!(" samples={}", samples.len()));
         let keep = !report.violations.is_empty() && self.persistent;
         if !keep && std::env::var_os("NEMESIS_KEEP").is_none() {
             let _ = std::fs::remove_dir_all(&self.dir);
@@ -557,14 +769,16 @@ impl Run {
     /// 3 s (a killed holder's lock lives out its lease).
     pub fn wait_for_keys_to_go(&self) -> Vec<String> {
         let client = redis::Client::open(self.admin_url()).expect("url");
+        let semaphores = self.setup.semaphores();
         let deadline = Instant::now() + 2 * LEASE + Duration::from_secs(3);
         loop {
             let keys = scan_all(&client);
             let lock_keys = keys
                 .iter()
-                .filter(|k| {
-                    !k.starts_with("nemesis:store:") && !k.starts_with("redisson_lock_token:")
-                })
+                // A dead waiter's fair queue stays until somebody calls: not worth waiting for.
+                .filter(|k| !history::allowed_leftover(k, &semaphores))
+                .filter(|k| !k.starts_with("redisson_lock_queue:"))
+                .filter(|k| !k.starts_with("redisson_lock_timeout:"))
                 .count();
             if lock_keys == 0 || Instant::now() > deadline {
                 return keys;

@@ -299,6 +299,21 @@ impl Lab {
         command
     }
 
+    /// Client `i`'s namespace.
+    pub fn client_ns(&self, i: usize) -> &str {
+        &self.client_ns[i]
+    }
+
+    /// The server's namespace.
+    pub fn server_ns(&self) -> &str {
+        &self.server_ns
+    }
+
+    /// Client `i`'s link: (its interface in the server namespace, its interface in its own).
+    pub fn client_link(&self, i: usize) -> (String, String) {
+        (format!("{}r{i}", self.tag), format!("{}c{i}", self.tag))
+    }
+
     /// Cuts client `i` off: every packet in or out of its namespace is dropped.
     pub fn partition(&mut self, i: usize) {
         self.drop_rules(i, "-I");
