@@ -183,7 +183,8 @@ async fn run(args: Args) -> Result<(), Failure> {
     }
     stalls.abort();
     history.log(0, "stop", json!({"l": now_us()}));
-    client.shutdown();
+    // Waits for the releases and fair-queue withdraws still on their way.
+    client.close().await;
     println!("stopped");
     Ok(())
 }
