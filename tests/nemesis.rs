@@ -96,8 +96,10 @@ fn partition_one_client_while_the_others_keep_access() {
 
 #[test]
 fn pause_a_client_and_the_server() {
-    // One lock per kind family: a frozen holder's lock is wanted by the others at once.
-    let mut run = Run::with("pause", Setup::all_kinds().locks(&["nz-a"]));
+    // One lock per kind family: a frozen holder's lock is wanted by the others at once; and
+    // fenced locks often, so that a frozen worker holds one and a stale write is refused.
+    let setup = Setup::all_kinds_and("fair,fenced,fenced,fenced").locks(&["nz-a"]);
+    let mut run = Run::with("pause", setup);
     for round in 0..rounds() {
         traffic(2);
         freeze_a_fenced_writer(&mut run, round % CLIENTS);
@@ -123,10 +125,10 @@ fn pause_a_client_and_the_server() {
 
 /// Freezes the worker in `slot` for two leases while it holds a fenced lock, until a write
 /// it sends after the freeze is refused as stale (it was frozen between its look at
-/// `is_lost()` and the write, and another holder wrote meanwhile): at most four freezes.
+/// `is_lost()` and the write, and another holder wrote meanwhile): at most five freezes.
 fn freeze_a_fenced_writer(run: &mut Run, slot: usize) {
     run.targets = Some(run.setup.locks.clone());
-    for _ in 0..4 {
+    for _ in 0..5 {
         run.pause_worker(slot, 2 * LEASE);
         let refused = || {
             history::read_history(&run.worker(slot).history)
@@ -175,20 +177,20 @@ fn restart_the_server() {
     assert_eq!(report.faults, 2 * rounds(), "{report}");
 }
 
-/// Fair locks only, on one name: waiters queue behind each other all the time, and one of
+/// Fair locks only, on two names: waiters queue behind each other all the time, and one of
 /// them is cut off while it waits or holds; the queue order is judged among the rest.
 #[test]
 fn fair_queue_order_across_a_partition() {
-    let setup = Setup::default().mixes(&["fair"; CLIENTS]).locks(&["nz-a"]);
+    let setup = Setup::default().mixes(&["fair"; CLIENTS]);
     let mut run = Run::with("fair", setup);
-    traffic(3);
+    traffic(4);
     run.partition(0, 2 * LEASE);
-    traffic(3);
+    traffic(4);
     let (report, _) = run.finish();
     Minimums::new()
-        .grants(&["fair"], 20)
-        .fair_judged(5)
-        .exclusive_judged(20)
+        .grants(&["fair"], 15)
+        .fair_judged(4)
+        .exclusive_judged(10)
         .faults(1)
         .assert(&report);
 }

@@ -182,6 +182,7 @@ async fn run(args: Args) -> Result<(), Failure> {
         return Ok(());
     }
     history.log(0, "stop", json!({"l": now_us()}));
+    // Waits for the releases and fair-queue withdraws still on their way.
     client.close().await;
     println!("stopped");
     Ok(())

@@ -318,7 +318,12 @@ impl Setup {
     /// Every slot takes every kind, fair locks three times as often as the others (a fair
     /// queue needs two waiters at once for its order to be judged).
     pub fn all_kinds() -> Self {
-        let weighted = format!("{ALL_KINDS},fair,fair");
+        Setup::all_kinds_and("fair,fair")
+    }
+
+    /// Every slot takes every kind, and `extra` (a comma list) once more each.
+    pub fn all_kinds_and(extra: &str) -> Self {
+        let weighted = format!("{ALL_KINDS},{extra}");
         Setup::default().mixes(&[weighted.as_str(); CLIENTS])
     }
 
