@@ -4,7 +4,8 @@
 //!
 //! ```text
 //! lock_worker <redis-url> <worker-id> <history-file> [--locks a,b] [--tasks N] [--lease-ms N]
-//!             [--timeout-ms N]
+//!             [--timeout-ms N] [--cluster h:p,h:p | --sentinel h:p,.. --service NAME]
+//!             [--sync-replicas N:ms]
 //! ```
 //!
 //! - Each task loops: pick a lock, read Redis `TIME`, acquire the fenced lock (waiting up to
@@ -14,6 +15,8 @@
 //!   follows a look at `is_lost()`; a failed write is retried every 200 ms until it goes
 //!   through or `lost()` fires), then unlock. The watchdog lease is `--lease-ms`
 //!   (default 1500); Redis commands time out after `--timeout-ms` (default 400).
+//! - `--cluster`, `--sentinel`/`--service` and `--sync-replicas` choose the deployment and
+//!   replica sync (see `target.rs`; on a cluster every lock name needs a hash tag).
 //! - The store is the hash `nemesis:store:<lock>`: a Lua script accepts a write only when
 //!   its token is at least the highest token the store has accepted, and returns Redis
 //!   `TIME` taken inside the script.
@@ -34,34 +37,22 @@
 //! redis-cli -p 23457 shutdown nosave
 //! ```
 
-use actix_distributed_lock::{AcquireOptions, ClientConfig, LockClient, LockError, LockOwner};
+use actix_distributed_lock::{AcquireOptions, LockClient, LockError, LockOwner};
 use rand::Rng;
-use redis::aio::MultiplexedConnection;
-use redis::AsyncConnectionConfig;
 use serde_json::{json, Value};
 use std::fs::{File, OpenOptions};
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use target::{Probe, Stamp, Target};
 use tokio::sync::watch;
 
-const USAGE: &str = "usage: lock_worker <redis-url> <worker-id> <history-file> [--locks a,b] \
-                     [--tasks N] [--lease-ms N] [--timeout-ms N]";
+mod target;
 
-/// The fenced store: accept `ARGV[1]` (a token) when it is at least the highest accepted.
-const STORE_SCRIPT: &str = r"
--- | KEYS[1] | the store hash: `token` = highest accepted token, `by` = its writer |
--- | ARGV[1] | the writer's fencing token | ARGV[2] | who writes                 |
--- | returns | {accepted 1/0, TIME seconds, TIME microseconds, highest before}   |
-local max = tonumber(redis.call('hget', KEYS[1], 'token') or '0')
-local t = redis.call('time')
-if tonumber(ARGV[1]) >= max then
-    redis.call('hset', KEYS[1], 'token', ARGV[1], 'by', ARGV[2])
-    return {1, tonumber(t[1]), tonumber(t[2]), max}
-end
-return {0, tonumber(t[1]), tonumber(t[2]), max}
-";
+const USAGE: &str = "usage: lock_worker <redis-url> <worker-id> <history-file> [--locks a,b] \
+                     [--tasks N] [--lease-ms N] [--timeout-ms N] [--cluster h:p,h:p | \
+                     --sentinel h:p,h:p --service NAME] [--sync-replicas N:ms]";
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
@@ -73,6 +64,8 @@ struct Args {
     tasks: usize,
     lease: Duration,
     timeout: Duration,
+    /// One server, a cluster or Sentinel, and replica sync (`target.rs`).
+    target: Target,
 }
 
 fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -91,6 +84,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         tasks: 3,
         lease: Duration::from_millis(1500),
         timeout: Duration::from_millis(400),
+        target: Target::default(),
     };
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -104,9 +98,11 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--tasks" => parsed.tasks = number()? as usize,
             "--lease-ms" => parsed.lease = Duration::from_millis(number()?),
             "--timeout-ms" => parsed.timeout = Duration::from_millis(number()?),
+            _ if parsed.target.option(&flag, &value)? => {}
             _ => return Err(format!("unknown option `{flag}`")),
         }
     }
+    parsed.target.check(&parsed.locks)?;
     Ok(parsed)
 }
 
@@ -141,92 +137,6 @@ impl History {
     }
 }
 
-/// A side connection for `TIME` and the store, reconnected after any failure.
-struct Probe {
-    client: redis::Client,
-    config: AsyncConnectionConfig,
-    conn: tokio::sync::Mutex<Option<MultiplexedConnection>>,
-    store: redis::Script,
-}
-
-/// Redis `TIME` with the local wall-clock times just before sending and just after the
-/// reply: the checker verifies `l_send <= t <= l_recv`, i.e. that Redis and this process
-/// read one clock.
-#[derive(Clone, Copy)]
-struct Stamp {
-    t: u64,
-    l_send: u64,
-    l_recv: u64,
-}
-
-impl Stamp {
-    fn json(stamp: Option<Stamp>) -> Value {
-        match stamp {
-            Some(s) => json!({"t": s.t, "l_send": s.l_send, "l_recv": s.l_recv}),
-            None => Value::Null,
-        }
-    }
-}
-
-impl Probe {
-    async fn connection(&self) -> Option<MultiplexedConnection> {
-        let mut slot = self.conn.lock().await;
-        if slot.is_none() {
-            *slot = self
-                .client
-                .get_multiplexed_async_connection_with_config(&self.config)
-                .await
-                .ok();
-        }
-        slot.clone()
-    }
-
-    async fn forget(&self) {
-        *self.conn.lock().await = None;
-    }
-
-    async fn time(&self) -> Option<Stamp> {
-        let mut conn = self.connection().await?;
-        let l_send = now_us();
-        let reply: redis::RedisResult<(u64, u64)> = redis::cmd("TIME").query_async(&mut conn).await;
-        let l_recv = now_us();
-        match reply {
-            Ok((secs, micros)) => Some(Stamp {
-                t: secs * 1_000_000 + micros,
-                l_send,
-                l_recv,
-            }),
-            Err(_) => {
-                self.forget().await;
-                None
-            }
-        }
-    }
-
-    /// One store write: `Ok((accepted, redis time, highest token before))`.
-    async fn write(&self, lock: &str, token: u64, by: &str) -> Result<(bool, u64, u64), String> {
-        let Some(mut conn) = self.connection().await else {
-            return Err("no connection".into());
-        };
-        let reply: redis::RedisResult<(i64, u64, u64, u64)> = self
-            .store
-            .key(format!("nemesis:store:{lock}"))
-            .arg(token)
-            .arg(by)
-            .invoke_async(&mut conn)
-            .await;
-        match reply {
-            Ok((accepted, secs, micros, max)) => {
-                Ok((accepted == 1, secs * 1_000_000 + micros, max))
-            }
-            Err(e) => {
-                self.forget().await;
-                Err(e.to_string())
-            }
-        }
-    }
-}
-
 /// How an acquire failed, in one word for the history.
 fn error_kind(error: &LockError) -> &'static str {
     match error {
@@ -235,6 +145,7 @@ fn error_kind(error: &LockError) -> &'static str {
         LockError::NotOwner { .. } => "not_owner",
         LockError::Lost { .. } => "lost",
         LockError::Shutdown => "shutdown",
+        LockError::NotReplicated { .. } => "not_replicated",
         _ => "other",
     }
 }
@@ -270,7 +181,7 @@ impl Task {
         let owner = LockOwner::new();
         let field = format!("{}:{}", self.client.id(), owner.id());
         let l_before = now_us();
-        let t_before = self.probe.time().await;
+        let t_before = self.probe.time(&lock).await;
         let handle = match self.client.fenced_lock(&lock) {
             Ok(handle) => handle,
             Err(e) => {
@@ -295,7 +206,7 @@ impl Task {
                 return self.pause(150).await;
             }
         };
-        let t_after = self.probe.time().await;
+        let t_after = self.probe.time(&lock).await;
         let token = guard.fencing_token().unwrap_or(0);
         history.log(
             id,
@@ -319,7 +230,7 @@ impl Task {
                 "lost",
                 json!({"lock": lost_lock, "token": token, "l": l}),
             );
-            let stamp = lost_probe.time().await;
+            let stamp = lost_probe.time(&lost_lock).await;
             lost_log.log(
                 id,
                 "lost_time",
@@ -392,7 +303,7 @@ impl Task {
         let t_release = if was_lost {
             None
         } else {
-            self.probe.time().await
+            self.probe.time(&lock).await
         };
         history.log(
             id,
@@ -401,7 +312,7 @@ impl Task {
         );
         let result = guard.unlock().await;
         let l_done = now_us();
-        let t_done = self.probe.time().await;
+        let t_done = self.probe.time(&lock).await;
         let outcome = match &result {
             Ok(_) => "ok",
             Err(e) => error_kind(e),
@@ -465,19 +376,14 @@ async fn run(args: Args) -> Result<(), Failure> {
         file: Mutex::new(file),
         worker: args.worker,
     });
-    let config = ClientConfig::new(args.url.as_str())
+    let config = args
+        .target
+        .client_config(&args.url)
         .watchdog_timeout(args.lease)
         .connect_timeout(args.timeout)
         .response_timeout(args.timeout);
     let client = LockClient::connect(config).await?;
-    let probe = Arc::new(Probe {
-        client: redis::Client::open(args.url.as_str())?,
-        config: AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(args.timeout))
-            .set_response_timeout(Some(args.timeout)),
-        conn: tokio::sync::Mutex::new(None),
-        store: redis::Script::new(STORE_SCRIPT),
-    });
+    let probe = Arc::new(args.target.probe(&args.url, args.timeout)?);
     history.log(
         0,
         "start",
