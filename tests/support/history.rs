@@ -515,7 +515,11 @@ fn expiry_of(hold: &Hold, samples: &[Sample], faults: &[Fault], lease_us: u64) -
             .is_some_and(|(_, fields)| fields.contains(&hold.field))
     };
     let last = samples.iter().rposition(shows)?;
-    let next = samples.get(last + 1)?;
+    // The next look at this lock (a monitor that samples each lock on its own node takes
+    // one sample per lock; the single-server monitor samples all locks at once).
+    let next = samples[last + 1..]
+        .iter()
+        .find(|s| s.locks.contains_key(&hold.lock))?;
     let seen = &samples[last];
     let pttl = seen.locks.get(&hold.lock)?.0;
     if pttl < 0 {

@@ -1,0 +1,632 @@
+//! The nemesis harness for replicated deployments (`tests/nemesis_failover.rs`): a Redis
+//! Cluster or a Sentinel deployment on loopback ports ([`topology`](super::topology)),
+//! `lock_worker` processes beside it (the faults here are the servers', so no network
+//! namespaces), a monitor that samples every lock on the node serving it and follows it
+//! across failovers, and the failovers injected, as faults of the server (`worker: None`).
+//! [`FailoverRun::judge`] stops the workers and hands everything to the checker
+//! ([`history`](super::history)); [`LockFigures`] splits its findings per lock, so that a
+//! scenario can say what each failover did to the lock it moved.
+#![allow(dead_code)]
+
+use super::history::{self, Fault, Report, Sample};
+use super::nemesis::{now_us, Worker, LEASE, MONITOR_SCRIPT, TASKS, TIMEOUT_MS};
+use super::netns::Proc;
+use super::topology::{RedisCluster, SentinelSetup};
+use serde_json::Value;
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// Worker processes of a run.
+pub const WORKERS: usize = 3;
+/// How long replica-synced acquisition waits for the replica (`--sync-replicas 1:MS`).
+pub const SYNC_MS: u64 = 200;
+
+/// The deployment under test; dropped last (after the processes that use it).
+pub enum Deployment {
+    Cluster(RedisCluster),
+    Sentinel(SentinelSetup),
+}
+
+/// Where the monitor finds the node serving a lock.
+#[derive(Clone)]
+enum Locator {
+    /// Any node answers with the lock or a `MOVED` to its owner.
+    Cluster(Vec<u16>),
+    /// The Sentinels on these ports name the primary of `service`.
+    Sentinel(Vec<u16>, String),
+}
+
+/// Samples each lock every 20 ms with [`MONITOR_SCRIPT`] on the node that serves it: one
+/// [`Sample`] per lock and look (it holds that lock alone). A node that does not answer,
+/// or redirects, is replaced by the one the cluster or the Sentinels name.
+pub struct SlotMonitor {
+    stop: Arc<AtomicBool>,
+    samples: Arc<Mutex<Vec<Sample>>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+fn port_of(addr: &str) -> Option<u16> {
+    addr.rsplit_once(':').and_then(|(_, p)| p.parse().ok())
+}
+
+fn connect(port: u16) -> Option<redis::Connection> {
+    let client = redis::Client::open(format!("redis://127.0.0.1:{port}/")).ok()?;
+    let conn = client
+        .get_connection_with_timeout(Duration::from_millis(200))
+        .ok()?;
+    conn.set_read_timeout(Some(Duration::from_millis(200)))
+        .ok()?;
+    conn.set_write_timeout(Some(Duration::from_millis(200)))
+        .ok()?;
+    Some(conn)
+}
+
+impl Locator {
+    /// A node to ask about a lock whose node is unknown; `turn` rotates among the nodes.
+    fn guess(&self, conns: &mut HashMap<u16, redis::Connection>, turn: usize) -> Option<u16> {
+        match self {
+            Locator::Cluster(ports) => Some(ports[turn % ports.len()]),
+            Locator::Sentinel(sentinels, service) => {
+                let sentinel = sentinels[turn % sentinels.len()];
+                let mut conn = connect(sentinel)?;
+                let (_, port): (String, String) = redis::cmd("SENTINEL")
+                    .arg("GET-MASTER-ADDR-BY-NAME")
+                    .arg(service)
+                    .query(&mut conn)
+                    .ok()?;
+                let port: u16 = port.parse().ok()?;
+                // Only a primary's view counts (a replica may lag behind it).
+                let conn = match conns.entry(port) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => e.insert(connect(port)?),
+                };
+                let role: Vec<Value2> = redis::cmd("ROLE").query(conn).ok()?;
+                matches!(role.first(), Some(Value2::Text(r)) if r == "master").then_some(port)
+            }
+        }
+    }
+}
+
+/// The first element of a `ROLE` reply.
+#[derive(Debug)]
+enum Value2 {
+    Text(String),
+    Other,
+}
+
+impl redis::FromRedisValue for Value2 {
+    fn from_redis_value(v: redis::Value) -> Result<Self, redis::ParsingError> {
+        Ok(String::from_redis_value(v).map_or(Value2::Other, Value2::Text))
+    }
+}
+
+impl SlotMonitor {
+    fn start(locator: Locator, locks: Vec<String>) -> SlotMonitor {
+        let stop = Arc::new(AtomicBool::new(false));
+        let samples = Arc::new(Mutex::new(Vec::new()));
+        let (stop2, samples2) = (stop.clone(), samples.clone());
+        let thread = thread::spawn(move || {
+            let script = redis::Script::new(MONITOR_SCRIPT);
+            let mut conns: HashMap<u16, redis::Connection> = HashMap::new();
+            let mut owner: Vec<Option<u16>> = vec![None; locks.len()];
+            let mut turn = 0usize;
+            while !stop2.load(Ordering::Relaxed) {
+                for (i, lock) in locks.iter().enumerate() {
+                    if owner[i].is_none() {
+                        turn += 1;
+                        owner[i] = locator.guess(&mut conns, turn);
+                    }
+                    let Some(port) = owner[i] else { continue };
+                    let conn = match conns.entry(port) {
+                        std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                        std::collections::hash_map::Entry::Vacant(e) => match connect(port) {
+                            Some(c) => e.insert(c),
+                            None => {
+                                owner[i] = None;
+                                continue;
+                            }
+                        },
+                    };
+                    match script.key(lock).invoke::<Vec<String>>(conn) {
+                        Ok(reply) => {
+                            if let Some(sample) = parse_one(lock, &reply) {
+                                samples2.lock().unwrap().push(sample);
+                            }
+                        }
+                        Err(e) => {
+                            owner[i] = e.redirect_node().and_then(|(addr, _)| port_of(addr));
+                            if e.is_io_error() || e.is_timeout() || e.is_connection_dropped() {
+                                conns.remove(&port);
+                            }
+                        }
+                    }
+                }
+                thread::sleep(Duration::from_millis(20));
+            }
+        });
+        SlotMonitor {
+            stop,
+            samples,
+            thread: Some(thread),
+        }
+    }
+
+    fn finish(&mut self) -> Vec<Sample> {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        std::mem::take(&mut *self.samples.lock().unwrap())
+    }
+}
+
+impl Drop for SlotMonitor {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+/// `{TIME s, TIME us, PTTL, fields}` of [`MONITOR_SCRIPT`] for one key.
+fn parse_one(lock: &str, reply: &[String]) -> Option<Sample> {
+    let secs: u64 = reply.first()?.parse().ok()?;
+    let micros: u64 = reply.get(1)?.parse().ok()?;
+    let pttl: i64 = reply.get(2)?.parse().ok()?;
+    let fields = reply
+        .get(3)?
+        .split(',')
+        .filter(|f| !f.is_empty())
+        .map(str::to_string)
+        .collect();
+    Some(Sample {
+        t: secs * 1_000_000 + micros,
+        locks: [(lock.to_string(), (pttl, fields))].into_iter().collect(),
+    })
+}
+
+/// One scenario on a replicated deployment. Field order matters for drop: the workers
+/// and the monitor go before the servers.
+pub struct FailoverRun {
+    pub name: String,
+    pub locks: Vec<String>,
+    pub workers: Vec<Worker>,
+    monitor: SlotMonitor,
+    pub faults: Vec<Fault>,
+    /// Failovers that completed (the new primary named by every node or Sentinel).
+    pub failovers: usize,
+    pub dir: PathBuf,
+    pub sync: bool,
+    pub deployment: Deployment,
+}
+
+impl FailoverRun {
+    /// Starts [`WORKERS`] workers on `locks` (each with a hash tag) of `cluster`, with
+    /// replica sync (`--sync-replicas 1:`[`SYNC_MS`]) if `sync`, and waits until each was
+    /// granted a lock.
+    pub fn cluster(name: &str, cluster: RedisCluster, locks: &[String], sync: bool) -> Self {
+        let nodes: Vec<String> = cluster
+            .ports()
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        let target = vec!["--cluster".to_string(), nodes.join(",")];
+        let locator = Locator::Cluster(cluster.ports());
+        Self::start(
+            name,
+            Deployment::Cluster(cluster),
+            locator,
+            target,
+            locks,
+            sync,
+        )
+    }
+
+    /// As [`cluster`](Self::cluster), on the primary that `setup`'s Sentinels name.
+    pub fn sentinel(name: &str, setup: SentinelSetup, locks: &[String], sync: bool) -> Self {
+        let sentinels: Vec<String> = setup
+            .sentinel_ports()
+            .iter()
+            .map(|p| format!("127.0.0.1:{p}"))
+            .collect();
+        let target = vec![
+            "--sentinel".to_string(),
+            sentinels.join(","),
+            "--service".to_string(),
+            setup.master_name().to_string(),
+        ];
+        let locator = Locator::Sentinel(setup.sentinel_ports(), setup.master_name().into());
+        Self::start(
+            name,
+            Deployment::Sentinel(setup),
+            locator,
+            target,
+            locks,
+            sync,
+        )
+    }
+
+    fn start(
+        name: &str,
+        deployment: Deployment,
+        locator: Locator,
+        mut target: Vec<String>,
+        locks: &[String],
+        sync: bool,
+    ) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "adl-nemesis-{}-{name}-{:x}",
+            std::process::id(),
+            now_us()
+        ));
+        std::fs::create_dir_all(&dir).expect("nemesis temp dir");
+        if sync {
+            target.extend(["--sync-replicas".to_string(), format!("1:{SYNC_MS}")]);
+        }
+        let monitor = SlotMonitor::start(locator, locks.to_vec());
+        let mut run = FailoverRun {
+            name: name.to_string(),
+            locks: locks.to_vec(),
+            workers: Vec::new(),
+            monitor,
+            faults: Vec::new(),
+            failovers: 0,
+            dir,
+            sync,
+            deployment,
+        };
+        let binary = super::lock_worker_binary();
+        for id in 1..=WORKERS as u64 {
+            let history = run.dir.join(format!("worker-{id}.jsonl"));
+            let stderr = std::fs::File::create(run.dir.join(format!("worker-{id}.err")))
+                .expect("worker stderr");
+            let mut child = Command::new(binary)
+                // The data nodes' URL: only its credentials and database count here.
+                .arg("redis://127.0.0.1/")
+                .arg(id.to_string())
+                .arg(&history)
+                .args(["--locks", &locks.join(",")])
+                .args(["--tasks", &TASKS.to_string()])
+                .args(["--lease-ms", &LEASE.as_millis().to_string()])
+                .args(["--timeout-ms", &TIMEOUT_MS.to_string()])
+                .args(&target)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(stderr)
+                .spawn()
+                .expect("spawn lock_worker");
+            let stdin = child.stdin.take();
+            run.workers.push(Worker {
+                id,
+                proc: Proc {
+                    child,
+                    name: format!("worker {id}"),
+                },
+                stdin,
+                history,
+            });
+        }
+        for w in 0..WORKERS {
+            let history = run.workers[w].history.clone();
+            run.wait_for(&format!("worker {} to be granted a lock", w + 1), || {
+                super::nemesis::grants(&history) > 0
+            });
+        }
+        run
+    }
+
+    pub fn cluster_mut(&mut self) -> &mut RedisCluster {
+        match &mut self.deployment {
+            Deployment::Cluster(c) => c,
+            Deployment::Sentinel(_) => panic!("{}: not a cluster run", self.name),
+        }
+    }
+
+    pub fn sentinel_mut(&mut self) -> &mut SentinelSetup {
+        match &mut self.deployment {
+            Deployment::Sentinel(s) => s,
+            Deployment::Cluster(_) => panic!("{}: not a Sentinel run", self.name),
+        }
+    }
+
+    pub fn wait_for(&self, what: &str, mut cond: impl FnMut() -> bool) {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while !cond() {
+            assert!(
+                Instant::now() < deadline,
+                "[{}] timed out waiting for {what}",
+                self.name
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    fn log_fault(&mut self, kind: &str, start: u64) -> u64 {
+        let end = now_us();
+        self.faults.push(Fault {
+            kind: kind.into(),
+            worker: None,
+            start,
+            end,
+        });
+        self.failovers += 1;
+        end
+    }
+
+    /// Waits until the monitor shows `lock` held (so that the failover hits a holder), at
+    /// most 5 s.
+    fn until_held(&self, lock: &str) {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while Instant::now() < deadline {
+            let held = self
+                .monitor
+                .samples
+                .lock()
+                .unwrap()
+                .iter()
+                .rev()
+                .find_map(|s| s.locks.get(lock).map(|(_, fields)| !fields.is_empty()));
+            if held == Some(true) {
+                return;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// `CLUSTER FAILOVER` on the replica of the primary serving `lock`, once the lock is
+    /// held; returns when every node names the replica as the slot's owner (the fault's end).
+    pub fn graceful_failover(&mut self, lock: &str) -> u64 {
+        self.until_held(lock);
+        let cluster = self.cluster_mut();
+        let replica = cluster.replica_of(cluster.primary_for_key(lock));
+        let start = now_us();
+        cluster.failover_to(replica, Duration::from_secs(15));
+        self.log_fault("cluster-failover", start)
+    }
+
+    /// Gives the primary serving `lock` one more replica, so that after it is killed the
+    /// promoted replica still has one (replica-synced acquisition needs it).
+    pub fn add_replica_for(&mut self, lock: &str) {
+        let cluster = self.cluster_mut();
+        let primary = cluster.primary_for_key(lock);
+        cluster.add_replica(primary);
+    }
+
+    /// SIGKILL of the primary serving `lock`, once the lock is held; returns when its
+    /// replica serves the slots, as every live node agrees (the fault's end).
+    pub fn kill_primary(&mut self, lock: &str) -> u64 {
+        self.until_held(lock);
+        let cluster = self.cluster_mut();
+        let primary = cluster.primary_for_key(lock);
+        let start = now_us();
+        cluster.kill_node(primary);
+        cluster.wait_for_failover(primary, Duration::from_secs(20));
+        self.log_fault("kill-primary", start)
+    }
+
+    /// SIGKILL of the Sentinels' primary once `lock` is held; returns when every Sentinel
+    /// names the replica and it answers `role:master`.
+    pub fn kill_sentinel_primary(&mut self, lock: &str) -> u64 {
+        self.until_held(lock);
+        let setup = self.sentinel_mut();
+        let start = now_us();
+        let old = setup.kill_primary();
+        setup.wait_for_failover(old, Duration::from_secs(20));
+        self.log_fault("kill-primary", start)
+    }
+
+    /// Waits (at most `bound`) for a grant of one of `locks` after `after`; returns how
+    /// long after `after` it came, in ms, or `None` if none came within `bound`.
+    pub fn first_grant_after(&self, locks: &[String], after: u64, bound: Duration) -> Option<f64> {
+        let deadline = Instant::now() + bound;
+        loop {
+            let first = self
+                .events()
+                .iter()
+                .filter(|e| e["ev"] == "grant")
+                .filter(|e| locks.iter().any(|l| e["lock"] == l.as_str()))
+                .filter_map(|e| e["l_after"].as_u64())
+                .filter(|&t| t > after)
+                .min();
+            if let Some(t) = first {
+                return Some((t - after) as f64 / 1000.0);
+            }
+            if Instant::now() > deadline {
+                return None;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn events(&self) -> Vec<Value> {
+        self.workers
+            .iter()
+            .flat_map(|w| history::read_history(&w.history))
+            .collect()
+    }
+
+    /// Every key left on the deployment's primaries once the lock keys are gone, or after
+    /// two leases and 3 s (a lock whose unlock found no primary runs out its lease).
+    fn keys_left(&self) -> Vec<String> {
+        let deadline = Instant::now() + 2 * LEASE + Duration::from_secs(3);
+        loop {
+            let keys = match &self.deployment {
+                Deployment::Cluster(cluster) => cluster.keys_on_all(),
+                Deployment::Sentinel(setup) => {
+                    let client = redis::Client::open(setup.primary_url()).expect("url");
+                    super::nemesis::scan_all(&client)
+                }
+            };
+            let lock_keys = keys
+                .iter()
+                .filter(|k| {
+                    !k.starts_with("nemesis:store:") && !k.starts_with("redisson_lock_token:")
+                })
+                .count();
+            if lock_keys == 0 || Instant::now() > deadline {
+                return keys;
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops the workers, waits for the lock keys to go and judges the run: the report
+    /// (workers that did not stop cleanly are violations too), every event and the number
+    /// of samples the monitor took.
+    pub fn judge(mut self) -> (Report, Vec<Value>, usize) {
+        let mut problems = Vec::new();
+        for worker in &mut self.workers {
+            if let Some(mut stdin) = worker.stdin.take() {
+                let _ = stdin.write_all(b"stop\n");
+            }
+        }
+        for worker in &mut self.workers {
+            let deadline = Instant::now() + Duration::from_secs(20);
+            loop {
+                match worker.proc.child.try_wait() {
+                    Ok(Some(status)) => {
+                        if !status.success() {
+                            problems.push(format!("worker {} exited with {status}", worker.id));
+                        }
+                        break;
+                    }
+                    _ if Instant::now() > deadline => {
+                        problems.push(format!("worker {} did not stop within 20 s", worker.id));
+                        worker.proc.kill();
+                        break;
+                    }
+                    _ => thread::sleep(Duration::from_millis(20)),
+                }
+            }
+            if let Some(stdout) = worker.proc.child.stdout.take() {
+                let said: Vec<String> = BufReader::new(stdout)
+                    .lines()
+                    .map_while(Result::ok)
+                    .collect();
+                if !said.iter().any(|l| l == "stopped") {
+                    problems.push(format!("worker {} did not say `stopped`", worker.id));
+                }
+            }
+        }
+        let keys_left = self.keys_left();
+        let samples = self.monitor.finish();
+        let events = self.events();
+        let mut report = history::check(
+            &self.name,
+            &events,
+            &samples,
+            &self.faults,
+            LEASE.as_micros() as u64,
+            &keys_left,
+        );
+        report.violations.extend(problems);
+        let keep = !report.violations.is_empty() || std::env::var_os("NEMESIS_KEEP").is_some();
+        if keep {
+            println!("[{}] histories kept in {}", self.name, self.dir.display());
+        } else {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+        (report, events, samples.len())
+    }
+}
+
+/// What the run did to a group of locks (the locks of one primary), from the events and
+/// the checker's violations (each violation names its lock first: `<lock>: ...`).
+#[derive(Debug, Default)]
+pub struct LockFigures {
+    pub locks: Vec<String>,
+    pub grants_before: usize,
+    pub grants_after: usize,
+    /// Two holders at once (the checker's overlap rule).
+    pub overlaps: usize,
+    /// Fencing tokens handed out twice.
+    pub tokens_twice: usize,
+    /// Store writes accepted under a token lower than one accepted before.
+    pub stale_accepted: usize,
+    /// Acquires refused because no replica confirmed them (replica sync on).
+    pub not_replicated: usize,
+    /// Every other violation about these locks.
+    pub other: Vec<String>,
+}
+
+impl LockFigures {
+    /// Figures of `locks` around a fault `[start, end]`: grants before its start and
+    /// after its end.
+    pub fn of(locks: &[String], events: &[Value], report: &Report, start: u64, end: u64) -> Self {
+        let mut figures = LockFigures {
+            locks: locks.to_vec(),
+            ..Self::default()
+        };
+        let ours = |lock: &str| locks.iter().any(|l| l == lock);
+        for e in events
+            .iter()
+            .filter(|e| e["lock"].as_str().is_some_and(ours))
+        {
+            match e["ev"].as_str() {
+                Some("grant") => match e["l_after"].as_u64() {
+                    Some(t) if t < start => figures.grants_before += 1,
+                    Some(t) if t > end => figures.grants_after += 1,
+                    _ => {}
+                },
+                Some("acquire_failed") if e["kind"] == "not_replicated" => {
+                    figures.not_replicated += 1;
+                }
+                _ => {}
+            }
+        }
+        let about_ours = |v: &&String| v.split_once(": ").is_some_and(|(lock, _)| ours(lock));
+        for v in report.violations.iter().filter(about_ours) {
+            if v.contains("overlap") {
+                figures.overlaps += 1;
+            } else if v.contains("granted twice") {
+                figures.tokens_twice += 1;
+            } else if v.contains("accepted at") || v.contains("store accepted token") {
+                figures.stale_accepted += 1;
+            } else {
+                figures.other.push(v.clone());
+            }
+        }
+        figures
+    }
+
+    /// Violations of the rules a failover may break without replica sync.
+    pub fn two_holders(&self) -> usize {
+        self.overlaps + self.tokens_twice + self.stale_accepted
+    }
+}
+
+impl std::fmt::Display for LockFigures {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: grants_before={} grants_after={} overlaps={} tokens_twice={} \
+             stale_writes_accepted={} not_replicated={}",
+            self.locks.join(","),
+            self.grants_before,
+            self.grants_after,
+            self.overlaps,
+            self.tokens_twice,
+            self.stale_accepted,
+            self.not_replicated
+        )
+    }
+}
+
+/// Appends `line` to the suite's report log (`<target>/tmp/nemesis-report.log`) and prints it.
+pub fn report_line(line: &str) {
+    println!("{line}");
+    let log = option_env!("CARGO_TARGET_TMPDIR")
+        .map_or_else(std::env::temp_dir, PathBuf::from)
+        .join("nemesis-report.log");
+    if let Ok(mut file) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+    {
+        let _ = writeln!(file, "{line}");
+    }
+}
