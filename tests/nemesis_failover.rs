@@ -116,21 +116,14 @@ fn cluster_failovers(sync: bool) {
     } else {
         "cluster-failover"
     };
-    let began = std::time::Instant::now();
     let cluster = RedisCluster::start(3, 1);
-    eprintln!("[{name}] cluster up after {:?}", began.elapsed());
     let groups = locks_per_primary(&cluster);
     let (moved, killed, control) = (&groups[0], &groups[1], &groups[2]);
     let locks: Vec<String> = groups.concat();
     let mut run = FailoverRun::cluster(name, cluster, &locks, sync);
-    eprintln!("[{name}] workers granted after {:?}", began.elapsed());
     traffic(3);
     let graceful_end = run.graceful_failover(&moved[0]);
     let graceful_regrant = run.first_grant_after(moved, graceful_end, REGRANT_BOUND);
-    eprintln!(
-        "[{name}] graceful failover done after {:?}",
-        began.elapsed()
-    );
     traffic(3);
     if sync {
         // The promoted replica has no replica of its own: give the primary about to be
@@ -139,11 +132,9 @@ fn cluster_failovers(sync: bool) {
     }
     let kill_end = run.kill_primary(&killed[0]);
     let kill_regrant = run.first_grant_after(killed, kill_end, REGRANT_BOUND);
-    eprintln!("[{name}] kill failover done after {:?}", began.elapsed());
     traffic(3);
     let (failovers, faults) = (run.failovers, run.faults.clone());
     let (report, events, samples) = run.judge();
-    eprintln!("[{name}] judged after {:?}", began.elapsed());
     let (g, k) = (
         fault(&faults, "cluster-failover"),
         fault(&faults, "kill-primary"),
