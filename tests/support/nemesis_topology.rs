@@ -199,6 +199,8 @@ pub struct FailoverRun {
     pub faults: Vec<Fault>,
     /// Failovers that completed (the new primary named by every node or Sentinel).
     pub failovers: usize,
+    /// When [`kill_lagging_primary`](Self::kill_lagging_primary) killed the primary.
+    pub killed_at: Option<u64>,
     pub dir: PathBuf,
     pub sync: bool,
     pub deployment: Deployment,
@@ -275,6 +277,7 @@ impl FailoverRun {
             monitor,
             faults: Vec::new(),
             failovers: 0,
+            killed_at: None,
             dir,
             sync,
             deployment,
@@ -408,6 +411,44 @@ impl FailoverRun {
         self.log_fault("kill-primary", start)
     }
 
+    /// SIGKILL of the primary serving `locks[0]` after its replicas fell behind: the
+    /// primary's replication streams are dropped (`iptables` on loopback, the primary's
+    /// port to each replica's connection) from the fault's start; the primary is killed
+    /// once one of `locks` was granted after that (or after `cut` with replica sync on,
+    /// which refuses grants the replica does not confirm), and the rules are removed once
+    /// the failover completed. What the primary did in between is lost with it. Returns
+    /// when the failover completed.
+    pub fn kill_lagging_primary(&mut self, locks: &[String], cut: Duration) -> u64 {
+        self.until_held(&locks[0]);
+        let primary = self.cluster_mut().primary_for_key(&locks[0]);
+        let start = now_us();
+        let rules = ReplicationCut::new(primary);
+        let began = Instant::now();
+        while began.elapsed() < cut
+            || (!self.sync && self.grants_between(locks, start, u64::MAX) == 0)
+        {
+            assert!(
+                began.elapsed() < Duration::from_secs(10),
+                "[{}] no grant of {locks:?} while the replicas lagged",
+                self.name
+            );
+            thread::sleep(Duration::from_millis(10));
+        }
+        self.killed_at = Some(now_us());
+        let cluster = self.cluster_mut();
+        cluster.kill_node(primary);
+        // The kernel still sends what the dead process had written to its sockets: the
+        // streams stay cut until the replica took over, as when the machine itself dies.
+        cluster.wait_for_failover(primary, Duration::from_secs(20));
+        drop(rules);
+        self.log_fault("kill-lagging-primary", start)
+    }
+
+    /// Grants of `locks` asked for after `from` and given before `to` (local clocks).
+    pub fn grants_between(&self, locks: &[String], from: u64, to: u64) -> usize {
+        grants_between(&self.events(), locks, from, to)
+    }
+
     /// SIGKILL of the Sentinels' primary once `lock` is held; returns when every Sentinel
     /// names the replica and it answers `role:master`.
     pub fn kill_sentinel_primary(&mut self, lock: &str) -> u64 {
@@ -534,6 +575,16 @@ impl FailoverRun {
     }
 }
 
+/// Grants of `locks` in `events` asked for after `from` and given before `to`.
+pub fn grants_between(events: &[Value], locks: &[String], from: u64, to: u64) -> usize {
+    events
+        .iter()
+        .filter(|e| e["ev"] == "grant" && locks.iter().any(|l| e["lock"] == l.as_str()))
+        .filter(|e| e["l_call"].as_u64().is_some_and(|t| t > from))
+        .filter(|e| e["l_after"].as_u64().is_some_and(|t| t < to))
+        .count()
+}
+
 /// What the run did to a group of locks (the locks of one primary), from the events and
 /// the checker's violations (each violation names its lock first: `<lock>: ...`).
 #[derive(Debug, Default)]
@@ -547,8 +598,6 @@ pub struct LockFigures {
     pub tokens_twice: usize,
     /// Store writes accepted under a token lower than one accepted before.
     pub stale_accepted: usize,
-    /// Acquires refused because no replica confirmed them (replica sync on).
-    pub not_replicated: usize,
     /// Every other violation about these locks.
     pub other: Vec<String>,
 }
@@ -572,9 +621,6 @@ impl LockFigures {
                     Some(t) if t > end => figures.grants_after += 1,
                     _ => {}
                 },
-                Some("acquire_failed") if e["kind"] == "not_replicated" => {
-                    figures.not_replicated += 1;
-                }
                 _ => {}
             }
         }
@@ -604,14 +650,13 @@ impl std::fmt::Display for LockFigures {
         write!(
             f,
             "{}: grants_before={} grants_after={} overlaps={} tokens_twice={} \
-             stale_writes_accepted={} not_replicated={}",
+             stale_writes_accepted={}",
             self.locks.join(","),
             self.grants_before,
             self.grants_after,
             self.overlaps,
             self.tokens_twice,
-            self.stale_accepted,
-            self.not_replicated
+            self.stale_accepted
         )
     }
 }
@@ -628,5 +673,72 @@ pub fn report_line(line: &str) {
         .open(log)
     {
         let _ = writeln!(file, "{line}");
+    }
+}
+
+/// Drops everything the primary on a port sends to its replicas (the replication
+/// streams, found in `CLIENT LIST TYPE replica`) with `iptables` rules on loopback, until
+/// dropped.
+struct ReplicationCut {
+    rules: Vec<Vec<String>>,
+}
+
+impl ReplicationCut {
+    fn new(primary: u16) -> ReplicationCut {
+        let mut conn = connect(primary).expect("connect to the primary to cut");
+        let list: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .arg("TYPE")
+            .arg("replica")
+            .query(&mut conn)
+            .expect("CLIENT LIST TYPE replica");
+        let ports: Vec<u16> = list
+            .lines()
+            .filter_map(|line| line.split(' ').find_map(|f| f.strip_prefix("addr=")))
+            .filter_map(port_of)
+            .collect();
+        assert!(
+            !ports.is_empty(),
+            "primary {primary} has no replica: {list}"
+        );
+        let mut cut = ReplicationCut { rules: Vec::new() };
+        for port in ports {
+            let rule: Vec<String> = [
+                "OUTPUT",
+                "-o",
+                "lo",
+                "-p",
+                "tcp",
+                "--sport",
+                &primary.to_string(),
+                "--dport",
+                &port.to_string(),
+                "-j",
+                "DROP",
+            ]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+            iptables("-I", &rule);
+            cut.rules.push(rule);
+        }
+        cut
+    }
+}
+
+fn iptables(op: &str, rule: &[String]) {
+    let status = Command::new("iptables")
+        .arg(op)
+        .args(rule)
+        .status()
+        .expect("run iptables (root only)");
+    assert!(status.success(), "iptables {op} {rule:?} failed: {status}");
+}
+
+impl Drop for ReplicationCut {
+    fn drop(&mut self) {
+        for rule in &self.rules {
+            let _ = Command::new("iptables").arg("-D").args(rule).status();
+        }
     }
 }
