@@ -615,13 +615,12 @@ impl LockFigures {
             .iter()
             .filter(|e| e["lock"].as_str().is_some_and(ours))
         {
-            match e["ev"].as_str() {
-                Some("grant") => match e["l_after"].as_u64() {
+            if e["ev"] == "grant" {
+                match e["l_after"].as_u64() {
                     Some(t) if t < start => figures.grants_before += 1,
                     Some(t) if t > end => figures.grants_after += 1,
                     _ => {}
-                },
-                _ => {}
+                }
             }
         }
         let about_ours = |v: &&String| v.split_once(": ").is_some_and(|(lock, _)| ours(lock));
