@@ -25,8 +25,8 @@
 //! Two locks per primary (their names carry hash tags that land there) run through the
 //! whole scenario: the first primary is failed over gracefully, the second killed, the
 //! third killed after its replicas fell behind; each fault is judged on its primary's locks.
-//! With replica sync the primaries about to be killed get a second replica first, so the
-//! promoted one still has a replica to confirm grants. Each scenario's report line goes to stdout and to
+//! With replica sync a promoted replica is given a replica of its own after the failover
+//! (until then it refuses every grant: nothing can confirm it). Each scenario's report line goes to stdout and to
 //! `<target>/tmp/nemesis-report.log`.
 
 mod support;
@@ -132,18 +132,19 @@ fn cluster_failovers(sync: bool) {
     let graceful_end = run.graceful_failover(&moved[0]);
     let graceful_regrant = run.first_grant_after(moved, graceful_end, REGRANT_BOUND);
     traffic(3);
+    let kill_end = run.kill_primary(&killed[0]);
     if sync {
-        // The promoted replica has no replica of its own: give the primary about to be
-        // killed a second one, so that its slots stay grantable with replica sync.
+        // The promoted replica has no replica of its own: give it one, so that its slots
+        // are grantable again with replica sync (a second replica before the kill would
+        // let the primary count a renewal that only the replica not promoted confirmed).
         run.add_replica_for(&killed[0]);
     }
-    let kill_end = run.kill_primary(&killed[0]);
     let kill_regrant = run.first_grant_after(killed, kill_end, REGRANT_BOUND);
     traffic(2);
+    let lag_end = run.kill_lagging_primary(lagging, LAG);
     if sync {
         run.add_replica_for(&lagging[0]);
     }
-    let lag_end = run.kill_lagging_primary(lagging, LAG);
     let lag_regrant = run.first_grant_after(lagging, lag_end, REGRANT_BOUND);
     traffic(3);
     let (failovers, faults, killed_at) = (run.failovers, run.faults.clone(), run.killed_at);

@@ -382,7 +382,7 @@ async fn run(args: Args) -> Result<(), Failure> {
         .watchdog_timeout(args.lease)
         .connect_timeout(args.timeout)
         .response_timeout(args.timeout);
-    let client = LockClient::connect(config).await?;
+    let client = target::connect(config).await?;
     let probe = Arc::new(args.target.probe(&args.url, args.timeout)?);
     history.log(
         0,

@@ -15,7 +15,7 @@
 //!   application that fences against failovers would.
 
 use crate::now_us;
-use actix_distributed_lock::ClientConfig;
+use actix_distributed_lock::{ClientConfig, LockClient, LockError};
 use redis::aio::MultiplexedConnection;
 use redis::cluster::ClusterClient;
 use redis::cluster_async::ClusterConnection;
@@ -147,6 +147,20 @@ impl Target {
             store: redis::Script::new(STORE_SCRIPT),
             sync: self.sync,
         })
+    }
+}
+
+/// Connects the client, trying again for up to 10 s: on a loaded machine the first look-up
+/// (the Sentinels, the cluster's slots) can take longer than the connect timeout.
+pub async fn connect(config: ClientConfig) -> Result<LockClient, LockError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match LockClient::connect(config.clone()).await {
+            Err(LockError::Unavailable { .. }) if tokio::time::Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            other => return other,
+        }
     }
 }
 

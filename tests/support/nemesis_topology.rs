@@ -314,10 +314,23 @@ impl FailoverRun {
             });
         }
         for w in 0..WORKERS {
-            let history = run.workers[w].history.clone();
-            run.wait_for(&format!("worker {} to be granted a lock", w + 1), || {
-                super::nemesis::grants(&history) > 0
-            });
+            let err = run.dir.join(format!("worker-{}.err", w + 1));
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while super::nemesis::grants(&run.workers[w].history) == 0 {
+                let exited = run.workers[w].proc.child.try_wait().ok().flatten();
+                assert!(
+                    exited.is_none(),
+                    "[{name}] worker {} exited ({exited:?}): {}",
+                    w + 1,
+                    std::fs::read_to_string(&err).unwrap_or_default()
+                );
+                assert!(
+                    Instant::now() < deadline,
+                    "[{name}] timed out waiting for worker {} to be granted a lock",
+                    w + 1
+                );
+                thread::sleep(Duration::from_millis(10));
+            }
         }
         run
     }
@@ -391,8 +404,8 @@ impl FailoverRun {
         self.log_fault("cluster-failover", start)
     }
 
-    /// Gives the primary serving `lock` one more replica, so that after it is killed the
-    /// promoted replica still has one (replica-synced acquisition needs it).
+    /// Gives the primary serving `lock` one more replica (a promoted replica has none, and
+    /// replica-synced acquisition needs one).
     pub fn add_replica_for(&mut self, lock: &str) {
         let cluster = self.cluster_mut();
         let primary = cluster.primary_for_key(lock);
