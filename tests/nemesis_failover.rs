@@ -128,7 +128,7 @@ fn cluster_failovers(sync: bool) {
     let (moved, killed, lagging) = (&groups[0], &groups[1], &groups[2]);
     let locks: Vec<String> = groups.concat();
     let mut run = FailoverRun::cluster(name, cluster, &locks, sync);
-    traffic(3);
+    traffic(4);
     let graceful_end = run.graceful_failover(&moved[0]);
     let graceful_regrant = run.first_grant_after(moved, graceful_end, REGRANT_BOUND);
     traffic(3);
