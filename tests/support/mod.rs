@@ -15,6 +15,7 @@ pub mod nemesis;
 pub mod nemesis_topology;
 pub mod netns;
 pub mod proxy;
+pub mod slot_monitor;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod topology;
