@@ -1,10 +1,12 @@
 //! The worker's command line: positional Redis URL, worker id and history file, then flags.
 
+use crate::target::Target;
 use std::time::Duration;
 
 pub const USAGE: &str = "usage: lock_worker <redis-url> <worker-id> <history-file> [--locks a,b] \
                          [--tasks N] [--lease-ms N] [--timeout-ms N] [--mix k1,k2] [--permits N] [--extras PREFIX] \
-                         [--broken ignore-lost|skip-mode]";
+                         [--broken ignore-lost|skip-mode] [--cluster h:p,h:p | --sentinel h:p,h:p --service NAME] \
+                         [--sync-replicas N:ms]";
 
 /// The lock kinds a worker can take, as the history names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +94,8 @@ pub struct Args {
     pub broken: Option<Broken>,
     /// The prefix of the side names of the `extras` and `burst` commands (`control.rs`).
     pub extras: String,
+    /// One server, a cluster or Sentinel, and replica sync (`target.rs`).
+    pub target: Target,
 }
 
 pub fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
@@ -114,11 +118,13 @@ pub fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String
         permits: 2,
         broken: None,
         extras: "nemesis-x".into(),
+        target: Target::default(),
     };
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         parse_flag(&mut parsed, &flag, &value)?;
     }
+    parsed.target.check(&parsed.locks)?;
     Ok(parsed)
 }
 
@@ -152,6 +158,7 @@ fn parse_flag(parsed: &mut Args, flag: &str, value: &str) -> Result<(), String> 
                 _ => return Err(format!("--broken: unknown mode `{value}`")),
             })
         }
+        _ if parsed.target.option(flag, value)? => {}
         _ => return Err(format!("unknown option `{flag}`")),
     }
     Ok(())

@@ -3,7 +3,8 @@
 //! releases it, logging every step in the history schema the checker reads.
 
 use crate::args::{Broken, Kind};
-use crate::history::{now_us, History, Probe, Stamp};
+use crate::history::{now_us, History};
+use crate::target::{Probe, Stamp};
 use actix_distributed_lock::{
     AcquireOptions, Lock, LockClient, LockError, LockGuard, LockOwner, PermitGuard, PermitOptions,
     SemaphoreGuard,
@@ -26,6 +27,7 @@ pub fn error_kind(error: &LockError) -> &'static str {
         LockError::Lost { .. } => "lost",
         LockError::Shutdown => "shutdown",
         LockError::AlreadyHeld { .. } => "already_held",
+        LockError::NotReplicated { .. } => "not_replicated",
         _ => "other",
     }
 }
@@ -214,7 +216,7 @@ impl Task {
             }
         };
         let l_before = now_us();
-        let t_before = self.probe.time().await;
+        let t_before = self.probe.time(&lock).await;
         let wait = Duration::from_millis(rand::rng().random_range(0..800));
         self.log(
             "wait",
@@ -236,7 +238,7 @@ impl Task {
                 return self.pause(150).await;
             }
         };
-        let t_after = self.probe.time().await;
+        let t_after = self.probe.time(&lock).await;
         let token = held.token();
         let permits =
             matches!(round.kind, Kind::Semaphore | Kind::Expirable).then_some(self.permits);
@@ -261,7 +263,7 @@ impl Task {
                 "lost",
                 json!({"hold": hold, "lock": lost_lock, "kind": kind, "token": token, "l": l}),
             );
-            let stamp = probe.time().await;
+            let stamp = probe.time(&lost_lock).await;
             history.log(
                 id,
                 "lost_time",
@@ -303,7 +305,7 @@ impl Task {
         let t_release = if was_lost {
             None
         } else {
-            self.probe.time().await
+            self.probe.time(&lock).await
         };
         if !self.registry.releasing(self.id) {
             return crate::control::parked().await;
@@ -315,7 +317,7 @@ impl Task {
         );
         let result = held.release().await;
         let l_done = now_us();
-        let t_done = self.probe.time().await;
+        let t_done = self.probe.time(&lock).await;
         let outcome = match &result {
             Ok(()) => "ok",
             Err(e) => error_kind(e),

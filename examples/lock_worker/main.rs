@@ -5,6 +5,7 @@
 //! ```text
 //! lock_worker <redis-url> <worker-id> <history-file> [--locks a,b] [--tasks N] [--lease-ms N]
 //!             [--timeout-ms N] [--mix k1,k2] [--permits N] [--broken ignore-lost|skip-mode]
+//!             [--cluster h:p,h:p | --sentinel h:p,.. --service NAME] [--sync-replicas N:ms]
 //! ```
 //!
 //! - `--mix` (default `fenced`) lists the kinds a task picks from each round: `reentrant
@@ -52,12 +53,12 @@ mod args;
 mod control;
 mod history;
 mod kinds;
+mod target;
 
-use actix_distributed_lock::{ClientConfig, LockClient};
+use actix_distributed_lock::LockClient;
 use args::{parse_args, Args, Kind, USAGE};
-use history::{now_us, History, Probe, STORE_SCRIPT};
+use history::{now_us, History};
 use kinds::Task;
-use redis::AsyncConnectionConfig;
 use serde_json::json;
 use std::fs::OpenOptions;
 use std::process::ExitCode;
@@ -122,23 +123,18 @@ async fn run(args: Args) -> Result<(), Failure> {
         file: Mutex::new(file),
         worker: args.worker,
     });
-    let config = ClientConfig::new(args.url.as_str())
+    let config = args
+        .target
+        .client_config(&args.url)
         .watchdog_timeout(args.lease)
         // A dead fair waiter blocks its queue until its deadline: keep that short, yet
         // longer than any live wait (800 ms), so no live waiter is ever skipped as dead.
         .fair_wait_timeout(2 * args.lease)
         .connect_timeout(args.timeout)
         .response_timeout(args.timeout);
-    let client = LockClient::connect(config).await?;
+    let client = target::connect(config).await?;
     set_permits(&client, &args).await;
-    let probe = Arc::new(Probe {
-        client: redis::Client::open(args.url.as_str())?,
-        config: AsyncConnectionConfig::new()
-            .set_connection_timeout(Some(args.timeout))
-            .set_response_timeout(Some(args.timeout)),
-        conn: tokio::sync::Mutex::new(None),
-        store: redis::Script::new(STORE_SCRIPT),
-    });
+    let probe = Arc::new(args.target.probe(&args.url, args.timeout)?);
     history.log(
         0,
         "start",

@@ -14,8 +14,10 @@ pub mod holder;
 pub mod impair;
 pub mod java_peer;
 pub mod nemesis;
+pub mod nemesis_topology;
 pub mod netns;
 pub mod proxy;
+pub mod slot_monitor;
 #[cfg(feature = "tls")]
 pub mod tls;
 pub mod topology;

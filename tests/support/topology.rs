@@ -829,6 +829,99 @@ impl RedisCluster {
             })
     }
 
+    /// A graceful failover: `CLUSTER FAILOVER` on the replica on `replica_port`, which
+    /// makes its primary stop writes, catches up with it and takes its slots over; the old
+    /// primary becomes its replica. Waits (at most `timeout`, then panics with the logs)
+    /// until every live node says `cluster_state:ok` and names the replica as the owner of
+    /// those slots, and the replica answers `role:master`. Returns the old primary's port.
+    pub fn failover_to(&self, replica_port: u16, timeout: Duration) -> u16 {
+        let view = self.any_view();
+        let primary = view
+            .iter()
+            .find(|l| l.port == replica_port && l.is_replica())
+            .and_then(|r| r.primary_id.clone())
+            .and_then(|id| view.iter().find(|l| l.id == id))
+            .unwrap_or_else(|| self.fail(&format!("failover_to: {replica_port} is no replica")));
+        let (old_port, slots) = (primary.port, primary.slots.clone());
+        let () = query(replica_port, &["CLUSTER", "FAILOVER"])
+            .unwrap_or_else(|e| self.fail(&format!("CLUSTER FAILOVER on {replica_port}: {e}")));
+        poll(timeout, || match self.failover_done(old_port, &slots)? {
+            owner if owner == replica_port => Ok(()),
+            owner => Err(format!("the slots went to {owner}, not {replica_port}")),
+        })
+        .unwrap_or_else(|e| {
+            self.fail(&format!(
+                "no failover of {old_port} to {replica_port} within {timeout:?}; last seen: {e}"
+            ))
+        });
+        old_port
+    }
+
+    /// Starts one more node (plain, no TLS), joins it to the cluster (`CLUSTER MEET`) and
+    /// makes it a replica of the primary on `primary_port` (`CLUSTER REPLICATE`). Returns
+    /// its port once its link to the primary is up and every live node sees it as that
+    /// primary's replica (at most 30 s, then panics with the logs).
+    pub fn add_replica(&mut self, primary_port: u16) -> u16 {
+        let primary_id = self.id_of(primary_port);
+        let timeout_ms = self.node_timeout.as_millis().max(1).to_string();
+        let args = |port: u16, dir: &Path| {
+            let mut args = data_node_args(port, dir);
+            args.extend([
+                "--cluster-enabled".to_string(),
+                "yes".to_string(),
+                "--cluster-config-file".to_string(),
+                dir.join("nodes.conf").display().to_string(),
+                "--cluster-node-timeout".to_string(),
+                timeout_ms.clone(),
+            ]);
+            args
+        };
+        let dir = self.root.join(format!("node-{}", self.nodes.len()));
+        let node = Process::start("node", dir, free_cluster_port, &args);
+        let port = node.port;
+        self.nodes.push(node);
+        let id: String = query(port, &["CLUSTER", "MYID"])
+            .unwrap_or_else(|e| self.fail(&format!("CLUSTER MYID on {port}: {e}")));
+        self.ids.insert(port, id.clone());
+        let () = query(
+            port,
+            &["CLUSTER", "MEET", "127.0.0.1", &primary_port.to_string()],
+        )
+        .unwrap_or_else(|e| self.fail(&format!("CLUSTER MEET from {port}: {e}")));
+        // REPLICATE needs the primary known to the new node.
+        poll(CONVERGE_TIMEOUT, || {
+            let view = cluster_view(port)?;
+            match view.iter().find(|l| l.id == primary_id) {
+                Some(l) if l.is_primary() && !l.is_unhealthy() => Ok(()),
+                other => Err(format!("{port} sees the primary as {other:?}")),
+            }
+        })
+        .unwrap_or_else(|e| self.fail(&format!("new node {port} never met the cluster: {e}")));
+        let () = query(port, &["CLUSTER", "REPLICATE", &primary_id])
+            .unwrap_or_else(|e| self.fail(&format!("CLUSTER REPLICATE on {port}: {e}")));
+        poll(CONVERGE_TIMEOUT, || {
+            let link = info_field(port, &["INFO", "replication"], "master_link_status")?;
+            if link != "up" {
+                return Err(format!("replica {port}: master_link_status:{link}"));
+            }
+            for other in self.live_ports() {
+                let view = cluster_view(other)?;
+                let seen = view.iter().any(|l| {
+                    l.id == id
+                        && l.is_replica()
+                        && !l.is_unhealthy()
+                        && l.primary_id.as_deref() == Some(primary_id.as_str())
+                });
+                if !seen {
+                    return Err(format!("{other} does not see {port} as a replica yet"));
+                }
+            }
+            Ok(())
+        })
+        .unwrap_or_else(|e| self.fail(&format!("new replica {port} not in place: {e}")));
+        port
+    }
+
     fn slots_of_killed(&self, dead_port: u16) -> Vec<(u16, u16)> {
         let slots = self.killed_slots.get(&dead_port).unwrap_or_else(|| {
             panic!("wait_for_failover: node {dead_port} was not killed with kill_node")

@@ -74,7 +74,11 @@ fn expiry_of(hold: &Hold, run: &Run) -> Option<u64> {
     let last = samples
         .iter()
         .rposition(|s| s.alive(&hold.lock, &hold.field).is_some())?;
-    let next = samples.get(last + 1)?;
+    // The next look at this lock (a monitor that samples each lock on its own node takes
+    // one sample per lock; the single-server monitor samples all locks at once).
+    let next = samples[last + 1..]
+        .iter()
+        .find(|s| s.locks.contains_key(&hold.lock))?;
     let seen = &samples[last];
     let ttl = seen.alive(&hold.lock, &hold.field)?;
     if ttl < 0 {
