@@ -12,6 +12,7 @@ pub mod history;
 pub mod holder;
 pub mod java_peer;
 pub mod nemesis;
+pub mod nemesis_java;
 pub mod netns;
 pub mod proxy;
 #[cfg(feature = "tls")]

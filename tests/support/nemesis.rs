@@ -145,8 +145,30 @@ pub fn parse_sample(reply: &[String]) -> Option<Sample> {
     })
 }
 
+/// How a worker process starts: `program`, then `before`, then the arguments every worker
+/// takes (`<redis-url> <worker-id> <history-file> --locks .. --tasks .. --lease-ms ..
+/// --timeout-ms ..`), then `after`. A killed worker is replaced by one started the same way.
+#[derive(Clone, Debug)]
+pub struct Launch {
+    pub program: PathBuf,
+    pub before: Vec<String>,
+    pub after: Vec<String>,
+}
+
+impl Launch {
+    /// The Rust `lock_worker`.
+    pub fn rust() -> Launch {
+        Launch {
+            program: super::lock_worker_binary().to_path_buf(),
+            before: Vec::new(),
+            after: Vec::new(),
+        }
+    }
+}
+
 pub struct Worker {
     pub id: u64,
+    pub launch: Launch,
     pub proc: Proc,
     pub stdin: Option<ChildStdin>,
     pub history: PathBuf,
@@ -176,14 +198,18 @@ impl Run {
     }
 
     pub fn with_persistence(name: &str, persistent: bool) -> Run {
-        let lab = Lab::new(CLIENTS);
+        Run::with_launches(name, persistent, vec![Launch::rust(); CLIENTS])
+    }
+
+    /// A run with one client namespace per entry of `launches`, each running that worker.
+    pub fn with_launches(name: &str, persistent: bool, launches: Vec<Launch>) -> Run {
+        let lab = Lab::new(launches.len());
         let dir = std::env::temp_dir().join(format!(
             "adl-nemesis-{}-{name}-{:x}",
             std::process::id(),
             now_us()
         ));
         std::fs::create_dir_all(&dir).expect("nemesis temp dir");
-        let binary = super::lock_worker_binary();
         let monitor = Monitor::start(format!("redis://{}:{REDIS_PORT}/", lab.server_admin));
         let mut run = Run {
             name: name.to_string(),
@@ -198,11 +224,11 @@ impl Run {
             lab,
         };
         run.start_redis();
-        for i in 0..CLIENTS {
-            let index = run.spawn_worker(binary, i);
+        for (i, launch) in launches.iter().enumerate() {
+            let index = run.spawn(launch, i);
             run.slot.push(index);
         }
-        for i in 0..CLIENTS {
+        for i in 0..launches.len() {
             run.wait_for(&format!("worker in slot {i} to be granted a lock"), || {
                 grants(&run.workers[run.slot[i]].history) > 0
             });
@@ -261,13 +287,23 @@ impl Run {
     }
 
     pub fn spawn_worker(&mut self, binary: &Path, slot: usize) -> usize {
+        let launch = Launch {
+            program: binary.to_path_buf(),
+            ..Launch::rust()
+        };
+        self.spawn(&launch, slot)
+    }
+
+    /// Starts a worker in client namespace `slot` as `launch` says.
+    pub fn spawn(&mut self, launch: &Launch, slot: usize) -> usize {
         let id = self.workers.len() as u64 + 1;
         let history = self.dir.join(format!("worker-{id}.jsonl"));
         let stderr = std::fs::File::create(self.dir.join(format!("worker-{id}.err")))
             .expect("worker stderr");
         let mut child = self
             .lab
-            .in_client(slot, binary.to_str().expect("utf-8 path"))
+            .in_client(slot, launch.program.to_str().expect("utf-8 path"))
+            .args(&launch.before)
             .arg(format!(
                 "redis://{}:{REDIS_PORT}/",
                 self.lab.server_addr_for(slot)
@@ -278,14 +314,16 @@ impl Run {
             .args(["--tasks", &TASKS.to_string()])
             .args(["--lease-ms", &LEASE.as_millis().to_string()])
             .args(["--timeout-ms", &TIMEOUT_MS.to_string()])
+            .args(&launch.after)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
-            .expect("spawn lock_worker in its namespace");
+            .expect("spawn a worker in its namespace");
         let stdin = child.stdin.take();
         self.workers.push(Worker {
             id,
+            launch: launch.clone(),
             proc: Proc {
                 child,
                 name: format!("worker {id}"),
@@ -445,7 +483,8 @@ impl Run {
         self.workers[index].proc.kill();
         let id = self.workers[index].id;
         self.log_fault("kill-worker", Some(id), start);
-        let replacement = self.spawn_worker(super::lock_worker_binary(), slot);
+        let launch = self.workers[index].launch.clone();
+        let replacement = self.spawn(&launch, slot);
         self.slot[slot] = replacement;
     }
 
