@@ -121,3 +121,67 @@ fn java_and_rust_workers_share_locks_under_partition_pause_and_kill() {
     // holder is tried again, and each try is logged).
     assert!(report.faults >= 5 * rounds(), "{report}");
 }
+
+// ---- The checker on made-up Java holds: judged by Redis time only, with their own lease. ----
+
+mod checker {
+    use super::support::history;
+    use serde_json::{json, Value};
+
+    const MS: u64 = 1000;
+    const T0: u64 = 1_800_000_000_000_000;
+    const WATCHDOG_US: u64 = 1_500 * MS;
+
+    fn start(worker: u64, imp: &str) -> Value {
+        json!({"ev": "start", "worker": worker, "task": 0, "client": format!("c{worker}"),
+               "pid": 1, "l": T0, "impl": imp})
+    }
+
+    /// A fenced grant on `nz-a` (token = hold) sent at `l_call`, returned 1 ms later.
+    fn grant(worker: u64, hold: u64, l_call: u64, lease_ms: Option<u64>) -> Value {
+        json!({"ev": "grant", "worker": worker, "task": 1, "hold": hold, "lock": "nz-a",
+               "kind": "fenced", "field": format!("c{worker}:1"), "token": hold,
+               "lease_ms": lease_ms, "l_call": l_call, "l_after": l_call + MS})
+    }
+
+    fn release(worker: u64, hold: u64, l: u64, result: &str) -> Vec<Value> {
+        vec![
+            json!({"ev": "release_start", "worker": worker, "task": 1, "hold": hold,
+                   "lock": "nz-a", "token": hold, "l": l, "was_lost": false}),
+            json!({"ev": "release", "worker": worker, "task": 1, "hold": hold, "lock": "nz-a",
+                   "token": hold, "l": l + MS, "result": result}),
+        ]
+    }
+
+    /// A Java hold with a 1 s fixed lease, found gone at its unlock after 2 s; a Rust
+    /// worker granted the lock 1.2 s in: after the fixed lease, inside the watchdog lease.
+    fn java_hold_outlived_by_its_fixed_lease(rust_grant_at: u64) -> Vec<Value> {
+        let mut events = vec![start(1, "redisson-4.7.0"), grant(1, 1, T0, Some(1_000))];
+        events.extend(release(1, 1, T0 + 2_000 * MS, "not_owner"));
+        events.push(start(2, "rust"));
+        events.push(grant(2, 2, rust_grant_at, None));
+        events.extend(release(2, 2, rust_grant_at + 100 * MS, "ok"));
+        events
+    }
+
+    #[test]
+    fn a_java_hold_lasts_its_fixed_lease_and_is_never_judged_for_lost() {
+        let events = java_hold_outlived_by_its_fixed_lease(T0 + 1_200 * MS);
+        let report = history::check("unit", &events, &[], &[], WATCHDOG_US, &[]);
+        assert!(report.violations.is_empty(), "{report}");
+        assert_eq!(
+            (report.acquisitions, report.lost_judged),
+            (2, 0),
+            "{report}"
+        );
+        assert_eq!(report.gone_at_unlock, 0, "{report}");
+    }
+
+    #[test]
+    fn a_grant_inside_a_java_holds_fixed_lease_is_an_overlap() {
+        let events = java_hold_outlived_by_its_fixed_lease(T0 + 900 * MS);
+        let report = history::check("unit", &events, &[], &[], WATCHDOG_US, &[]);
+        assert_eq!(report.violations.len(), 1, "{report}");
+        assert!(report.violations[0].contains("overlap"), "{report}");
+    }
+}

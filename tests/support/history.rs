@@ -102,6 +102,8 @@ struct Hold {
     /// A Redisson worker's hold: Redisson cannot tell a holder its lock is gone, so the
     /// hold is judged by Redis time only (never for a late `lost()`).
     redisson: bool,
+    /// The hold's fixed lease (`lease_ms` of its grant); `None`: the watchdog lease.
+    fixed_lease_us: Option<u64>,
 }
 
 #[derive(Debug, Clone)]
@@ -244,6 +246,7 @@ pub fn check(
                         l_call: u(e, "l_call").unwrap_or(0),
                         l_after: u(e, "l_after").unwrap_or(0),
                         redisson: redisson.contains(&worker),
+                        fixed_lease_us: u(e, "lease_ms").map(|ms| ms * 1000),
                         ..Hold::default()
                     },
                 );
@@ -380,7 +383,8 @@ fn check_overlaps(holds: &Holds, stalls: &[Fault], lease_us: u64, r: &mut Report
         let check = hold
             .last_check
             .filter(|&c| !stalled(stalls, hold.worker, hold.l_call, c));
-        let valid_lb = (hold.l_call + lease_us).max(check.unwrap_or(0));
+        let lease = hold.fixed_lease_us.unwrap_or(lease_us);
+        let valid_lb = (hold.l_call + lease).max(check.unwrap_or(0));
         let end_lb = hold.release_start.map_or(valid_lb, |rs| rs.min(valid_lb));
         by_lock
             .entry(hold.lock.as_str())
