@@ -1,31 +1,39 @@
 //! The nemesis suite: real faults against real processes, judged afterwards by a checker
-//! over every process' recorded history (`tests/support/history.rs`).
+//! over every process' recorded history (`tests/support/history`).
 //!
 //! Each scenario (harness: `tests/support/nemesis.rs`) builds its own network namespaces
 //! (`tests/support/netns.rs`): Redis in one, three `lock_worker` processes (three tasks
-//! each, fenced locks, a fenced store) in three others, each joined to the server by its own
-//! veth pair. The nemesis then partitions,
-//! freezes, kills or restarts, while a monitor in the test samples the lock keys every
-//! 20 ms. After the run the workers are stopped, the keys are scanned, and the checker
-//! fails the test on overlapping holds, a stale write accepted by the store, a `lost()`
-//! later than the key's expiry + 50 ms, or anything left in Redis.
+//! each) in three others, each joined to the server by its own veth pair. The workers take
+//! every lock kind (reentrant with re-entry and mixed leases, fast, fenced with a fenced
+//! store, fair, read and write on one read-write lock, plain and permit-expirable
+//! semaphores) on two names per kind family. The nemesis then partitions, freezes, kills or
+//! restarts, while a monitor in the test samples every lock key every 20 ms. After the run
+//! the workers are stopped, the keys are scanned, and the checker fails the test on two
+//! exclusive holders at once, a reader beside a writer, more than N permits out, a fair
+//! grant out of queue order, a token out of grant order, a stale write accepted by the
+//! store, a `lost()` later than the expiry + 50 ms, or anything left in Redis; and each
+//! scenario asserts minimum counts of what it judged ([`Minimums`]), so a run that judged
+//! nothing fails.
 //!
 //! The server runs with `appendonly yes, appendfsync always`, so a restart keeps the locks
 //! and the token counters (a lock service on a server that forgets on restart cannot keep
 //! mutual exclusion; the checker catches that: `a_server_that_forgets_its_locks_is_caught`).
+//! Two more negative controls run deliberately broken workers: one that ignores `lost()`,
+//! one "reader" that takes no lock.
 //!
 //! CI runs one round of each schedule (about 20 s of faults per scenario); set
 //! `NEMESIS_LONG=1` for eight rounds. Needs root and `ip netns`; without them every scenario
-//! fails saying what is missing. Each scenario's report line goes to stdout and to
-//! `<target>/tmp/nemesis-report.log`.
+//! fails saying what is missing. Each scenario's report line and table row go to stdout and
+//! to `<target>/tmp/nemesis-report.log`.
 
 mod support;
 
 use serde_json::{json, Value};
+use std::collections::BTreeMap;
 use std::thread;
 use std::time::Duration;
-use support::history::{self, Sample};
-use support::nemesis::{rounds, Run, CLIENTS, LEASE};
+use support::history::{self, Minimums, Report, Sample};
+use support::nemesis::{rounds, Run, Setup, CLIENTS, LEASE};
 
 /// Grants to workers other than `worker` inside `[start, end]` (local clocks).
 fn grants_by_others(run_dir_events: &[Value], worker: u64, start: u64, end: u64) -> usize {
@@ -43,9 +51,21 @@ fn traffic(secs: u64) {
     thread::sleep(Duration::from_secs(secs));
 }
 
+/// What every all-kinds scenario judges at the least: grants of every kind, re-entries,
+/// holds compared on every rule that compares holds.
+fn all_kinds_minimums() -> Minimums {
+    Minimums::new()
+        .grants(&history::KINDS, 2)
+        .reentries(3)
+        .exclusive_judged(20)
+        .rw_judged(1)
+        .tokens_judged(3)
+        .permits_out(1)
+}
+
 #[test]
 fn partition_one_client_while_the_others_keep_access() {
-    let mut run = Run::new("partition");
+    let mut run = Run::with("partition", Setup::all_kinds());
     let mut windows = Vec::new();
     for round in 0..rounds() {
         for slot in [round % CLIENTS, (round + 1) % CLIENTS] {
@@ -58,6 +78,10 @@ fn partition_one_client_while_the_others_keep_access() {
     }
     traffic(2);
     let (report, events) = run.finish();
+    all_kinds_minimums()
+        .faults(2 * rounds())
+        .lost_judged(1)
+        .assert(&report);
     assert!(
         report.lost + report.gone_at_unlock + report.unlock_unavailable >= 1,
         "no cut-off holder lost its lock:\n{report}"
@@ -72,7 +96,7 @@ fn partition_one_client_while_the_others_keep_access() {
 
 #[test]
 fn pause_a_client_and_the_server() {
-    let mut run = Run::new("pause");
+    let mut run = Run::with("pause", Setup::all_kinds());
     for round in 0..rounds() {
         traffic(2);
         run.pause_worker(round % CLIENTS, 2 * LEASE);
@@ -84,6 +108,10 @@ fn pause_a_client_and_the_server() {
     traffic(2);
     let handovers = run.handovers;
     let (report, _) = run.finish();
+    all_kinds_minimums()
+        .faults(3 * rounds())
+        .lost_judged(1)
+        .assert(&report);
     // The worker frozen for two leases held a lock; another worker took it meanwhile.
     assert!(
         handovers >= rounds(),
@@ -93,7 +121,7 @@ fn pause_a_client_and_the_server() {
 
 #[test]
 fn kill_clients_holding_locks() {
-    let mut run = Run::new("kill");
+    let mut run = Run::with("kill", Setup::all_kinds().permits(3));
     for round in 0..rounds() {
         traffic(2);
         run.kill_worker(round % CLIENTS);
@@ -102,12 +130,13 @@ fn kill_clients_holding_locks() {
     }
     traffic(3);
     let (report, _) = run.finish();
-    assert!(report.faults >= 2 * rounds(), "{report}");
+    all_kinds_minimums().faults(2 * rounds()).assert(&report);
+    assert!(report.counts_judged >= 2, "{report}");
 }
 
 #[test]
 fn restart_the_server() {
-    let mut run = Run::new("restart");
+    let mut run = Run::with("restart", Setup::all_kinds());
     for _ in 0..rounds() {
         traffic(2);
         run.restart_redis(Duration::from_millis(300));
@@ -116,7 +145,16 @@ fn restart_the_server() {
     }
     traffic(3);
     let (report, _) = run.finish();
+    all_kinds_minimums().assert(&report);
     assert_eq!(report.faults, 2 * rounds(), "{report}");
+}
+
+/// A negative control's verdict: some violation must be `found`.
+fn missed_unless(report: &Report, what: &str, found: impl Fn(&str) -> bool) {
+    assert!(
+        report.violations.iter().any(|v| found(v)),
+        "the checker missed {what}:\n{report}"
+    );
 }
 
 /// The negative control: the same restart on a server without persistence, which comes
@@ -130,13 +168,38 @@ fn a_server_that_forgets_its_locks_is_caught() {
     run.restart_redis(Duration::from_millis(300));
     traffic(4);
     let (report, _) = run.judge();
-    assert!(
-        report
-            .violations
-            .iter()
-            .any(|v| v.contains("overlap") || v.contains("granted twice")),
-        "the checker missed the forgotten locks:\n{report}"
-    );
+    missed_unless(&report, "the forgotten locks", |v| {
+        v.contains("overlap") || v.contains("granted twice")
+    });
+}
+
+/// A worker that goes on writing after `lost()` (and claims it looked): cut off past its
+/// lease, it retries its writes as if it still held the lock; the checker must say so.
+#[test]
+fn a_worker_that_ignores_lost_is_caught() {
+    let setup = Setup::default().broken(0, "ignore-lost");
+    let mut run = Run::with("ignore-lost", setup);
+    traffic(1);
+    run.partition(0, 2 * LEASE + Duration::from_millis(500));
+    traffic(1);
+    let (report, _) = run.judge();
+    missed_unless(&report, "a worker ignoring lost()", |v| {
+        v.contains("after its lost()")
+    });
+}
+
+/// A "reader" that takes no lock at all: its holds overlap the writers'.
+#[test]
+fn a_reader_that_skips_the_lock_is_caught() {
+    let setup = Setup::default()
+        .mixes(&["read", "write", "write"])
+        .broken(0, "skip-mode");
+    let run = Run::with("skip-mode", setup);
+    traffic(4);
+    let (report, _) = run.judge();
+    missed_unless(&report, "a reader beside a writer", |v| {
+        v.contains("reader") && v.contains("writer")
+    });
 }
 
 // ---- The checker itself, on made-up histories: each rule must catch what it is for. ----
@@ -176,8 +239,7 @@ fn checker_catches_a_forgetful_server() {
         grant(2, 2, T0 + 300 * MS, T0 + 301 * MS),
     ];
     let report = history::check("unit", &events, &[], &[], 1_500 * MS, &[]);
-    assert_eq!(report.violations.len(), 1, "{report}");
-    assert!(report.violations[0].contains("overlap"), "{report}");
+    caught(&report, "overlap");
 }
 
 #[test]
@@ -194,8 +256,7 @@ fn checker_catches_a_stale_write() {
     ];
     let report = history::check("unit", &events, &[], &[], 1_500 * MS, &[]);
     assert_eq!(report.writes_refused, 1);
-    assert_eq!(report.violations.len(), 1, "{report}");
-    assert!(report.violations[0].contains("after token 5"), "{report}");
+    caught(&report, "after token 5");
 }
 
 /// Monitor samples: worker 1's hold of token 1 (field `c1:1`) seen at T0 + 10 ms with
@@ -209,6 +270,7 @@ fn expiring_at_t0_plus_1501_ms() -> Vec<Sample> {
         )]
         .into_iter()
         .collect(),
+        ..Sample::default()
     };
     vec![
         sample(T0 + 10 * MS, &["c1:1"], 1_490),
@@ -266,6 +328,300 @@ fn checker_rejects_a_worker_clock_that_is_not_the_server_clock() {
     let mut event = grant(1, 1, T0, T0 + MS);
     event["t_after"] = json!({"t": T0 + 9 * MS, "l_send": T0 + MS, "l_recv": T0 + 2 * MS});
     let report = history::check("unit", &[event], &[], &[], 1_500 * MS, &[]);
+    caught(&report, "clock");
+}
+
+// ---- One made-up history per rule of the kinds, each caught. ----
+
+/// An event of hold `hold` of `kind` on `lock` by `worker` (task 1).
+fn event(ev: &str, kind: &str, lock: &str, worker: u64, hold: u64, extra: Value) -> Value {
+    let mut e = json!({"ev": ev, "worker": worker, "task": 1, "hold": hold, "lock": lock,
+                       "kind": kind, "token": 0});
+    if let (Value::Object(map), Value::Object(more)) = (&mut e, extra) {
+        map.extend(more);
+    }
+    e
+}
+
+/// A grant and (if `release` is some) its release, with a fixed lease or the watchdog's.
+/// `(kind, lock)`, `(worker, hold)`; times in ms after `T0`.
+fn hold_of(
+    (kind, lock): (&str, &str),
+    (worker, hold): (u64, u64),
+    granted_ms: u64,
+    lease_ms: Option<u64>,
+    release_ms: Option<u64>,
+) -> Vec<Value> {
+    let granted = T0 + granted_ms * MS;
+    let release = release_ms.map(|ms| T0 + ms * MS);
+    let permits = matches!(kind, "semaphore" | "expirable").then_some(2);
+    let mut events = vec![event(
+        "grant",
+        kind,
+        lock,
+        worker,
+        hold,
+        json!({"field": format!("c{worker}:{hold}"), "lease_ms": lease_ms, "permits": permits,
+               "l_call": granted - MS, "l_after": granted}),
+    )];
+    if let Some(l) = release {
+        events.push(event(
+            "release_start",
+            kind,
+            lock,
+            worker,
+            hold,
+            json!({"l": l}),
+        ));
+        events.push(event(
+            "release",
+            kind,
+            lock,
+            worker,
+            hold,
+            json!({"l": l + MS, "result": "ok"}),
+        ));
+    }
+    events
+}
+
+/// The report holds exactly one violation, and it says `what`.
+fn caught(report: &Report, what: &str) {
     assert_eq!(report.violations.len(), 1, "{report}");
-    assert!(report.violations[0].contains("clock"), "{report}");
+    assert!(report.violations[0].contains(what), "{report}");
+}
+
+fn judge(events: &[Value]) -> Report {
+    history::check("unit", events, &[], &[], 1_500 * MS, &[])
+}
+
+#[test]
+fn checker_holds_a_fixed_lease_to_its_length_only() {
+    // A fast lock with a 300 ms lease, never released: the next holder at 400 ms is fine.
+    let mut events = hold_of(("fast", "f"), (1, 1), 0, Some(300), None);
+    events.extend(hold_of(("fast", "f"), (2, 1), 400, None, Some(500)));
+    let report = judge(&events);
+    assert!(report.violations.is_empty(), "{report}");
+    assert_eq!((report.exclusive_judged, report.grants["fast"]), (1, 2));
+    // ... but one at 200 ms overlaps it.
+    let mut events = hold_of(("fast", "f"), (1, 1), 0, Some(300), None);
+    events.extend(hold_of(("fast", "f"), (2, 1), 200, None, Some(500)));
+    let report = judge(&events);
+    caught(&report, "overlap");
+}
+
+#[test]
+fn checker_catches_a_reader_beside_a_writer() {
+    let mut events = hold_of(("write", "rw"), (1, 1), 0, None, Some(100));
+    // Readers side by side are fine, and so is one after the writer.
+    events.extend(hold_of(("read", "rw"), (2, 1), 101, Some(300), Some(200)));
+    events.extend(hold_of(("read", "rw"), (3, 1), 150, None, Some(250)));
+    let report = judge(&events);
+    assert!(report.violations.is_empty(), "{report}");
+    assert_eq!(report.rw_judged, 2);
+    // A reader granted while the writer surely held.
+    events.extend(hold_of(("read", "rw"), (4, 1), 50, None, Some(60)));
+    let report = judge(&events);
+    caught(&report, "reader");
+}
+
+#[test]
+fn checker_catches_more_permits_out_than_there_are() {
+    // Two permits: a plain permit whose holder never released it stays out for good.
+    let mut events = hold_of(("semaphore", "s"), (1, 1), 0, None, None);
+    events.extend(hold_of(("semaphore", "s"), (2, 1), 10, None, Some(20)));
+    events.extend(hold_of(("semaphore", "s"), (2, 2), 30, None, Some(40)));
+    let report = judge(&events);
+    assert!(report.violations.is_empty(), "{report}");
+    assert_eq!(report.max_permits_out["semaphore"], 2);
+    // A third at once, long after: the first is still out.
+    events.extend(hold_of(
+        ("semaphore", "s"),
+        (3, 1),
+        9_000,
+        None,
+        Some(9_100),
+    ));
+    events.extend(hold_of(
+        ("semaphore", "s"),
+        (2, 3),
+        9_050,
+        None,
+        Some(9_060),
+    ));
+    let report = judge(&events);
+    caught(&report, "3 permits out");
+}
+
+/// Monitor samples of fair lock `q`: waiters `c1:1` then `c2:1` queued from T0 to T0 + 40 ms.
+fn queued(until_ms: u64) -> Vec<Sample> {
+    (0..=until_ms / 20)
+        .map(|i| Sample {
+            t: T0 + i * 20 * MS,
+            queues: [(
+                "q".to_string(),
+                vec!["c1:1".to_string(), "c2:1".to_string()],
+            )]
+            .into_iter()
+            .collect(),
+            ..Sample::default()
+        })
+        .collect()
+}
+
+#[test]
+fn checker_catches_a_fair_grant_out_of_queue_order() {
+    let waits = |events: &mut Vec<Value>| {
+        for worker in [1, 2] {
+            let field = json!({"field": format!("c{worker}:1"), "l": T0 - 5 * MS});
+            events.push(event("wait", "fair", "q", worker, 1, field));
+        }
+    };
+    // In order: c1 granted after the last sample, c2 after it.
+    let mut events = Vec::new();
+    waits(&mut events);
+    events.extend(hold_of(("fair", "q"), (1, 1), 50, None, Some(60)));
+    events.extend(hold_of(("fair", "q"), (2, 1), 70, None, Some(80)));
+    let report = history::check("unit", &events, &queued(40), &[], 1_500 * MS, &[]);
+    assert!(report.violations.is_empty(), "{report}");
+    assert_eq!(report.fair_judged, 1);
+    // c2 granted by T0 + 25 ms while c1 was still queued at T0 + 40 ms.
+    let mut events = Vec::new();
+    waits(&mut events);
+    events.extend(hold_of(("fair", "q"), (2, 1), 25, None, Some(30)));
+    events.extend(hold_of(("fair", "q"), (1, 1), 50, None, Some(60)));
+    let report = history::check("unit", &events, &queued(40), &[], 1_500 * MS, &[]);
+    caught(&report, "queued ahead");
+    // A waiter that gave up is not held to the order.
+    events.push(event(
+        "acquire_failed",
+        "fair",
+        "q",
+        1,
+        1,
+        json!({"field": "c1:1", "error": "timeout", "l_call": T0, "l_after": T0 + 45 * MS}),
+    ));
+    let report = history::check("unit", &events, &queued(40), &[], 1_500 * MS, &[]);
+    assert!(report.violations.is_empty(), "{report}");
+}
+
+#[test]
+fn checker_catches_a_token_out_of_grant_order() {
+    // Token 7 was granted by T0 + 1 ms; token 5 asked for later.
+    let events = vec![
+        grant(1, 7, T0, T0 + MS),
+        grant(2, 5, T0 + 2_000 * MS, T0 + 2_001 * MS),
+    ];
+    let report = judge(&events);
+    assert_eq!(report.tokens_judged, 1);
+    caught(&report, "is not above");
+}
+
+#[test]
+fn checker_catches_a_holder_that_went_on_after_lost() {
+    let mut events = vec![grant(1, 1, T0, T0 + MS)];
+    events.push(
+        json!({"ev": "lost", "worker": 1, "task": 1, "lock": "nz-a", "token": 1,
+                       "l": T0 + 500 * MS}),
+    );
+    events.push(
+        json!({"ev": "write_failed", "worker": 1, "task": 1, "lock": "nz-a",
+                       "token": 1, "l_check": T0 + 700 * MS, "l_send": T0 + 710 * MS}),
+    );
+    let report = judge(&events);
+    assert!(
+        report
+            .violations
+            .iter()
+            .any(|v| v.contains("after its lost()")),
+        "{report}"
+    );
+}
+
+#[test]
+fn checker_catches_a_late_lost_of_a_permit() {
+    // Permit `p1` of `e` seen with 100 ms to live at T0, gone 20 ms later.
+    let sample = |t: u64, permits: &[(&str, i64)]| Sample {
+        t,
+        locks: [(
+            "e".to_string(),
+            (-1, permits.iter().map(|(p, _)| p.to_string()).collect()),
+        )]
+        .into_iter()
+        .collect(),
+        ttls: [(
+            "e".to_string(),
+            permits
+                .iter()
+                .map(|(p, ttl)| (p.to_string(), *ttl))
+                .collect::<BTreeMap<_, _>>(),
+        )]
+        .into_iter()
+        .collect(),
+        ..Sample::default()
+    };
+    let samples = vec![sample(T0, &[("p1", 100)]), sample(T0 + 20 * MS, &[])];
+    let grant = event(
+        "grant",
+        "expirable",
+        "e",
+        1,
+        1,
+        json!({"field": "p1", "lease_ms": 300, "permits": 2, "l_call": T0 - 200 * MS,
+               "l_after": T0 - 199 * MS}),
+    );
+    let lost = |late_ms: u64| {
+        event(
+            "lost",
+            "expirable",
+            "e",
+            1,
+            1,
+            json!({"l": T0 + late_ms * MS}),
+        )
+    };
+    let on_time = [grant.clone(), lost(120)];
+    let report = history::check("unit", &on_time, &samples, &[], 1_500 * MS, &[]);
+    assert!(report.violations.is_empty(), "{report}");
+    assert_eq!(report.lost_judged, 1);
+    let late = [grant, lost(300)];
+    let report = history::check("unit", &late, &samples, &[], 1_500 * MS, &[]);
+    caught(&report, "lost() fired late");
+}
+
+#[test]
+fn checker_accounts_for_every_permit_after_the_run() {
+    // Two permits; worker 1 was killed holding one (never released).
+    let mut events = hold_of(("semaphore", "s"), (1, 1), 0, None, None);
+    events.extend(hold_of(("semaphore", "s"), (2, 1), 10, None, Some(20)));
+    let last = |count: i64| Sample {
+        t: T0 + 9_000 * MS,
+        counts: [("s".to_string(), count)].into_iter().collect(),
+        ..Sample::default()
+    };
+    let keys = ["s".to_string(), "{s}:semaphore_acquire:ab12".to_string()];
+    let report = history::check("unit", &events, &[last(1)], &[], 1_500 * MS, &keys);
+    assert!(report.violations.is_empty(), "{report}");
+    assert_eq!(report.counts_judged, 1);
+    // A count of 2 would mean the killed holder's permit came back (or one too many).
+    let report = history::check("unit", &events, &[last(2)], &[], 1_500 * MS, &keys);
+    caught(&report, "must be in [1, 1]");
+}
+
+#[test]
+fn minimums_fail_a_run_that_judged_too_little() {
+    let report = judge(&hold_of(("fast", "f"), (1, 1), 0, None, Some(1)));
+    Minimums::new().grants(&["fast"], 1).assert(&report);
+    let short = std::panic::catch_unwind(|| {
+        Minimums::new()
+            .grants(&["fast", "fair"], 1)
+            .lost_judged(1)
+            .assert(&report)
+    });
+    let message = short.expect_err("too little was judged");
+    let message = message.downcast_ref::<String>().expect("a message");
+    assert!(
+        message.contains("fair grants 0 < 1") && message.contains("lost_judged 0 < 1"),
+        "{message}"
+    );
 }

@@ -1,426 +1,70 @@
-//! A worker process for the nemesis suite (`tests/nemesis.rs`): several tasks take fenced
-//! locks over and over, write to a fenced store while they hold them, and log everything they
-//! see as JSON lines, so a checker can judge the whole run afterwards.
+//! A worker process for the nemesis suite (`tests/nemesis.rs`): several tasks take locks of
+//! the kinds in its mix over and over, write to a fenced store while they hold fenced locks,
+//! and log everything they see as JSON lines, so a checker can judge the whole run afterwards.
 //!
 //! ```text
 //! lock_worker <redis-url> <worker-id> <history-file> [--locks a,b] [--tasks N] [--lease-ms N]
-//!             [--timeout-ms N]
+//!             [--timeout-ms N] [--mix k1,k2] [--permits N] [--broken ignore-lost|skip-mode]
 //! ```
 //!
-//! - Each task loops: pick a lock, read Redis `TIME`, acquire the fenced lock (waiting up to
-//!   800 ms), read `TIME` again, hold it for a random while (mostly under 400 ms, a quarter
-//!   of the time up to two leases, so the watchdog renews), write to the store a few times
-//!   under the hold's fencing token (each write after a short stretch of "work" that
-//!   follows a look at `is_lost()`; a failed write is retried every 200 ms until it goes
-//!   through or `lost()` fires), then unlock. The watchdog lease is `--lease-ms`
-//!   (default 1500); Redis commands time out after `--timeout-ms` (default 400).
+//! - `--mix` (default `fenced`) lists the kinds a task picks from each round: `reentrant
+//!   fast fenced fair read write semaphore expirable` (`expirable`: the permit-expirable
+//!   semaphore). Each base name of `--locks` gives one lock per kind family: fenced locks
+//!   use the base name, the others `<base>-re`, `-fast`, `-fair`, `-rw` (read and write
+//!   share it), `-sem`, `-exp`. Semaphores have `--permits` permits (default 2; the first
+//!   worker to start sets them); each hold takes one.
+//! - Each round: read Redis `TIME`, log `wait`, acquire (waiting up to 800 ms; a watchdog
+//!   lease, or half the time a fixed lease of 300 ms–4 s; plain permits have no lease),
+//!   read `TIME` again, log `grant`, re-enter the reentrant kinds 0–3 levels deep (each
+//!   level with its own lease), hold for a random while (mostly under 400 ms, a quarter of
+//!   the time up to two leases), then release. Under a fenced lock the hold writes to the
+//!   store a few times under its fencing token (each write after a short stretch of "work"
+//!   that follows a look at `is_lost()`; a failed write is retried every 200 ms until it
+//!   goes through or `lost()` fires). The watchdog lease is `--lease-ms` (default 1500);
+//!   Redis commands time out after `--timeout-ms` (default 400).
 //! - The store is the hash `nemesis:store:<lock>`: a Lua script accepts a write only when
 //!   its token is at least the highest token the store has accepted, and returns Redis
 //!   `TIME` taken inside the script.
 //! - Every event is one JSON object per line in `<history-file>` (appended with one
-//!   `write(2)` per line, so a SIGKILL loses at most the event in flight). Times are
-//!   microseconds since the Unix epoch: `l_*` from this process' wall clock, `t_*` from
-//!   Redis `TIME` (absent when Redis did not answer).
+//!   `write(2)` per line, so a SIGKILL loses at most the event in flight), in the schema
+//!   `tests/support/history` reads. Times are microseconds since the Unix epoch: `l_*`
+//!   from this process' wall clock, `t_*` from Redis `TIME` (null when Redis did not answer).
 //! - A heartbeat logs every `stall`: a stretch in which the process was not scheduled.
 //! - Reads stdin: `stop` (or end of input) makes the tasks finish their current hold,
 //!   unlock and exit; the process then prints `stopped` and exits 0.
+//! - `--broken` makes a wrong worker for the checker's negative controls: `ignore-lost`
+//!   keeps holding and writing after `lost()` (and claims each write looked at
+//!   `is_lost()`); `skip-mode` takes no lock for `read` rounds but logs them as read grants.
 //!
 //! Try it against a throwaway Redis:
 //!
 //! ```text
 //! redis-server --port 23457 --save "" --daemonize yes
-//! cargo run --example lock_worker -- redis://127.0.0.1:23457/ 1 /tmp/w1.jsonl --tasks 3
+//! cargo run --example lock_worker -- redis://127.0.0.1:23457/ 1 /tmp/w1.jsonl --tasks 3 \
+//!     --mix reentrant,fast,fenced,fair,read,write,semaphore,expirable
 //! # type `stop` after a while, then: head /tmp/w1.jsonl
 //! redis-cli -p 23457 shutdown nosave
 //! ```
 
-use actix_distributed_lock::{AcquireOptions, ClientConfig, LockClient, LockError, LockOwner};
-use rand::Rng;
-use redis::aio::MultiplexedConnection;
+mod args;
+mod history;
+mod kinds;
+
+use actix_distributed_lock::{ClientConfig, LockClient};
+use args::{parse_args, Args, Kind, USAGE};
+use history::{now_us, History, Probe, STORE_SCRIPT};
+use kinds::Task;
 use redis::AsyncConnectionConfig;
-use serde_json::{json, Value};
-use std::fs::{File, OpenOptions};
-use std::io::{BufRead, Write};
+use serde_json::json;
+use std::fs::OpenOptions;
+use std::io::BufRead;
 use std::process::ExitCode;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use tokio::sync::watch;
 
-const USAGE: &str = "usage: lock_worker <redis-url> <worker-id> <history-file> [--locks a,b] \
-                     [--tasks N] [--lease-ms N] [--timeout-ms N]";
-
-/// The fenced store: accept `ARGV[1]` (a token) when it is at least the highest accepted.
-const STORE_SCRIPT: &str = r"
--- | KEYS[1] | the store hash: `token` = highest accepted token, `by` = its writer |
--- | ARGV[1] | the writer's fencing token | ARGV[2] | who writes                 |
--- | returns | {accepted 1/0, TIME seconds, TIME microseconds, highest before}   |
-local max = tonumber(redis.call('hget', KEYS[1], 'token') or '0')
-local t = redis.call('time')
-if tonumber(ARGV[1]) >= max then
-    redis.call('hset', KEYS[1], 'token', ARGV[1], 'by', ARGV[2])
-    return {1, tonumber(t[1]), tonumber(t[2]), max}
-end
-return {0, tonumber(t[1]), tonumber(t[2]), max}
-";
-
 type Failure = Box<dyn std::error::Error + Send + Sync>;
-
-struct Args {
-    url: String,
-    worker: u64,
-    history: String,
-    locks: Vec<String>,
-    tasks: usize,
-    lease: Duration,
-    timeout: Duration,
-}
-
-fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
-    let url = args.next().ok_or("missing <redis-url>")?;
-    let worker = args
-        .next()
-        .ok_or("missing <worker-id>")?
-        .parse()
-        .map_err(|_| "<worker-id> must be a number")?;
-    let history = args.next().ok_or("missing <history-file>")?;
-    let mut parsed = Args {
-        url,
-        worker,
-        history,
-        locks: vec!["nemesis-a".into(), "nemesis-b".into()],
-        tasks: 3,
-        lease: Duration::from_millis(1500),
-        timeout: Duration::from_millis(400),
-    };
-    while let Some(flag) = args.next() {
-        let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
-        let number = || -> Result<u64, String> {
-            value
-                .parse()
-                .map_err(|_| format!("{flag}: `{value}` is not a number"))
-        };
-        match flag.as_str() {
-            "--locks" => parsed.locks = value.split(',').map(str::to_string).collect(),
-            "--tasks" => parsed.tasks = number()? as usize,
-            "--lease-ms" => parsed.lease = Duration::from_millis(number()?),
-            "--timeout-ms" => parsed.timeout = Duration::from_millis(number()?),
-            _ => return Err(format!("unknown option `{flag}`")),
-        }
-    }
-    Ok(parsed)
-}
-
-/// Microseconds since the Unix epoch on this process' wall clock.
-fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
-}
-
-/// The history file: one JSON object per line, each written with a single `write(2)`.
-struct History {
-    file: Mutex<File>,
-    worker: u64,
-}
-
-impl History {
-    fn log(&self, task: usize, event: &str, mut fields: Value) {
-        if let Value::Object(map) = &mut fields {
-            map.insert("ev".into(), json!(event));
-            map.insert("worker".into(), json!(self.worker));
-            map.insert("task".into(), json!(task));
-        }
-        let mut line = fields.to_string();
-        line.push('\n');
-        let mut file = self.file.lock().unwrap_or_else(|p| p.into_inner());
-        // A history that cannot be written makes the run worthless: say so loudly.
-        if let Err(e) = file.write_all(line.as_bytes()) {
-            eprintln!("lock_worker: cannot write history: {e}");
-        }
-    }
-}
-
-/// A side connection for `TIME` and the store, reconnected after any failure.
-struct Probe {
-    client: redis::Client,
-    config: AsyncConnectionConfig,
-    conn: tokio::sync::Mutex<Option<MultiplexedConnection>>,
-    store: redis::Script,
-}
-
-/// Redis `TIME` with the local wall-clock times just before sending and just after the
-/// reply: the checker verifies `l_send <= t <= l_recv`, i.e. that Redis and this process
-/// read one clock.
-#[derive(Clone, Copy)]
-struct Stamp {
-    t: u64,
-    l_send: u64,
-    l_recv: u64,
-}
-
-impl Stamp {
-    fn json(stamp: Option<Stamp>) -> Value {
-        match stamp {
-            Some(s) => json!({"t": s.t, "l_send": s.l_send, "l_recv": s.l_recv}),
-            None => Value::Null,
-        }
-    }
-}
-
-impl Probe {
-    async fn connection(&self) -> Option<MultiplexedConnection> {
-        let mut slot = self.conn.lock().await;
-        if slot.is_none() {
-            *slot = self
-                .client
-                .get_multiplexed_async_connection_with_config(&self.config)
-                .await
-                .ok();
-        }
-        slot.clone()
-    }
-
-    async fn forget(&self) {
-        *self.conn.lock().await = None;
-    }
-
-    async fn time(&self) -> Option<Stamp> {
-        let mut conn = self.connection().await?;
-        let l_send = now_us();
-        let reply: redis::RedisResult<(u64, u64)> = redis::cmd("TIME").query_async(&mut conn).await;
-        let l_recv = now_us();
-        match reply {
-            Ok((secs, micros)) => Some(Stamp {
-                t: secs * 1_000_000 + micros,
-                l_send,
-                l_recv,
-            }),
-            Err(_) => {
-                self.forget().await;
-                None
-            }
-        }
-    }
-
-    /// One store write: `Ok((accepted, redis time, highest token before))`.
-    async fn write(&self, lock: &str, token: u64, by: &str) -> Result<(bool, u64, u64), String> {
-        let Some(mut conn) = self.connection().await else {
-            return Err("no connection".into());
-        };
-        let reply: redis::RedisResult<(i64, u64, u64, u64)> = self
-            .store
-            .key(format!("nemesis:store:{lock}"))
-            .arg(token)
-            .arg(by)
-            .invoke_async(&mut conn)
-            .await;
-        match reply {
-            Ok((accepted, secs, micros, max)) => {
-                Ok((accepted == 1, secs * 1_000_000 + micros, max))
-            }
-            Err(e) => {
-                self.forget().await;
-                Err(e.to_string())
-            }
-        }
-    }
-}
-
-/// How an acquire failed, in one word for the history.
-fn error_kind(error: &LockError) -> &'static str {
-    match error {
-        LockError::Timeout { .. } => "timeout",
-        LockError::Unavailable { .. } => "unavailable",
-        LockError::NotOwner { .. } => "not_owner",
-        LockError::Lost { .. } => "lost",
-        LockError::Shutdown => "shutdown",
-        _ => "other",
-    }
-}
-
-struct Task {
-    id: usize,
-    client: LockClient,
-    probe: Arc<Probe>,
-    history: Arc<History>,
-    locks: Vec<String>,
-    lease: Duration,
-    stop: watch::Receiver<bool>,
-}
-
-impl Task {
-    async fn run(mut self) {
-        while !*self.stop.borrow() {
-            self.one_round().await;
-        }
-    }
-
-    async fn pause(&mut self, max_ms: u64) {
-        let ms = rand::rng().random_range(0..=max_ms);
-        tokio::select! {
-            () = tokio::time::sleep(Duration::from_millis(ms)) => {}
-            _ = self.stop.changed() => {}
-        }
-    }
-
-    async fn one_round(&mut self) {
-        let (id, history) = (self.id, self.history.clone());
-        let lock = self.locks[rand::rng().random_range(0..self.locks.len())].clone();
-        let owner = LockOwner::new();
-        let field = format!("{}:{}", self.client.id(), owner.id());
-        let l_before = now_us();
-        let t_before = self.probe.time().await;
-        let handle = match self.client.fenced_lock(&lock) {
-            Ok(handle) => handle,
-            Err(e) => {
-                history.log(id, "error", json!({"what": e.to_string()}));
-                return self.pause(200).await;
-            }
-        };
-        let wait = Duration::from_millis(rand::rng().random_range(0..800));
-        let l_call = now_us();
-        let acquired = handle
-            .acquire_with(AcquireOptions::new().owner(owner).wait(wait))
-            .await;
-        let l_after = now_us();
-        let guard = match acquired {
-            Ok(guard) => guard,
-            Err(e) => {
-                history.log(
-                    id,
-                    "acquire_failed",
-                    json!({"lock": lock, "kind": error_kind(&e), "l_call": l_call, "l_after": l_after}),
-                );
-                return self.pause(150).await;
-            }
-        };
-        let t_after = self.probe.time().await;
-        let token = guard.fencing_token().unwrap_or(0);
-        history.log(
-            id,
-            "grant",
-            json!({
-                "lock": lock, "field": field, "token": token,
-                "l_before": l_before, "t_before": Stamp::json(t_before),
-                "l_call": l_call, "l_after": l_after, "t_after": Stamp::json(t_after),
-            }),
-        );
-
-        // Record lost() the moment it fires, not when this task next looks.
-        let lost_log = history.clone();
-        let (lost_lock, lost_probe) = (lock.clone(), self.probe.clone());
-        let lost = guard.lost();
-        let watcher = tokio::spawn(async move {
-            lost.await;
-            let l = now_us();
-            lost_log.log(
-                id,
-                "lost",
-                json!({"lock": lost_lock, "token": token, "l": l}),
-            );
-            let stamp = lost_probe.time().await;
-            lost_log.log(
-                id,
-                "lost_time",
-                json!({"lock": lost_lock, "token": token, "t": Stamp::json(stamp)}),
-            );
-        });
-
-        // Mostly short holds (many grants), some longer than the lease (renewals run).
-        let lease_ms = self.lease.as_millis() as u64;
-        let hold_ms = if rand::rng().random_bool(0.75) {
-            rand::rng().random_range(20..=400)
-        } else {
-            rand::rng().random_range(400..=2 * lease_ms.max(400))
-        };
-        let writes = rand::rng().random_range(1..=3u64);
-        let by = format!("{}/{}", self.history.worker, id);
-        // A write that fails (Redis out of reach) is retried every 200 ms, as an application
-        // would, until it goes through or lost() says to stop (at most three leases).
-        let mut pending = writes;
-        let retry_until = tokio::time::Instant::now() + 3 * self.lease;
-        let mut pause = Duration::from_millis(hold_ms / writes);
-        while pending > 0 {
-            let lost = guard.lost();
-            tokio::select! {
-                () = tokio::time::sleep(pause) => {}
-                () = lost => break,
-            }
-            // The library says the hold is valid at `l_check` (is_lost() turns at its
-            // valid_until): the checker uses that as a lower bound of the hold's end.
-            let l_check = now_us();
-            if guard.is_lost() {
-                break;
-            }
-            // The work between the check and the write: a pause here (SIGSTOP, a long GC)
-            // sends the write after the lock is gone, which only the fencing token stops.
-            let work = rand::rng().random_range(10..=120);
-            tokio::time::sleep(Duration::from_millis(work)).await;
-            let l_send = now_us();
-            let outcome = self.probe.write(&lock, token, &by).await;
-            let l_recv = now_us();
-            match outcome {
-                Ok((accepted, t, max)) => {
-                    history.log(
-                        id,
-                        "write",
-                        json!({"lock": lock, "token": token, "accepted": accepted, "t": t,
-                               "max_before": max, "l_check": l_check, "l_send": l_send,
-                               "l_recv": l_recv}),
-                    );
-                    pending -= 1;
-                    pause = Duration::from_millis(hold_ms / writes);
-                }
-                Err(e) => {
-                    history.log(
-                        id,
-                        "write_failed",
-                        json!({"lock": lock, "token": token, "error": e, "l_check": l_check,
-                               "l_send": l_send}),
-                    );
-                    if tokio::time::Instant::now() > retry_until {
-                        break;
-                    }
-                    pause = Duration::from_millis(200);
-                }
-            }
-        }
-
-        let was_lost = guard.is_lost();
-        let l_release = now_us();
-        let t_release = if was_lost {
-            None
-        } else {
-            self.probe.time().await
-        };
-        history.log(
-            id,
-            "release_start",
-            json!({"lock": lock, "token": token, "l": l_release, "t": Stamp::json(t_release), "was_lost": was_lost}),
-        );
-        let result = guard.unlock().await;
-        let l_done = now_us();
-        let t_done = self.probe.time().await;
-        let outcome = match &result {
-            Ok(_) => "ok",
-            Err(e) => error_kind(e),
-        };
-        history.log(
-            id,
-            "release",
-            json!({"lock": lock, "token": token, "result": outcome, "l": l_done, "t": Stamp::json(t_done)}),
-        );
-        // After a release lost() never fires; a lost hold's watcher has logged already or
-        // is reading TIME (give that a moment: it is the best Redis time of the loss).
-        if was_lost {
-            let _ = tokio::time::timeout(Duration::from_secs(1), watcher).await;
-        } else {
-            watcher.abort();
-        }
-        self.pause(100).await;
-    }
-}
 
 /// Logs every stretch in which this process was not scheduled: a 10 ms timer that fires
 /// more than 25 ms late is a `stall` (CPU starvation, or SIGSTOP), with its wall-clock span.
@@ -456,6 +100,31 @@ fn watch_stdin(stop: watch::Sender<bool>) {
     });
 }
 
+/// Gives every semaphore of the mix its permits, unless a worker did before (`try_set`).
+async fn set_permits(client: &LockClient, args: &Args) {
+    for base in &args.locks {
+        for kind in [Kind::Semaphore, Kind::Expirable] {
+            if !args.mix.contains(&kind) {
+                continue;
+            }
+            let name = kind.lock_name(base);
+            let set = match kind {
+                Kind::Semaphore => match client.semaphore(&name) {
+                    Ok(s) => s.try_set_permits(args.permits).await,
+                    Err(e) => Err(e),
+                },
+                _ => match client.expirable_semaphore(&name) {
+                    Ok(s) => s.try_set_permits(args.permits).await,
+                    Err(e) => Err(e),
+                },
+            };
+            if let Err(e) = set {
+                eprintln!("lock_worker: cannot set the permits of {name}: {e}");
+            }
+        }
+    }
+}
+
 async fn run(args: Args) -> Result<(), Failure> {
     let file = OpenOptions::new()
         .create(true)
@@ -467,9 +136,13 @@ async fn run(args: Args) -> Result<(), Failure> {
     });
     let config = ClientConfig::new(args.url.as_str())
         .watchdog_timeout(args.lease)
+        // A dead fair waiter blocks its queue until its deadline: keep that short, yet
+        // longer than any live wait (800 ms), so no live waiter is ever skipped as dead.
+        .fair_wait_timeout(2 * args.lease)
         .connect_timeout(args.timeout)
         .response_timeout(args.timeout);
     let client = LockClient::connect(config).await?;
+    set_permits(&client, &args).await;
     let probe = Arc::new(Probe {
         client: redis::Client::open(args.url.as_str())?,
         config: AsyncConnectionConfig::new()
@@ -481,11 +154,13 @@ async fn run(args: Args) -> Result<(), Failure> {
     history.log(
         0,
         "start",
-        json!({"client": client.id(), "pid": std::process::id(), "l": now_us()}),
+        json!({"client": client.id(), "pid": std::process::id(), "l": now_us(), "impl": "rust",
+               "mix": args.mix.iter().map(|k| k.name()).collect::<Vec<_>>()}),
     );
     let (stop_tx, stop_rx) = watch::channel(false);
     watch_stdin(stop_tx);
     let stalls = tokio::spawn(watch_stalls(history.clone()));
+    let holds = Arc::new(AtomicU64::new(0));
     let mut tasks = Vec::new();
     for id in 1..=args.tasks {
         let task = Task {
@@ -494,7 +169,11 @@ async fn run(args: Args) -> Result<(), Failure> {
             probe: probe.clone(),
             history: history.clone(),
             locks: args.locks.clone(),
+            mix: args.mix.clone(),
+            permits: args.permits,
             lease: args.lease,
+            broken: args.broken,
+            holds: holds.clone(),
             stop: stop_rx.clone(),
         };
         tasks.push(tokio::spawn(task.run()));

@@ -8,6 +8,7 @@
 use super::history::{self, Fault, Report, Sample};
 use super::netns::{Lab, Proc};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{ChildStdin, Stdio};
@@ -41,20 +42,110 @@ pub fn now_us() -> u64 {
         .unwrap_or(0)
 }
 
+/// What the monitor reads for each lock key: `ARGV[i]` is the family of `KEYS[i]`.
 pub const MONITOR_SCRIPT: &str = r"
--- KEYS: lock names. Returns {TIME s, TIME us, then per key: PTTL, its hash fields joined by ','}
+-- KEYS: lock names; ARGV: their families (hash fast fair rw sem exp).
+-- Returns {TIME s, TIME us, then per key: PTTL, holders as `holder=ms to live` joined by ',',
+-- the fair queue joined by ',', the permit count or ''}.
 local t = redis.call('time')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local out = {t[1], t[2]}
-for _, k in ipairs(KEYS) do
-    local fields = ''
-    if redis.call('type', k).ok == 'hash' then
-        fields = table.concat(redis.call('hkeys', k), ',')
+local function hex(raw)
+    return (string.gsub(raw, '.', function(c) return string.format('%02x', string.byte(c)) end))
+end
+for i, k in ipairs(KEYS) do
+    local family = ARGV[i]
+    local pttl = redis.call('pttl', k)
+    local kind = redis.call('type', k).ok
+    local holders, queue, count = {}, '', ''
+    if family == 'sem' or family == 'exp' then
+        if kind == 'string' then count = redis.call('get', k) end
+        if family == 'exp' then
+            local z = redis.call('zrange', '{' .. k .. '}:timeout', 0, -1, 'WITHSCORES')
+            for j = 1, #z, 2 do
+                holders[#holders + 1] = hex(z[j]) .. '=' .. tostring(math.floor(tonumber(z[j + 1]) - now))
+            end
+        end
+    elseif kind == 'string' then
+        holders[1] = redis.call('get', k) .. '=' .. pttl
+    elseif kind == 'hash' then
+        local h = redis.call('hgetall', k)
+        for j = 1, #h, 2 do
+            local f = h[j]
+            if f ~= 'mode' then
+                local ttl = pttl
+                if family == 'rw' and not string.find(f, ':write$') then
+                    ttl = -2
+                    for n = 1, tonumber(h[j + 1]) do
+                        local p = redis.call('pttl', '{' .. k .. '}:' .. f .. ':rwlock_timeout:' .. n)
+                        if p > ttl then ttl = p end
+                    end
+                end
+                holders[#holders + 1] = f .. '=' .. ttl
+            end
+        end
     end
-    out[#out + 1] = tostring(redis.call('pttl', k))
-    out[#out + 1] = fields
+    if family == 'fair' then
+        queue = table.concat(redis.call('lrange', 'redisson_lock_queue:{' .. k .. '}', 0, -1), ',')
+    end
+    out[#out + 1] = tostring(pttl)
+    out[#out + 1] = table.concat(holders, ',')
+    out[#out + 1] = queue
+    out[#out + 1] = count
 end
 return out
 ";
+
+/// The Redis name of base lock `base` for `kind` (as `lock_worker`'s `Kind::lock_name`):
+/// fenced locks use the base name, the others add their family.
+pub fn lock_name(base: &str, kind: &str) -> String {
+    match family(kind) {
+        "fenced" => base.to_string(),
+        family => format!("{base}-{family}"),
+    }
+}
+
+/// The family of a kind: kinds of one family share a name (read and write: `rw`).
+pub fn family(kind: &str) -> &'static str {
+    match kind {
+        "fenced" => "fenced",
+        "reentrant" => "re",
+        "fast" => "fast",
+        "fair" => "fair",
+        "read" | "write" => "rw",
+        "semaphore" => "sem",
+        "expirable" => "exp",
+        other => panic!("unknown lock kind `{other}`"),
+    }
+}
+
+/// The monitor's family argument for a lock family.
+fn monitor_family(family: &str) -> &'static str {
+    match family {
+        "fenced" | "re" => "hash",
+        "fast" => "fast",
+        "fair" => "fair",
+        "rw" => "rw",
+        "sem" => "sem",
+        _ => "exp",
+    }
+}
+
+/// Every (lock name, monitor family) the `mixes` use on the base names `LOCKS`.
+pub fn monitored(mixes: &[String]) -> Vec<(String, &'static str)> {
+    let mut keys: Vec<(String, &'static str)> = Vec::new();
+    for mix in mixes {
+        for kind in mix.split(',') {
+            for base in LOCKS {
+                let key = (lock_name(base, kind), monitor_family(family(kind)));
+                if !keys.contains(&key) {
+                    keys.push(key);
+                }
+            }
+        }
+    }
+    keys
+}
 
 /// Samples the lock keys every 20 ms from the root namespace (never partitioned).
 pub struct Monitor {
@@ -64,7 +155,8 @@ pub struct Monitor {
 }
 
 impl Monitor {
-    pub fn start(url: String) -> Monitor {
+    /// Samples `keys` (lock name, family as [`MONITOR_SCRIPT`] takes it).
+    pub fn start(url: String, keys: Vec<(String, &'static str)>) -> Monitor {
         let stop = Arc::new(AtomicBool::new(false));
         let samples = Arc::new(Mutex::new(Vec::new()));
         let (stop2, samples2) = (stop.clone(), samples.clone());
@@ -72,6 +164,7 @@ impl Monitor {
             let script = redis::Script::new(MONITOR_SCRIPT);
             let client = redis::Client::open(url).expect("monitor url");
             let mut conn: Option<redis::Connection> = None;
+            let names: Vec<String> = keys.iter().map(|(name, _)| name.clone()).collect();
             while !stop2.load(Ordering::Relaxed) {
                 if conn.is_none() {
                     conn = client
@@ -84,12 +177,12 @@ impl Monitor {
                 }
                 if let Some(c) = conn.as_mut() {
                     let mut invocation = script.prepare_invoke();
-                    for lock in LOCKS {
-                        invocation.key(lock);
+                    for (name, family) in &keys {
+                        invocation.key(name).arg(*family);
                     }
                     match invocation.invoke::<Vec<String>>(c) {
                         Ok(reply) => {
-                            if let Some(sample) = parse_sample(&reply) {
+                            if let Some(sample) = parse_sample(&reply, &names) {
                                 samples2.lock().unwrap().push(sample);
                             }
                         }
@@ -125,50 +218,47 @@ impl Drop for Monitor {
     }
 }
 
-pub fn parse_sample(reply: &[String]) -> Option<Sample> {
+/// One reply of [`MONITOR_SCRIPT`] for the lock `names` it was given.
+pub fn parse_sample(reply: &[String], names: &[String]) -> Option<Sample> {
     let secs: u64 = reply.first()?.parse().ok()?;
     let micros: u64 = reply.get(1)?.parse().ok()?;
-    let mut locks = std::collections::BTreeMap::new();
-    for (i, lock) in LOCKS.iter().enumerate() {
-        let pttl: i64 = reply.get(2 + 2 * i)?.parse().ok()?;
-        let fields = reply.get(3 + 2 * i)?;
-        let fields = fields
-            .split(',')
+    let list = |s: &String| -> Vec<String> {
+        s.split(',')
             .filter(|f| !f.is_empty())
             .map(str::to_string)
-            .collect();
-        locks.insert(lock.to_string(), (pttl, fields));
-    }
-    Some(Sample {
+            .collect()
+    };
+    let mut sample = Sample {
         t: secs * 1_000_000 + micros,
-        locks,
-    })
-}
-
-/// How a worker process starts: `program`, then `before`, then the arguments every worker
-/// takes (`<redis-url> <worker-id> <history-file> --locks .. --tasks .. --lease-ms ..
-/// --timeout-ms ..`), then `after`. A killed worker is replaced by one started the same way.
-#[derive(Clone, Debug)]
-pub struct Launch {
-    pub program: PathBuf,
-    pub before: Vec<String>,
-    pub after: Vec<String>,
-}
-
-impl Launch {
-    /// The Rust `lock_worker`.
-    pub fn rust() -> Launch {
-        Launch {
-            program: super::lock_worker_binary().to_path_buf(),
-            before: Vec::new(),
-            after: Vec::new(),
+        ..Sample::default()
+    };
+    for (i, lock) in names.iter().enumerate() {
+        let pttl: i64 = reply.get(2 + 4 * i)?.parse().ok()?;
+        let mut alive = Vec::new();
+        let mut ttls = BTreeMap::new();
+        for entry in list(reply.get(3 + 4 * i)?) {
+            let (holder, ttl) = entry.rsplit_once('=')?;
+            let ttl: i64 = ttl.parse().ok()?;
+            if ttl > 0 || ttl == -1 {
+                alive.push(holder.to_string());
+            }
+            ttls.insert(holder.to_string(), ttl);
+        }
+        sample.locks.insert(lock.clone(), (pttl, alive));
+        sample.ttls.insert(lock.clone(), ttls);
+        let queue = list(reply.get(4 + 4 * i)?);
+        if !queue.is_empty() {
+            sample.queues.insert(lock.clone(), queue);
+        }
+        if let Ok(count) = reply.get(5 + 4 * i)?.parse() {
+            sample.counts.insert(lock.clone(), count);
         }
     }
+    Some(sample)
 }
 
 pub struct Worker {
     pub id: u64,
-    pub launch: Launch,
     pub proc: Proc,
     pub stdin: Option<ChildStdin>,
     pub history: PathBuf,
@@ -189,7 +279,98 @@ pub struct Run {
     pub dir: PathBuf,
     /// `appendonly yes, appendfsync always` (else the server forgets everything on restart).
     pub persistent: bool,
+    pub setup: Setup,
     pub lab: Lab,
+}
+
+/// The workers of a run: each slot's mix of lock kinds, the semaphores' permits, and a
+/// deliberately broken worker for negative controls.
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// Per slot, the `--mix` of its workers (comma list of kinds).
+    pub mixes: Vec<String>,
+    pub permits: u32,
+    /// Per slot, `--broken` for its workers.
+    pub broken: Vec<Option<String>>,
+    /// Per slot, how its workers start (`None`: the Rust `lock_worker`).
+    pub launches: Vec<Option<Launch>>,
+}
+
+/// A worker process other than the Rust `lock_worker`: `program`, then `before`, then the
+/// arguments every worker takes (`<redis-url> <worker-id> <history-file> --locks ..
+/// --tasks .. --lease-ms .. --timeout-ms .. --mix .. --permits ..`).
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub program: PathBuf,
+    pub before: Vec<String>,
+}
+
+/// Every lock kind, as `--mix` takes it.
+pub const ALL_KINDS: &str = "reentrant,fast,fenced,fair,read,write,semaphore,expirable";
+
+impl Default for Setup {
+    /// Fenced locks only, in every slot.
+    fn default() -> Self {
+        Setup {
+            mixes: vec!["fenced".to_string(); CLIENTS],
+            permits: 2,
+            broken: vec![None; CLIENTS],
+            launches: vec![None; CLIENTS],
+        }
+    }
+}
+
+impl Setup {
+    /// Every slot takes every kind.
+    pub fn all_kinds() -> Self {
+        Setup::default().mixes(&[ALL_KINDS; CLIENTS])
+    }
+
+    pub fn mixes(mut self, mixes: &[&str]) -> Self {
+        self.mixes = mixes.iter().map(|m| m.to_string()).collect();
+        self
+    }
+
+    pub fn permits(mut self, permits: u32) -> Self {
+        self.permits = permits;
+        self
+    }
+
+    /// One more slot (client namespace), whose workers start as `launch` says.
+    pub fn extra_slot(mut self, launch: Launch, mix: &str) -> Self {
+        self.broken.resize(self.mixes.len(), None);
+        self.launches.resize(self.mixes.len(), None);
+        self.mixes.push(mix.to_string());
+        self.broken.push(None);
+        self.launches.push(Some(launch));
+        self
+    }
+
+    /// Makes the workers in `slot` broken (`ignore-lost`, `skip-mode`).
+    pub fn broken(mut self, slot: usize, mode: &str) -> Self {
+        self.broken[slot] = Some(mode.to_string());
+        self
+    }
+
+    /// The kinds any slot takes.
+    pub fn kinds(&self) -> Vec<&str> {
+        let mut kinds: Vec<&str> = Vec::new();
+        for kind in self.mixes.iter().flat_map(|m| m.split(',')) {
+            if !kinds.contains(&kind) {
+                kinds.push(kind);
+            }
+        }
+        kinds
+    }
+
+    /// The semaphores' names (their count keys stay after the run).
+    pub fn semaphores(&self) -> Vec<String> {
+        monitored(&self.mixes)
+            .into_iter()
+            .filter(|(_, family)| matches!(*family, "sem" | "exp"))
+            .map(|(name, _)| name)
+            .collect()
+    }
 }
 
 impl Run {
@@ -198,19 +379,28 @@ impl Run {
     }
 
     pub fn with_persistence(name: &str, persistent: bool) -> Run {
-        Run::with_launches(name, persistent, vec![Launch::rust(); CLIENTS])
+        Run::start(name, persistent, Setup::default())
     }
 
-    /// A run with one client namespace per entry of `launches`, each running that worker.
-    pub fn with_launches(name: &str, persistent: bool, launches: Vec<Launch>) -> Run {
-        let lab = Lab::new(launches.len());
+    /// A run of `setup`'s workers on a persistent server.
+    pub fn with(name: &str, setup: Setup) -> Run {
+        Run::start(name, true, setup)
+    }
+
+    pub fn start(name: &str, persistent: bool, setup: Setup) -> Run {
+        let slots = setup.mixes.len();
+        let lab = Lab::new(slots);
         let dir = std::env::temp_dir().join(format!(
             "adl-nemesis-{}-{name}-{:x}",
             std::process::id(),
             now_us()
         ));
         std::fs::create_dir_all(&dir).expect("nemesis temp dir");
-        let monitor = Monitor::start(format!("redis://{}:{REDIS_PORT}/", lab.server_admin));
+        let binary = super::lock_worker_binary();
+        let monitor = Monitor::start(
+            format!("redis://{}:{REDIS_PORT}/", lab.server_admin),
+            monitored(&setup.mixes),
+        );
         let mut run = Run {
             name: name.to_string(),
             workers: Vec::new(),
@@ -221,14 +411,15 @@ impl Run {
             handovers: 0,
             dir,
             persistent,
+            setup,
             lab,
         };
         run.start_redis();
-        for (i, launch) in launches.iter().enumerate() {
-            let index = run.spawn(launch, i);
+        for i in 0..slots {
+            let index = run.spawn_worker(binary, i);
             run.slot.push(index);
         }
-        for i in 0..launches.len() {
+        for i in 0..slots {
             run.wait_for(&format!("worker in slot {i} to be granted a lock"), || {
                 grants(&run.workers[run.slot[i]].history) > 0
             });
@@ -287,23 +478,18 @@ impl Run {
     }
 
     pub fn spawn_worker(&mut self, binary: &Path, slot: usize) -> usize {
-        let launch = Launch {
-            program: binary.to_path_buf(),
-            ..Launch::rust()
-        };
-        self.spawn(&launch, slot)
-    }
-
-    /// Starts a worker in client namespace `slot` as `launch` says.
-    pub fn spawn(&mut self, launch: &Launch, slot: usize) -> usize {
         let id = self.workers.len() as u64 + 1;
         let history = self.dir.join(format!("worker-{id}.jsonl"));
         let stderr = std::fs::File::create(self.dir.join(format!("worker-{id}.err")))
             .expect("worker stderr");
+        let (program, before) = match &self.setup.launches[slot] {
+            Some(launch) => (launch.program.as_path(), launch.before.as_slice()),
+            None => (binary, &[][..]),
+        };
         let mut child = self
             .lab
-            .in_client(slot, launch.program.to_str().expect("utf-8 path"))
-            .args(&launch.before)
+            .in_client(slot, program.to_str().expect("utf-8 path"))
+            .args(before)
             .arg(format!(
                 "redis://{}:{REDIS_PORT}/",
                 self.lab.server_addr_for(slot)
@@ -314,7 +500,13 @@ impl Run {
             .args(["--tasks", &TASKS.to_string()])
             .args(["--lease-ms", &LEASE.as_millis().to_string()])
             .args(["--timeout-ms", &TIMEOUT_MS.to_string()])
-            .args(&launch.after)
+            .args(["--mix", &self.setup.mixes[slot]])
+            .args(["--permits", &self.setup.permits.to_string()])
+            .args(
+                self.setup.broken[slot]
+                    .iter()
+                    .flat_map(|mode| ["--broken", mode.as_str()]),
+            )
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(stderr)
@@ -323,7 +515,6 @@ impl Run {
         let stdin = child.stdin.take();
         self.workers.push(Worker {
             id,
-            launch: launch.clone(),
             proc: Proc {
                 child,
                 name: format!("worker {id}"),
@@ -483,8 +674,7 @@ impl Run {
         self.workers[index].proc.kill();
         let id = self.workers[index].id;
         self.log_fault("kill-worker", Some(id), start);
-        let launch = self.workers[index].launch.clone();
-        let replacement = self.spawn(&launch, slot);
+        let replacement = self.spawn_worker(super::lock_worker_binary(), slot);
         self.slot[slot] = replacement;
     }
 
@@ -570,19 +760,7 @@ impl Run {
             &keys_left,
         );
         report.violations.extend(problems);
-        let line = format!("{report} samples={}", samples.len());
-        println!("{line}");
-        // (`examples/soak.rs` shares this module, and examples get no CARGO_TARGET_TMPDIR.)
-        let log = option_env!("CARGO_TARGET_TMPDIR")
-            .map_or_else(std::env::temp_dir, PathBuf::from)
-            .join("nemesis-report.log");
-        if let Ok(mut file) = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(log)
-        {
-            let _ = writeln!(file, "{line}");
-        }
+        report.publish(&format!(" samples={}", samples.len()));
         let keep = !report.violations.is_empty() && self.persistent;
         if !keep && std::env::var_os("NEMESIS_KEEP").is_none() {
             let _ = std::fs::remove_dir_all(&self.dir);
@@ -596,14 +774,16 @@ impl Run {
     /// 3 s (a killed holder's lock lives out its lease).
     pub fn wait_for_keys_to_go(&self) -> Vec<String> {
         let client = redis::Client::open(self.admin_url()).expect("url");
+        let semaphores = self.setup.semaphores();
         let deadline = Instant::now() + 2 * LEASE + Duration::from_secs(3);
         loop {
             let keys = scan_all(&client);
             let lock_keys = keys
                 .iter()
-                .filter(|k| {
-                    !k.starts_with("nemesis:store:") && !k.starts_with("redisson_lock_token:")
-                })
+                // A dead waiter's fair queue stays until somebody calls: not worth waiting for.
+                .filter(|k| !history::allowed_leftover(k, &semaphores))
+                .filter(|k| !k.starts_with("redisson_lock_queue:"))
+                .filter(|k| !k.starts_with("redisson_lock_timeout:"))
                 .count();
             if lock_keys == 0 || Instant::now() > deadline {
                 return keys;

@@ -5,7 +5,7 @@
 #![allow(dead_code)]
 
 use super::java_peer::Redisson;
-use super::nemesis::{Launch, LEASE};
+use super::nemesis::Launch;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
@@ -16,10 +16,11 @@ use std::time::Duration;
 /// one for the rest of the run).
 pub const FAIR_WAIT: Duration = Duration::from_millis(5000);
 
-/// A Redisson worker of `version` taking the kinds of `mix` (`kind`, `kind@name` or
-/// `kind@name/permits`, comma-separated: see `NemesisWorker.java`). Its watchdog lease is
-/// the Rust workers' ([`LEASE`], given as `--lease-ms`).
-pub fn redisson_worker(version: Redisson, mix: &str) -> Launch {
+/// A Redisson worker of `version`. It takes the Rust worker's arguments (`--mix` of the
+/// kinds Redisson has: `reentrant fenced fair read write semaphore expirable`, on the
+/// same lock names) and its watchdog lease is the Rust workers' (`--lease-ms`), as
+/// Redisson's `lockWatchdogTimeout`.
+pub fn redisson_worker(version: Redisson) -> Launch {
     let jar = version.jar();
     Launch {
         program: PathBuf::from("java"),
@@ -32,19 +33,10 @@ pub fn redisson_worker(version: Redisson, mix: &str) -> Launch {
             "-cp".into(),
             jar.to_str().expect("utf-8 jar path").into(),
             "peer.NemesisWorker".into(),
-        ],
-        after: vec![
-            "--mix".into(),
-            mix.into(),
             "--fair-wait-ms".into(),
             FAIR_WAIT.as_millis().to_string(),
         ],
     }
-}
-
-/// The watchdog lease both kinds of worker run with, in ms.
-pub fn lease_ms() -> u64 {
-    LEASE.as_millis() as u64
 }
 
 /// `impl` of each worker (from its `start` event): `rust` or `redisson-<version>`.

@@ -34,17 +34,20 @@ import org.redisson.config.Config;
  * <pre>
  * java -cp redisson-peer.jar peer.NemesisWorker &lt;redis-url&gt; &lt;worker-id&gt; &lt;history-file&gt;
  *      [--locks a,b] [--tasks N] [--lease-ms N] [--timeout-ms N] [--fair-wait-ms N]
- *      [--mix ENTRY,ENTRY,...]
+ *      [--mix ENTRY,ENTRY,...] [--permits N]
  * </pre>
  *
- * <p>An ENTRY is {@code kind}, {@code kind@name} or {@code kind@name/permits}; a bare kind
- * applies to every name of {@code --locks}. Kinds: {@code reentrant} (RLock, re-entered at
- * a random depth, watchdog or fixed lease), {@code fenced} (RFencedLock, with a write to
+ * <p>An ENTRY is {@code kind}, {@code kind@name} or {@code kind@name/permits}. A bare kind
+ * takes one lock per base name of {@code --locks}, named as the Rust worker names them:
+ * the base name for {@code fenced}, else {@code <base>-re}, {@code -fair}, {@code -rw}
+ * (read and write share it), {@code -sem}, {@code -exp}; semaphores then have
+ * {@code --permits} permits (default 2). Kinds: {@code reentrant} (RLock), {@code fenced} (RFencedLock, with a write to
  * the fenced store {@code nemesis:store:<name>} under its token), {@code fair}
  * (RFairLock), {@code read} and {@code write} (the two sides of RReadWriteLock),
  * {@code semaphore} (RSemaphore, {@code permits} set with trySetPermits) and
  * {@code expirable} (RPermitExpirableSemaphore, fixed-lease permits). The default mix is
- * {@code fenced}.
+ * {@code fenced}. The locks but the fenced one are re-entered a third of the time, 1 to 3
+ * levels deep, each level with the hold's own lease. Redisson has no fast lock.
  *
  * <p>The watchdog lease (Redisson's {@code lockWatchdogTimeout}) is {@code --lease-ms}; a
  * fixed lease is drawn between half of it and all of it (never longer: Redisson's read-lock
@@ -123,33 +126,44 @@ public final class NemesisWorker {
     }
 
     public static void main(String[] args) throws Exception {
-        if (args.length < 3) {
-            System.err.println("usage: NemesisWorker <redis-url> <worker-id> <history-file> [--locks a,b] "
-                    + "[--tasks N] [--lease-ms N] [--timeout-ms N] [--fair-wait-ms N] [--mix ENTRY,...]");
-            System.exit(2);
-        }
-        String url = args[0].replaceAll("/+$", "");
-        long worker = Long.parseLong(args[1]);
-        String historyPath = args[2];
         String[] locks = {"nemesis-a", "nemesis-b"};
         int tasks = 3;
         long leaseMs = 1500;
         int timeoutMs = 400;
         long fairWaitMs = 5000;
         String mixSpec = "fenced";
-        for (int i = 3; i + 1 < args.length; i += 2) {
-            String value = args[i + 1];
-            switch (args[i]) {
+        int permits = 2;
+        List<String> positional = new ArrayList<>();
+        for (int i = 0; i < args.length; i++) {
+            if (!args[i].startsWith("--")) {
+                positional.add(args[i]);
+                continue;
+            }
+            if (i + 1 >= args.length) {
+                throw new IllegalArgumentException(args[i] + " needs a value");
+            }
+            String value = args[++i];
+            switch (args[i - 1]) {
                 case "--locks": locks = value.split(","); break;
                 case "--tasks": tasks = Integer.parseInt(value); break;
                 case "--lease-ms": leaseMs = Long.parseLong(value); break;
                 case "--timeout-ms": timeoutMs = Integer.parseInt(value); break;
                 case "--fair-wait-ms": fairWaitMs = Long.parseLong(value); break;
                 case "--mix": mixSpec = value; break;
-                default: throw new IllegalArgumentException("unknown option " + args[i]);
+                case "--permits": permits = Integer.parseInt(value); break;
+                default: throw new IllegalArgumentException("unknown option " + args[i - 1]);
             }
         }
-        List<Entry> mix = parseMix(mixSpec, locks);
+        if (positional.size() != 3) {
+            System.err.println("usage: NemesisWorker <redis-url> <worker-id> <history-file> [--locks a,b] "
+                    + "[--tasks N] [--lease-ms N] [--timeout-ms N] [--fair-wait-ms N] [--mix ENTRY,...] "
+                    + "[--permits N]");
+            System.exit(2);
+        }
+        String url = positional.get(0).replaceAll("/+$", "");
+        long worker = Long.parseLong(positional.get(1));
+        String historyPath = positional.get(2);
+        List<Entry> mix = parseMix(mixSpec, locks, permits);
         Config config = new Config();
         config.setLockWatchdogTimeout(leaseMs);
         config.useSingleServer()
@@ -174,7 +188,20 @@ public final class NemesisWorker {
         me.run(tasks);
     }
 
-    private static List<Entry> parseMix(String spec, String[] locks) {
+    /** The Rust worker's name for `kind`'s lock on base name `base`. */
+    private static String lockName(String kind, String base) {
+        switch (kind) {
+            case "fenced": return base;
+            case "reentrant": return base + "-re";
+            case "fair": return base + "-fair";
+            case "read": case "write": return base + "-rw";
+            case "semaphore": return base + "-sem";
+            case "expirable": return base + "-exp";
+            default: throw new IllegalArgumentException(kind);
+        }
+    }
+
+    private static List<Entry> parseMix(String spec, String[] locks, int defaultPermits) {
         List<Entry> mix = new ArrayList<>();
         for (String item : spec.split(",")) {
             item = item.trim();
@@ -199,15 +226,15 @@ public final class NemesisWorker {
                     break;
                 case "semaphore": case "expirable":
                     if (permits <= 0) {
-                        permits = 2;
+                        permits = defaultPermits;
                     }
                     break;
                 default:
                     throw new IllegalArgumentException("kind `" + kind + "` is not in the Java mix");
             }
             if (name == null) {
-                for (String lock : locks) {
-                    mix.add(new Entry(kind, lock, permits));
+                for (String base : locks) {
+                    mix.add(new Entry(kind, lockName(kind, base), permits));
                 }
             } else {
                 mix.add(new Entry(kind, name, permits));
@@ -424,7 +451,8 @@ public final class NemesisWorker {
         long holdMs = random.nextInt(4) != 0 ? 20 + random.nextLong(381)
                 : 400 + random.nextLong(Math.max(1, 2 * leaseMs - 400));
         int depth = 0;
-        if (e.kind.equals("reentrant") && random.nextInt(3) == 0) {
+        boolean reenters = lock != null && !e.kind.equals("fenced");
+        if (reenters && random.nextInt(3) == 0) {
             depth = 1 + random.nextInt(3);
         }
         int entered = 0;
@@ -444,7 +472,7 @@ public final class NemesisWorker {
                 break;
             }
             entered = d;
-            log(task, "reenter", obj("hold", hold, "lock", e.name, "kind", e.kind, "depth", d + 1,
+            log(task, "reenter", obj("hold", hold, "lock", e.name, "kind", e.kind, "depth", d,
                     "lease_ms", fixed, "l_call", lReenter, "l", nowUs()));
         }
         if (e.kind.equals("fenced")) {

@@ -1,0 +1,117 @@
+//! After the run nothing may remain but the fenced stores, the token counters and the
+//! semaphores' keys, and every permit must be accounted for.
+//!
+//! - A plain semaphore's count must be N less the permits of holders that never released
+//!   (killed: Redisson's `RSemaphore` never gets those back); a release or an acquire whose
+//!   reply was lost leaves its permit in doubt, which widens the range by one each. Its
+//!   acquire receipts (`{name}:semaphore_acquire:*`) may remain: they live out their
+//!   settlement window by design.
+//! - A permit-expirable semaphore's count plus the permits still in its zset (a killed
+//!   holder's, expired or not, are taken back by the next acquire) must be N.
+//!
+//! The counts come from the monitor's last sample, taken after the key scan.
+
+use super::{Report, Run};
+use std::collections::BTreeMap;
+
+/// Whether `key` may stay after a run whose semaphores are `semaphores`.
+pub fn allowed(key: &str, semaphores: &[String]) -> bool {
+    key.starts_with("nemesis:store:")
+        || key.starts_with("redisson_lock_token:")
+        || semaphores.iter().any(|name| {
+            key == name
+                || key == format!("{{{name}}}:timeout")
+                || key.starts_with(&format!("{{{name}}}:semaphore_acquire:"))
+        })
+}
+
+/// Whether `key` is a fair lock's queue or deadlines whose last sampled queue holds only
+/// waiters that never came back: their process was killed while they waited, or their
+/// acquire failed as `unavailable` (its withdraw could not reach Redis either, or a late
+/// copy of the acquire reached it afterwards). Redisson's fair queue drops such a waiter
+/// only once its deadline has passed and somebody next calls on the lock; the library says
+/// so when the withdraw fails. Each such waiter is counted in [`Report::fair_orphans`].
+fn dead_waiters_only(run: &Run, key: &str, r: &mut Report) -> bool {
+    let Some(lock) = key
+        .strip_prefix("redisson_lock_queue:{")
+        .or_else(|| key.strip_prefix("redisson_lock_timeout:{"))
+        .and_then(|rest| rest.strip_suffix('}'))
+    else {
+        return false;
+    };
+    let Some(queue) = run.samples.last().and_then(|s| s.queues.get(lock)) else {
+        return false;
+    };
+    let dead = queue.iter().all(|field| {
+        let waits: Vec<_> = run.waits.iter().filter(|w| w.field == *field).collect();
+        let granted = run
+            .holds
+            .values()
+            .any(|h| h.lock == lock && h.field == *field);
+        let gave_up_cleanly = waits
+            .iter()
+            .any(|w| w.error.as_deref().is_some_and(|e| e != "unavailable"));
+        !waits.is_empty() && !granted && !gave_up_cleanly
+    });
+    if dead && key.starts_with("redisson_lock_queue:") {
+        r.fair_orphans += queue.len();
+    }
+    dead
+}
+
+pub(super) fn check(run: &Run, keys_left: &[String], r: &mut Report) {
+    // Per semaphore: (kind, N, surely out, in doubt).
+    let mut sems: BTreeMap<&str, (&str, u64, u64, u64)> = BTreeMap::new();
+    for h in run.holds.values().filter(|h| h.semaphore()) {
+        let entry =
+            sems.entry(h.lock.as_str())
+                .or_insert((h.kind.as_str(), h.permits.unwrap_or(0), 0, 0));
+        match (&h.release_start, h.release_result.as_deref()) {
+            (None, _) => entry.2 += 1,
+            (Some(_), Some("ok")) => {}
+            (Some(_), _) => entry.3 += 1,
+        }
+    }
+    let in_doubt = |w: &&super::Wait| w.error.as_deref().is_some_and(|e| e != "timeout");
+    for w in run.waits.iter().filter(in_doubt) {
+        if let Some(entry) = sems.get_mut(w.lock.as_str()) {
+            entry.3 += 1;
+        }
+    }
+    let names: Vec<String> = sems.keys().map(|n| n.to_string()).collect();
+    for key in keys_left {
+        if !allowed(key, &names) && !dead_waiters_only(run, key, r) {
+            r.violations
+                .push(format!("key `{key}` left in Redis after the run"));
+        }
+    }
+    // Without a key scan (a checker test on a history alone) there is no end state.
+    let Some(last) = run.samples.last().filter(|_| !keys_left.is_empty()) else {
+        return;
+    };
+    for (name, (kind, n, out, doubt)) in sems {
+        let Some(&count) = last.counts.get(name) else {
+            r.violations
+                .push(format!("{name}: the permit count is gone after the run"));
+            continue;
+        };
+        r.counts_judged += 1;
+        if kind == "expirable" {
+            let held = last.ttls.get(name).map_or(0, |m| m.len()) as i64;
+            if count + held != n as i64 {
+                r.violations.push(format!(
+                    "{name}: {count} permits available and {held} in its zset after the run, \
+                     but it has {n}"
+                ));
+            }
+        } else {
+            let (low, high) = (n as i64 - out as i64 - doubt as i64, n as i64 - out as i64);
+            if count < low || count > high {
+                r.violations.push(format!(
+                    "{name}: {count} permits available after the run; with {n} permits, {out} \
+                     never released and {doubt} in doubt it must be in [{low}, {high}]"
+                ));
+            }
+        }
+    }
+}
