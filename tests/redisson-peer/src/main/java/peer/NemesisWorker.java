@@ -52,7 +52,7 @@ import org.redisson.config.Config;
  * <p>The watchdog lease (Redisson's {@code lockWatchdogTimeout}) is {@code --lease-ms}; a
  * fixed lease is drawn between half of it and all of it (never longer: Redisson's read-lock
  * renewal sets the shared key's TTL to the watchdog lease). Redis commands time out after
- * {@code --timeout-ms}, with one retry.
+ * {@code --timeout-ms}, never retried (see {@code main}).
  *
  * <p>The history: {@code start}, {@code wait}, {@code grant} (with Redis {@code TIME}
  * stamps before and after, {@code l_send}/{@code l_recv} from this JVM's wall clock in
@@ -166,12 +166,15 @@ public final class NemesisWorker {
         List<Entry> mix = parseMix(mixSpec, locks, permits);
         Config config = new Config();
         config.setLockWatchdogTimeout(leaseMs);
+        // No retries: Redisson resends a timed-out script as it was, and its acquire scripts
+        // are not idempotent (a resent permit acquire takes a second permit under the same
+        // permit id: one permit is gone for good; a resent lock acquire counts the hold
+        // twice). A command that times out is reported as failed instead.
         config.useSingleServer()
                 .setAddress(url)
                 .setTimeout(timeoutMs)
                 .setConnectTimeout(timeoutMs)
-                .setRetryAttempts(1)
-                .setRetryInterval(100);
+                .setRetryAttempts(0);
         Long perLockFairWait = fairWaitMs;
         try {
             Method set = Config.class.getMethod("setFairLockWaitTimeout", long.class);
@@ -248,10 +251,22 @@ public final class NemesisWorker {
 
     private void run(int tasks) throws Exception {
         for (Entry e : mix) {
-            if (e.kind.equals("semaphore")) {
-                client.getSemaphore(e.name).trySetPermits(e.permits);
-            } else if (e.kind.equals("expirable")) {
-                client.getPermitExpirableSemaphore(e.name).trySetPermits(e.permits);
+            // Idempotent (sets the permits only where none are set), so tried until it
+            // answers: a cold JVM's first commands may take longer than the timeout.
+            for (int attempt = 1; ; attempt++) {
+                try {
+                    if (e.kind.equals("semaphore")) {
+                        client.getSemaphore(e.name).trySetPermits(e.permits);
+                    } else if (e.kind.equals("expirable")) {
+                        client.getPermitExpirableSemaphore(e.name).trySetPermits(e.permits);
+                    }
+                    break;
+                } catch (RuntimeException err) {
+                    if (attempt >= 50) {
+                        throw err;
+                    }
+                    sleep(100);
+                }
             }
         }
         log(0, "start", obj("client", id, "pid", ProcessHandle.current().pid(), "l", nowUs(), "impl", impl));
@@ -510,6 +525,7 @@ public final class NemesisWorker {
             }
         } catch (Throwable err) {
             result = errorKind(err);
+            log(task, "error", obj("hold", hold, "what", "release: " + err));
         }
         long lDone = nowUs();
         Object tDone = time();
