@@ -132,7 +132,10 @@ async fn java_reader_cuts_a_fixed_lease_reader(version: Redisson) {
         if pttl > 0 && pttl < (OUR_FIXED - acquired.elapsed()).as_millis() as i64 - 1_000 {
             break;
         }
-        assert!(Instant::now() < until, "no Redisson renewal cut the hash's TTL");
+        assert!(
+            Instant::now() < until,
+            "no Redisson renewal cut the hash's TTL"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     peer.kill().await;

@@ -184,11 +184,28 @@ public final class NemesisWorker {
             // Redisson 3.x: a constructor argument of each fair lock.
         }
         FileOutputStream history = new FileOutputStream(historyPath, true);
-        RedissonClient client = Redisson.create(config);
+        RedissonClient client = create(config);
         String version = new java.util.jar.Manifest(NemesisWorker.class.getResourceAsStream("/META-INF/MANIFEST.MF"))
                 .getMainAttributes().getValue("Redisson-Version");
         NemesisWorker me = new NemesisWorker(client, version, worker, history, mix, leaseMs, perLockFairWait);
         me.run(tasks);
+    }
+
+    /**
+     * Connects, trying again while the connection's first PING times out: a cold JVM on a
+     * busy machine may not answer within the command timeout, and no retry covers it.
+     */
+    private static RedissonClient create(Config config) {
+        for (int attempt = 1; ; attempt++) {
+            try {
+                return Redisson.create(config);
+            } catch (RuntimeException e) {
+                if (attempt >= 50) {
+                    throw e;
+                }
+                sleep(200);
+            }
+        }
     }
 
     /** The Rust worker's name for `kind`'s lock on base name `base`. */

@@ -1,0 +1,71 @@
+//! Why the nemesis suite's Redisson workers run with no command retries: Redisson resends a
+//! command whose reply did not come within its timeout exactly as it was, and its
+//! permit-expirable semaphore's acquire is not idempotent. When the first send did run (only
+//! its reply was late), the resend takes a second permit under the same permit id: the
+//! sorted set holds one entry, the count lost two, and one permit is gone for good.
+//!
+//! This pins the behaviour of the Redisson versions the suite runs against; if a release
+//! makes the resend harmless this test says so.
+
+mod support;
+
+use redis::AsyncCommands;
+use std::time::Duration;
+use support::java_peer::{JavaPeer, PeerOptions, Redisson, Target};
+use support::proxy::TcpProxy;
+use support::RedisServer;
+
+const PERMITS: i64 = 2;
+
+async fn a_resent_permit_acquire_takes_two_permits(version: Redisson) {
+    let server = RedisServer::start();
+    let proxy = TcpProxy::start(server.port()).await;
+    let mut peer = JavaPeer::start(
+        version,
+        Target::Single(&proxy.url()),
+        PeerOptions::new()
+            .timeout(Duration::from_millis(300))
+            .retries(1, Duration::from_millis(200)),
+    )
+    .await;
+    let name = "retry:psem";
+    peer.expect("s", &format!("psem_try_set {name} {PERMITS}"), "set true")
+        .await;
+    // The request reaches the server; its reply waits past the timeout, so Redisson resends.
+    proxy.hold_replies(true);
+    peer.send("s", &format!("psem_try {name} 0 60000")).await;
+    let mut conn = server.conn().await;
+    let timeout_set = format!("{{{name}}}:timeout");
+    support::eventually(
+        "the resend ran too (two permits taken)",
+        Duration::from_secs(10),
+        || {
+            let mut conn = conn.clone();
+            let name = name.to_string();
+            async move { conn.get::<_, Option<i64>>(&name).await.ok().flatten() == Some(0) }
+        },
+    )
+    .await;
+    proxy.hold_replies(false);
+    let reply = peer.reply_within("s", Duration::from_secs(10)).await;
+    let available: i64 = conn.get(name).await.unwrap();
+    let held: i64 = conn.zcard(&timeout_set).await.unwrap();
+    assert_eq!(
+        (available, held),
+        (0, 1),
+        "Redisson {}'s resent acquire: {available} permits available and {held} held \
+         (reply `{reply}`); the suite's Redisson workers may retry again if both add up to \
+         {PERMITS}",
+        version.version()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resent_permit_acquire_takes_two_permits_newest() {
+    a_resent_permit_acquire_takes_two_permits(Redisson::Newest).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resent_permit_acquire_takes_two_permits_legacy() {
+    a_resent_permit_acquire_takes_two_permits(Redisson::Legacy).await;
+}
