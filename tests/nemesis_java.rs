@@ -87,16 +87,21 @@ fn java_and_rust_workers_share_locks_under_partition_pause_and_kill() {
             .copied()
             .unwrap_or(0)
     };
+    // Each kind Redisson has, taken by the Java workers; each pinned version taking its
+    // share (a Java worker is killed mid-run and starts cold again, so per version the
+    // counts are small: the bound is on its total).
     let mut short = Vec::new();
-    for version in [Redisson::Newest, Redisson::Legacy] {
-        let imp = format!("redisson-{}", version.version());
-        for kind in JAVA_MIX.split(',') {
-            if count(&imp, kind) < 1 {
-                short.push(format!("{imp} {kind}"));
-            }
+    let versions =
+        [Redisson::Newest, Redisson::Legacy].map(|v| format!("redisson-{}", v.version()));
+    for kind in JAVA_MIX.split(',') {
+        let java: usize = versions.iter().map(|imp| count(imp, kind)).sum();
+        if java < 2 {
+            short.push(format!("java {kind}: {java}"));
         }
-        let all: usize = JAVA_MIX.split(',').map(|kind| count(&imp, kind)).sum();
-        if all < 15 {
+    }
+    for imp in &versions {
+        let all: usize = JAVA_MIX.split(',').map(|kind| count(imp, kind)).sum();
+        if all < 10 {
             short.push(format!("{imp}: {all} grants in all"));
         }
     }
