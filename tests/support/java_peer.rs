@@ -137,6 +137,10 @@ pub struct PeerOptions {
     /// A `NameMapper` mapping every name to `<namespace>:<name>` (the Java side of
     /// `ClientConfig::namespace`).
     pub namespace: Option<String>,
+    /// Redisson's command timeout and its resends of a timed-out command (attempts,
+    /// interval); one server only.
+    pub timeout: Option<Duration>,
+    pub retries: Option<(u32, Duration)>,
 }
 
 impl PeerOptions {
@@ -145,7 +149,17 @@ impl PeerOptions {
             watchdog: None,
             fair_wait: None,
             namespace: None,
+            timeout: None,
+            retries: None,
         }
+    }
+    pub fn timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = Some(timeout);
+        self
+    }
+    pub fn retries(mut self, attempts: u32, interval: Duration) -> Self {
+        self.retries = Some((attempts, interval));
+        self
     }
     pub fn watchdog(mut self, lease: Duration) -> Self {
         self.watchdog = Some(lease);
@@ -215,6 +229,13 @@ impl JavaPeer {
         }
         if let Some(namespace) = &options.namespace {
             command.args(["--namespace", namespace]);
+        }
+        if let Some(timeout) = options.timeout {
+            command.args(["--timeout-ms", &timeout.as_millis().to_string()]);
+        }
+        if let Some((attempts, interval)) = options.retries {
+            command.args(["--retry-attempts", &attempts.to_string()]);
+            command.args(["--retry-interval-ms", &interval.as_millis().to_string()]);
         }
         command
             .stdin(Stdio::piped())

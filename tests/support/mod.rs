@@ -14,6 +14,7 @@ pub mod holder;
 pub mod impair;
 pub mod java_peer;
 pub mod nemesis;
+pub mod nemesis_java;
 pub mod nemesis_topology;
 pub mod netns;
 pub mod proxy;

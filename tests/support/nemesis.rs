@@ -297,6 +297,17 @@ pub struct Setup {
     pub broken: Vec<Option<String>>,
     /// The base lock names (`--locks`): each kind family has one lock per base name.
     pub locks: Vec<String>,
+    /// Per slot, how its workers start (`None`: the Rust `lock_worker`).
+    pub launches: Vec<Option<Launch>>,
+}
+
+/// A worker process other than the Rust `lock_worker`: `program`, then `before`, then the
+/// arguments every worker takes (`<redis-url> <worker-id> <history-file> --locks ..
+/// --tasks .. --lease-ms .. --timeout-ms .. --mix .. --permits ..`).
+#[derive(Debug, Clone)]
+pub struct Launch {
+    pub program: PathBuf,
+    pub before: Vec<String>,
 }
 
 /// Every lock kind, as `--mix` takes it.
@@ -310,6 +321,7 @@ impl Default for Setup {
             permits: 2,
             broken: vec![None; CLIENTS],
             locks: LOCKS.iter().map(|l| l.to_string()).collect(),
+            launches: vec![None; CLIENTS],
         }
     }
 }
@@ -340,6 +352,16 @@ impl Setup {
 
     pub fn permits(mut self, permits: u32) -> Self {
         self.permits = permits;
+        self
+    }
+
+    /// One more slot (client namespace), whose workers start as `launch` says.
+    pub fn extra_slot(mut self, launch: Launch, mix: &str) -> Self {
+        self.broken.resize(self.mixes.len(), None);
+        self.launches.resize(self.mixes.len(), None);
+        self.mixes.push(mix.to_string());
+        self.broken.push(None);
+        self.launches.push(Some(launch));
         self
     }
 
@@ -385,7 +407,8 @@ impl Run {
     }
 
     pub fn start(name: &str, persistent: bool, setup: Setup) -> Run {
-        let lab = Lab::new(CLIENTS);
+        let slots = setup.mixes.len();
+        let lab = Lab::new(slots);
         let dir = std::env::temp_dir().join(format!(
             "adl-nemesis-{}-{name}-{:x}",
             std::process::id(),
@@ -412,11 +435,11 @@ impl Run {
             lab,
         };
         run.start_redis();
-        for i in 0..CLIENTS {
+        for i in 0..slots {
             let index = run.spawn_worker(binary, i);
             run.slot.push(index);
         }
-        for i in 0..CLIENTS {
+        for i in 0..slots {
             run.wait_for(&format!("worker in slot {i} to be granted a lock"), || {
                 grants(&run.workers[run.slot[i]].history) > 0
             });
@@ -479,9 +502,14 @@ impl Run {
         let history = self.dir.join(format!("worker-{id}.jsonl"));
         let stderr = std::fs::File::create(self.dir.join(format!("worker-{id}.err")))
             .expect("worker stderr");
+        let (program, before) = match &self.setup.launches[slot] {
+            Some(launch) => (launch.program.as_path(), launch.before.as_slice()),
+            None => (binary, &[][..]),
+        };
         let mut child = self
             .lab
-            .in_client(slot, binary.to_str().expect("utf-8 path"))
+            .in_client(slot, program.to_str().expect("utf-8 path"))
+            .args(before)
             .arg(format!(
                 "redis://{}:{REDIS_PORT}/",
                 self.lab.server_addr_for(slot)
@@ -503,7 +531,7 @@ impl Run {
             .stdout(Stdio::piped())
             .stderr(stderr)
             .spawn()
-            .expect("spawn lock_worker in its namespace");
+            .expect("spawn a worker in its namespace");
         let stdin = child.stdin.take();
         self.workers.push(Worker {
             id,

@@ -13,12 +13,13 @@
 //! with another gap, are counted as not judged. A worker that was frozen or not scheduled
 //! between the expiry and the moment it learnt of the loss cannot have run its timer, so
 //! that hold is counted as excused, not passed. A hold whose unlock found it gone without
-//! `lost()` having fired is judged the same way at the time of the unlock.
+//! `lost()` having fired is judged the same way at the time of the unlock. Redisson
+//! workers' holds are not judged here: Redisson cannot tell a holder its lock is gone.
 
 use super::{stalled, Hold, Report, Run, Sample, LOST_SLACK_US, MIN_FIXED_LEASE_US};
 
 pub(super) fn check(run: &Run, r: &mut Report) {
-    for hold in run.holds.values().filter(|h| h.leased()) {
+    for hold in run.holds.values().filter(|h| h.leased() && !h.redisson) {
         // When the holder learnt of the loss: lost(), or an unlock that found it gone.
         let learnt = match (hold.lost, &hold.release_result) {
             (Some(l), _) => l,

@@ -155,6 +155,9 @@ pub(crate) struct Hold {
     release_result: Option<String>,
     was_lost_at_release: bool,
     lost: Option<u64>,
+    /// A Redisson worker's hold: Redisson cannot tell a holder its lock is gone, so the
+    /// hold is judged by Redis time only (its span), never for a late `lost()`.
+    redisson: bool,
 }
 
 impl Hold {
@@ -259,6 +262,8 @@ pub(crate) struct Run<'a> {
     samples: &'a [Sample],
     faults: &'a [Fault],
     watchdog_us: u64,
+    /// Workers whose `start` says `impl: redisson-<version>`.
+    redisson: std::collections::BTreeSet<u64>,
 }
 
 /// Judges one run. `keys_left` is the server's key list after the run; the last sample
@@ -289,6 +294,11 @@ pub fn check(
         samples,
         faults,
         watchdog_us: lease_us,
+        redisson: events
+            .iter()
+            .filter(|e| e["ev"] == "start" && s(e, "impl").starts_with("redisson-"))
+            .filter_map(|e| u(e, "worker"))
+            .collect(),
     };
     for e in events {
         check_stamps(e, &mut report);
@@ -336,6 +346,7 @@ fn read_event(e: &Value, run: &mut Run, report: &mut Report) {
                     permits: u(e, "permits"),
                     l_call: u(e, "l_call").unwrap_or(0),
                     l_after: u(e, "l_after").unwrap_or(0),
+                    redisson: run.redisson.contains(&worker),
                     ..Hold::default()
                 },
             );

@@ -28,8 +28,13 @@ import org.redisson.config.Config;
  *
  * <pre>
  * java -jar redisson-peer.jar (--single URL | --cluster URL,URL,...)
- *      [--watchdog-ms N] [--fair-wait-ms N] [--namespace NS]
+ *      [--watchdog-ms N] [--fair-wait-ms N] [--namespace NS] [--timeout-ms N]
+ *      [--retry-attempts N] [--retry-interval-ms N]
  * </pre>
+ *
+ * <p>{@code --timeout-ms}, {@code --retry-attempts} and {@code --retry-interval-ms} set
+ * Redisson's command timeout and how often (and after how long) it resends a command that
+ * timed out; Redisson's defaults otherwise.
  *
  * <p>{@code --namespace NS} configures a {@code NameMapper} that maps every object name
  * {@code name} to {@code NS:name} (and back): the Java side of the Rust client's
@@ -89,6 +94,9 @@ public final class Peer {
         String single = null;
         String cluster = null;
         String namespace = null;
+        Integer timeoutMs = null;
+        Integer retryAttempts = null;
+        Integer retryIntervalMs = null;
         for (int i = 0; i + 1 < args.length; i += 2) {
             String value = args[i + 1];
             switch (args[i]) {
@@ -97,6 +105,9 @@ public final class Peer {
                 case "--watchdog-ms": config.setLockWatchdogTimeout(Long.parseLong(value)); break;
                 case "--fair-wait-ms": fairWaitMs = Long.parseLong(value); break;
                 case "--namespace": namespace = value; break;
+                case "--timeout-ms": timeoutMs = Integer.parseInt(value); break;
+                case "--retry-attempts": retryAttempts = Integer.parseInt(value); break;
+                case "--retry-interval-ms": retryIntervalMs = Integer.parseInt(value); break;
                 default: throw new IllegalArgumentException("unknown option " + args[i]);
             }
         }
@@ -109,6 +120,18 @@ public final class Peer {
             serverConfig = config.useClusterServers().addNodeAddress(cluster.split(","));
         } else {
             throw new IllegalArgumentException("need --single URL or --cluster URL,URL");
+        }
+        if (single != null) {
+            org.redisson.config.SingleServerConfig server = (org.redisson.config.SingleServerConfig) serverConfig;
+            if (timeoutMs != null) {
+                server.setTimeout(timeoutMs);
+            }
+            if (retryAttempts != null) {
+                server.setRetryAttempts(retryAttempts);
+            }
+            if (retryIntervalMs != null) {
+                server.setRetryInterval(retryIntervalMs);
+            }
         }
         if (namespace != null) {
             setPrefixMapper(config, serverConfig, namespace + ":");
