@@ -10,7 +10,7 @@ mod support;
 
 use std::time::Duration;
 use support::proxy::TcpProxy;
-use support::{client_at, eventually, RedisServer};
+use support::{client_at, RedisServer};
 use tokio::time::timeout;
 
 /// A plain semaphore: a permit taken by an acquire that was given up while

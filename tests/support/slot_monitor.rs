@@ -165,5 +165,6 @@ fn parse_one(lock: &str, reply: &[String]) -> Option<Sample> {
     Some(Sample {
         t: secs * 1_000_000 + micros,
         locks: [(lock.to_string(), (pttl, fields))].into_iter().collect(),
+        ..Sample::default()
     })
 }
