@@ -78,7 +78,13 @@ pub(super) fn check(run: &Run, keys_left: &[String], r: &mut Report) {
             entry.3 += 1;
         }
     }
-    let names: Vec<String> = sems.keys().map(|n| n.to_string()).collect();
+    // A semaphore that was only waited for (never granted in this run) has keys too.
+    let waited = run
+        .waits
+        .iter()
+        .filter(|w| matches!(w.kind.as_str(), "semaphore" | "expirable"))
+        .map(|w| w.lock.clone());
+    let names: Vec<String> = sems.keys().map(|n| n.to_string()).chain(waited).collect();
     for key in keys_left {
         if !allowed(key, &names) && !dead_waiters_only(run, key, r) {
             r.violations

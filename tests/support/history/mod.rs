@@ -220,6 +220,8 @@ pub(crate) struct Wait {
     worker: u64,
     lock: String,
     field: String,
+    /// The kind waited for (`fenced` when the event does not say).
+    kind: String,
     l: u64,
     /// Set on `acquire_failed`: the error word (`timeout`, `unavailable`, …).
     error: Option<String>,
@@ -355,6 +357,11 @@ fn read_event(e: &Value, run: &mut Run, report: &mut Report) {
             worker,
             lock,
             field: s(e, "field"),
+            kind: e
+                .get("kind")
+                .and_then(Value::as_str)
+                .unwrap_or("fenced")
+                .to_string(),
             l: u(e, "l").or(u(e, "l_call")).unwrap_or(0),
             error: (ev == "acquire_failed").then(|| s(e, "error")),
         }),
