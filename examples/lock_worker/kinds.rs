@@ -409,7 +409,15 @@ impl Task {
             }
             // The work between the check and the write: a pause here (SIGSTOP, a long GC)
             // sends the write after the lock is gone, which only the fencing token stops.
-            let work = rand::rng().random_range(10..=300);
+            // Under a fixed lease a quarter of the writes come after such a stall, past the
+            // lease's end: another holder may have written meanwhile, and the store must
+            // refuse the old token.
+            let work = match round.lease {
+                Some(lease) if rand::rng().random_bool(0.25) => {
+                    lease.as_millis() as u64 + rand::rng().random_range(200..=400)
+                }
+                _ => rand::rng().random_range(10..=300),
+            };
             tokio::time::sleep(Duration::from_millis(work)).await;
             let l_send = now_us();
             let outcome = self.probe.write(lock, token, &by).await;

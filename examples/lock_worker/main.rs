@@ -20,8 +20,9 @@
 //!   level with its own lease), hold for a random while (mostly under 400 ms, a quarter of
 //!   the time up to two leases), then release. Under a fenced lock the hold writes to the
 //!   store a few times under its fencing token (each write after a short stretch of "work"
-//!   that follows a look at `is_lost()`; a failed write is retried every 200 ms until it
-//!   goes through or `lost()` fires). The watchdog lease is `--lease-ms` (default 1500);
+//!   that follows a look at `is_lost()`, under a fixed lease a quarter of the time a stall
+//!   past the lease's end; a failed write is retried every 200 ms until it goes through or
+//!   `lost()` fires). The watchdog lease is `--lease-ms` (default 1500);
 //!   Redis commands time out after `--timeout-ms` (default 400).
 //! - The store is the hash `nemesis:store:<lock>`: a Lua script accepts a write only when
 //!   its token is at least the highest token the store has accepted, and returns Redis

@@ -451,6 +451,9 @@ pub struct LockFigures {
     pub overlaps: usize,
     /// Fencing tokens handed out twice.
     pub tokens_twice: usize,
+    /// Grants whose token is not above one granted before them (the checker's token
+    /// order rule: a grant the new primary never saw hands its token out again).
+    pub tokens_backwards: usize,
     /// Store writes accepted under a token lower than one accepted before.
     pub stale_accepted: usize,
     /// Every other violation about these locks.
@@ -484,6 +487,8 @@ impl LockFigures {
                 figures.overlaps += 1;
             } else if v.contains("granted twice") {
                 figures.tokens_twice += 1;
+            } else if v.contains("is not above token") {
+                figures.tokens_backwards += 1;
             } else if v.contains("accepted at") || v.contains("store accepted token") {
                 figures.stale_accepted += 1;
             } else {
@@ -495,7 +500,7 @@ impl LockFigures {
 
     /// Violations of the rules a failover may break without replica sync.
     pub fn two_holders(&self) -> usize {
-        self.overlaps + self.tokens_twice + self.stale_accepted
+        self.overlaps + self.tokens_twice + self.tokens_backwards + self.stale_accepted
     }
 }
 
@@ -504,12 +509,13 @@ impl std::fmt::Display for LockFigures {
         write!(
             f,
             "{}: grants_before={} grants_after={} overlaps={} tokens_twice={} \
-             stale_writes_accepted={}",
+             tokens_backwards={} stale_writes_accepted={}",
             self.locks.join(","),
             self.grants_before,
             self.grants_after,
             self.overlaps,
             self.tokens_twice,
+            self.tokens_backwards,
             self.stale_accepted
         )
     }
