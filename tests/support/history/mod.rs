@@ -24,8 +24,10 @@
 //! Every hold gets a span it *surely* covered ([`Hold::span`]): from `l_after` (an upper
 //! bound of its grant) to a *lower* bound of its end. A hold is valid until
 //! `min(release, V)`, where `V` is the send time of its last confirmed renewal (or of the
-//! acquire) plus the lease. The unlock is sent after `release_start`; the acquire was sent
-//! after `l_call`, so `V >= l_call + lease` (the hold's fixed lease, or the watchdog lease;
+//! acquire) plus the lease, less the library's clock-drift allowance (1 % of the lease +
+//! 2 ms: `is_lost()` turns there, and a hold lost unconfirmed is taken out of Redis then).
+//! The unlock is sent after `release_start`; the acquire was sent after `l_call`, so
+//! `V >= l_call + lease - drift` (the hold's fixed lease, or the watchdog lease;
 //! a re-entry never cuts the key's TTL, so nested holds only lengthen it); and `check`, the
 //! last time the worker saw `is_lost()` false before a write, is before `V` because
 //! `is_lost()` turns at `V` (a look right after a freeze or stall may precede the library's
@@ -187,7 +189,10 @@ impl Hold {
             .last_check
             .filter(|&c| !stalled(stalls, self.worker, self.l_call, c));
         let lease = self.lease_us.unwrap_or(watchdog_us);
-        let valid_lb = (self.l_call + lease).max(check.unwrap_or(0));
+        // The library turns is_lost() (and takes the key out) a clock-drift allowance
+        // before the lease's end: 1 % of the lease + 2 ms.
+        let drift = lease / 100 + 2_000;
+        let valid_lb = (self.l_call + lease - drift).max(check.unwrap_or(0));
         let end = self.release_start.map_or(valid_lb, |rs| rs.min(valid_lb));
         (self.l_after, end)
     }
