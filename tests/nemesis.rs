@@ -111,10 +111,12 @@ fn pause_a_client_and_the_server() {
     traffic(2);
     let handovers = run.handovers;
     let (report, _) = run.finish();
+    // Whether a frozen holder had a write under way (and another holder wrote meanwhile)
+    // is chance: refused stale writes are counted in the report, not required here
+    // (`tests/fenced.rs` refuses one every time).
     all_kinds_minimums()
         .faults(3 * rounds())
         .lost_judged(1)
-        .stale_writes_refused(1)
         .assert(&report);
     // The worker frozen for two leases held a lock; another worker took it meanwhile.
     assert!(
