@@ -27,7 +27,7 @@ pub fn allowed(key: &str, semaphores: &[String]) -> bool {
 
 /// Whether `key` is a fair lock's queue or deadlines whose last sampled queue holds only
 /// waiters that never came back: their process was killed while they waited, or their
-/// acquire failed as `unavailable` (its withdraw could not reach Redis either, or a late
+/// acquire failed (its withdraw could not reach Redis, e.g. while it restarted, or a late
 /// copy of the acquire reached it afterwards). Redisson's fair queue drops such a waiter
 /// only once its deadline has passed and somebody next calls on the lock; the library says
 /// so when the withdraw fails. Each such waiter is counted in [`Report::fair_orphans`].
@@ -48,10 +48,9 @@ fn dead_waiters_only(run: &Run, key: &str, r: &mut Report) -> bool {
             .holds
             .values()
             .any(|h| h.lock == lock && h.field == *field);
-        let gave_up_cleanly = waits
-            .iter()
-            .any(|w| w.error.as_deref().is_some_and(|e| e != "unavailable"));
-        !waits.is_empty() && !granted && !gave_up_cleanly
+        // A waiter that gave up for any reason: its withdraw can have failed with Redis
+        // out of reach (restarting, cut off), and is not retried yet.
+        !waits.is_empty() && !granted
     });
     if dead && key.starts_with("redisson_lock_queue:") {
         r.fair_orphans += queue.len();
