@@ -60,7 +60,7 @@ ensure_netns_tools() {
 # module). Without it the slow-link scenario shapes the link with `tbf` and drops with
 # `iptables -m statistic` instead; say so plainly.
 ensure_netem_note() {
-    command -v modprobe >/dev/null 2>&1 && modprobe sch_netem 2>/dev/null
+    { command -v modprobe && modprobe sch_netem; } >/dev/null 2>&1 || true
     local ns="nznetemprobe$$"
     ip netns add "$ns" 2>/dev/null || return 0
     local ok=0
