@@ -752,41 +752,14 @@ impl Run {
     /// Stops the workers, waits for the lock keys to go, and judges the run: the report
     /// and every worker's events.
     pub fn judge(mut self) -> (Report, Vec<Value>) {
-        let mut problems = Vec::new();
-        for &index in &self.slot {
-            if let Some(mut stdin) = self.workers[index].stdin.take() {
-                let _ = stdin.write_all(b"stop\n");
-            }
-        }
-        for &index in &self.slot.clone() {
-            let worker = &mut self.workers[index];
-            let deadline = Instant::now() + Duration::from_secs(20);
-            loop {
-                match worker.proc.child.try_wait() {
-                    Ok(Some(status)) => {
-                        if !status.success() {
-                            problems.push(format!("worker {} exited with {status}", worker.id));
-                        }
-                        break;
-                    }
-                    _ if Instant::now() > deadline => {
-                        problems.push(format!("worker {} did not stop within 20 s", worker.id));
-                        worker.proc.kill();
-                        break;
-                    }
-                    _ => thread::sleep(Duration::from_millis(20)),
-                }
-            }
-            if let Some(stdout) = worker.proc.child.stdout.take() {
-                let said: Vec<String> = BufReader::new(stdout)
-                    .lines()
-                    .map_while(Result::ok)
-                    .collect();
-                if !said.iter().any(|l| l == "stopped") {
-                    problems.push(format!("worker {} did not say `stopped`", worker.id));
-                }
-            }
-        }
+        let slots = self.slot.clone();
+        let live = self
+            .workers
+            .iter_mut()
+            .enumerate()
+            .filter(|(i, _)| slots.contains(i))
+            .map(|(_, w)| w);
+        let problems = stop_workers(live);
         let keys_left = self.wait_for_keys_to_go();
         let samples = self.monitor.finish();
         let mut events: Vec<Value> = Vec::new();
@@ -833,6 +806,47 @@ impl Run {
             thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// Tells `workers` to stop, waits up to 20 s for each to exit, and says what went wrong: a
+/// failed exit, a worker that had to be killed, or one that did not say `stopped`.
+pub fn stop_workers<'a>(workers: impl IntoIterator<Item = &'a mut Worker>) -> Vec<String> {
+    let mut workers: Vec<&mut Worker> = workers.into_iter().collect();
+    let mut problems = Vec::new();
+    for worker in workers.iter_mut() {
+        if let Some(mut stdin) = worker.stdin.take() {
+            let _ = stdin.write_all(b"stop\n");
+        }
+    }
+    for worker in workers {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match worker.proc.child.try_wait() {
+                Ok(Some(status)) => {
+                    if !status.success() {
+                        problems.push(format!("worker {} exited with {status}", worker.id));
+                    }
+                    break;
+                }
+                _ if Instant::now() > deadline => {
+                    problems.push(format!("worker {} did not stop within 20 s", worker.id));
+                    worker.proc.kill();
+                    break;
+                }
+                _ => thread::sleep(Duration::from_millis(20)),
+            }
+        }
+        if let Some(stdout) = worker.proc.child.stdout.take() {
+            let said: Vec<String> = BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+                .collect();
+            if !said.iter().any(|l| l == "stopped") {
+                problems.push(format!("worker {} did not say `stopped`", worker.id));
+            }
+        }
+    }
+    problems
 }
 
 pub fn scan_all(client: &redis::Client) -> Vec<String> {

@@ -9,12 +9,12 @@
 #![allow(dead_code)]
 
 use super::history::{self, Fault, Report};
-use super::nemesis::{now_us, Worker, LEASE, TASKS, TIMEOUT_MS};
+use super::nemesis::{now_us, stop_workers, Worker, LEASE, TASKS, TIMEOUT_MS};
 use super::netns::Proc;
 use super::slot_monitor::{connect, port_of, Locator, SlotMonitor};
 use super::topology::{RedisCluster, SentinelSetup};
 use serde_json::Value;
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::thread;
@@ -374,40 +374,7 @@ impl FailoverRun {
     /// (workers that did not stop cleanly are violations too), every event and the number
     /// of samples the monitor took.
     pub fn judge(mut self) -> (Report, Vec<Value>, usize) {
-        let mut problems = Vec::new();
-        for worker in &mut self.workers {
-            if let Some(mut stdin) = worker.stdin.take() {
-                let _ = stdin.write_all(b"stop\n");
-            }
-        }
-        for worker in &mut self.workers {
-            let deadline = Instant::now() + Duration::from_secs(20);
-            loop {
-                match worker.proc.child.try_wait() {
-                    Ok(Some(status)) => {
-                        if !status.success() {
-                            problems.push(format!("worker {} exited with {status}", worker.id));
-                        }
-                        break;
-                    }
-                    _ if Instant::now() > deadline => {
-                        problems.push(format!("worker {} did not stop within 20 s", worker.id));
-                        worker.proc.kill();
-                        break;
-                    }
-                    _ => thread::sleep(Duration::from_millis(20)),
-                }
-            }
-            if let Some(stdout) = worker.proc.child.stdout.take() {
-                let said: Vec<String> = BufReader::new(stdout)
-                    .lines()
-                    .map_while(Result::ok)
-                    .collect();
-                if !said.iter().any(|l| l == "stopped") {
-                    problems.push(format!("worker {} did not say `stopped`", worker.id));
-                }
-            }
-        }
+        let problems = stop_workers(&mut self.workers);
         let keys_left = self.keys_left();
         let samples = self.monitor.finish();
         let events = self.events();
