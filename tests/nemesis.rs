@@ -557,6 +557,35 @@ fn checker_catches_a_fair_grant_out_of_queue_order() {
 }
 
 #[test]
+fn checker_catches_a_queue_place_left_by_a_closed_client() {
+    // Worker 1's waiter gave up (cut off), and the queue still holds its place at the end.
+    let queue = vec!["redisson_lock_queue:{q}".to_string()];
+    let mut events = vec![
+        event("wait", "fair", "q", 1, 1, json!({"field": "c1:1", "l": T0})),
+        event(
+            "acquire_failed",
+            "fair",
+            "q",
+            1,
+            1,
+            json!({"field": "c1:1", "error": "unavailable", "l_call": T0, "l_after": T0 + 40 * MS}),
+        ),
+    ];
+    let mut samples = queued(40);
+    for sample in &mut samples {
+        sample.queues.insert("q".into(), vec!["c1:1".into()]);
+    }
+    // Its process was killed: nobody could withdraw it; counted, not failed.
+    let report = history::check("unit", &events, &samples, &[], 1_500 * MS, &queue);
+    assert!(report.violations.is_empty(), "{report}");
+    assert_eq!(report.fair_orphans, 1);
+    // Its process closed its client: the withdraw must have reached Redis.
+    events.push(json!({"ev": "stop", "worker": 1, "task": 0, "l": T0 + 50 * MS}));
+    let report = history::check("unit", &events, &samples, &[], 1_500 * MS, &queue);
+    caught(&report, "left in Redis");
+}
+
+#[test]
 fn checker_catches_a_token_out_of_grant_order() {
     // Token 7 was granted by T0 + 1 ms; token 5 asked for later.
     let events = vec![

@@ -214,12 +214,6 @@ fn a_client_that_exits_mid_hold_and_mid_wait_leaves_nothing() {
         "the exits dropped too few holds: {holding}"
     );
     assert!(side_waits >= 4 * exits as u64);
-    // Known defect: a fair queue can keep a place of a waiter that is gone (see the
-    // README's limits under real faults), which holds up a live waiter: counted, not
-    // failed, for fair locks only.
-    let (fair_missed, missed): (Vec<String>, Vec<String>) =
-        missed.into_iter().partition(|m| m.contains("-fair "));
-    println!("nemesis-faults[exit]: fair hand-overs held up (known defect): {fair_missed:?}");
     assert!(
         missed.is_empty(),
         "locks dropped by an exit sat free while others waited: {missed:#?}"

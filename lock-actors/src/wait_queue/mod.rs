@@ -213,10 +213,6 @@ impl<T: Asker> WaitQueue<T> {
         self.ever_subscribed
     }
 
-    pub(crate) fn contains(&self, id: u64) -> bool {
-        self.waiters.iter().any(|w| w.id == id)
-    }
-
     pub(crate) fn get(&self, id: u64) -> Option<&Waiter<T>> {
         self.waiters.iter().find(|w| w.id == id)
     }

@@ -26,11 +26,12 @@ pub fn allowed(key: &str, semaphores: &[String]) -> bool {
 }
 
 /// Whether `key` is a fair lock's queue or deadlines whose last sampled queue holds only
-/// waiters that never came back: their process was killed while they waited, or their
-/// acquire failed (its withdraw could not reach Redis, e.g. while it restarted, or a late
-/// copy of the acquire reached it afterwards). Redisson's fair queue drops such a waiter
-/// only once its deadline has passed and somebody next calls on the lock; the library says
-/// so when the withdraw fails. Each such waiter is counted in [`Report::fair_orphans`].
+/// waiters that never came back: their process was killed while they waited, or it is a
+/// Redisson worker (Redisson's own fair queue keeps the place of a waiter whose give-up
+/// could not reach Redis, until its deadline has passed and somebody next calls on the
+/// lock). A waiter of ours whose process closed its client must have left the queue,
+/// whatever ended its wait: the library withdraws until Redis answers. Each dead waiter is
+/// counted in [`Report::fair_orphans`].
 fn dead_waiters_only(run: &Run, key: &str, r: &mut Report) -> bool {
     let Some(lock) = key
         .strip_prefix("redisson_lock_queue:{")
@@ -48,9 +49,10 @@ fn dead_waiters_only(run: &Run, key: &str, r: &mut Report) -> bool {
             .holds
             .values()
             .any(|h| h.lock == lock && h.field == *field);
-        // A waiter that gave up for any reason: its withdraw can have failed with Redis
-        // out of reach (restarting, cut off), and is not retried yet.
-        !waits.is_empty() && !granted
+        let closed_here = waits
+            .iter()
+            .any(|w| run.closed.contains(&w.worker) && !run.redisson.contains(&w.worker));
+        !waits.is_empty() && !granted && !closed_here
     });
     if dead && key.starts_with("redisson_lock_queue:") {
         r.fair_orphans += queue.len();

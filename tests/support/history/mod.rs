@@ -271,6 +271,8 @@ pub(crate) struct Run<'a> {
     watchdog_us: u64,
     /// Workers whose `start` says `impl: redisson-<version>`.
     redisson: std::collections::BTreeSet<u64>,
+    /// Workers that closed their client themselves (`stop` or `exit`), not killed.
+    closed: std::collections::BTreeSet<u64>,
 }
 
 /// Judges one run. `keys_left` is the server's key list after the run; the last sample
@@ -304,6 +306,11 @@ pub fn check(
         redisson: events
             .iter()
             .filter(|e| e["ev"] == "start" && s(e, "impl").starts_with("redisson-"))
+            .filter_map(|e| u(e, "worker"))
+            .collect(),
+        closed: events
+            .iter()
+            .filter(|e| e["ev"] == "stop" || e["ev"] == "exit")
             .filter_map(|e| u(e, "worker"))
             .collect(),
     };

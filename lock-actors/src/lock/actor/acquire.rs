@@ -298,6 +298,9 @@ impl LockActor {
         match result {
             Err(LockError::Unavailable { .. }) => {
                 self.doubt(owner, lease.unwrap_or(self.watchdog_lease()), None, ctx);
+                // The try may still run (held up on the way): it may put us in the fair
+                // queue, so leave it once nobody waits here.
+                self.joined |= self.kind.per_owner();
             }
             // Granted in Redis, but not on enough replicas: not a hold to hand out.
             Err(LockError::NotReplicated { .. }) => self.give_back(owner, lease, ctx),
@@ -324,9 +327,9 @@ impl LockActor {
                 {
                     telemetry::contended(self.kind, &self.name, &self.node.config);
                 }
-                if self.queue.contains(id) {
-                    self.joined |= self.kind.per_owner();
-                }
+                // A busy answer puts a fair owner in the Redis queue, whether or not its
+                // waiter is still here (one that left meanwhile is withdrawn below).
+                self.joined |= self.kind.per_owner();
                 let mut ttl = u64::try_from(pttl)
                     .map(Duration::from_millis)
                     .unwrap_or(NO_TTL_POLL);

@@ -26,7 +26,7 @@ use crate::node::{Node, Unsubscribe};
 use crate::registry::Registry;
 use crate::runtime::{Closing, Errand};
 use crate::telemetry;
-use crate::wait_queue::{Asker, Retry, WaitQueue};
+use crate::wait_queue::{Asker, Retry, WaitQueue, ERROR_RETRY};
 use crate::watch_list::Loss;
 use actix::prelude::*;
 use std::collections::{HashMap, VecDeque};
@@ -72,9 +72,11 @@ pub struct LockActor {
     name: LockName,
     /// The one owner a per-owner actor (fair lock) serves; `None` for shared actors.
     owner: Option<LockOwner>,
-    /// A fair lock waiter of ours is in the Redis queue: leave it when nobody waits here.
+    /// A fair lock waiter of ours is (or may be) in the Redis queue: leave it when nobody
+    /// waits here.
     joined: bool,
-    withdraw_in_flight: bool,
+    /// A withdraw is sent or waits to be sent again: the errand a close waits for.
+    withdrawing: Option<Withdrawing>,
     id: u64,
     holders: HashMap<LockOwner, Holder>,
     /// The local waiters, and what the head is doing.
@@ -201,7 +203,7 @@ impl LockActor {
             kind,
             owner,
             joined: false,
-            withdraw_in_flight: false,
+            withdrawing: None,
             name,
             id,
             holders: HashMap::new(),
@@ -316,7 +318,7 @@ impl LockActor {
         let busy = !self.holders.is_empty()
             || !self.queue.is_empty()
             || self.queue.trying()
-            || self.withdraw_in_flight
+            || self.withdrawing.is_some()
             || !self.reconciles.is_empty()
             || !self.clearing.is_empty();
         if !busy {
@@ -328,11 +330,24 @@ impl LockActor {
     }
 
     /// Takes our owner out of the fair lock's Redis queue: nobody here waits any more.
+    ///
+    /// Sent until Redis answers: a place left behind would hold up every later waiter of
+    /// the lock, in every process, until its queue deadline. A withdraw that got no answer
+    /// is sent again (backing off up to [`WITHDRAW_RETRY_MAX`]) on the same connection as
+    /// the tries before it, so it runs after any of them that is still on its way. It is
+    /// given up when a waiter of ours queues again (its own tries say where we stand) or
+    /// the client closes.
     fn withdraw(&mut self, ctx: &mut Context<Self>) {
-        self.joined = false;
         let Some(owner) = self.owner else {
+            self.joined = false;
             return;
         };
+        if let Some(withdrawing) = &self.withdrawing {
+            if withdrawing.in_flight || Instant::now() < withdrawing.not_before {
+                // `joined` stays: sent (again) once this one has answered or paused.
+                return;
+            }
+        }
         let allowance_ms = self.node.config.fair_wait_timeout.as_millis() as u64;
         let Some(invocation) = self.kind.withdraw(
             &self.name,
@@ -340,27 +355,68 @@ impl LockActor {
             allowance_ms,
             self.node.commands.pubsub,
         ) else {
+            self.joined = false;
             return;
         };
-        self.withdraw_in_flight = true;
+        self.joined = false;
+        // Taken in the turn that emptied the queue (the one that answered a timed-out or
+        // cancelled waiter), so a close that follows waits for it; kept across retries.
+        let node = &self.node;
+        let withdrawing = self.withdrawing.get_or_insert_with(|| Withdrawing {
+            _errand: node.arbiter.errands().start(),
+            in_flight: false,
+            not_before: Instant::now(),
+            pause: ERROR_RETRY,
+        });
+        withdrawing.in_flight = true;
         let request = self
             .node
             .commands
             .clone()
             .eval::<i64>(invocation, self.name.clone());
-        // Taken in the turn that emptied the queue (the one that answered a timed-out or
-        // cancelled waiter), so a close that follows waits for it.
-        let errand = self.node.arbiter.errands().start();
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
-            drop(errand);
-            act.withdraw_in_flight = false;
-            if let Err(error) = result {
-                tracing::warn!(lock = %act.name, %error,
-                    "could not leave the fair queue; skipped once the waiter's deadline passes");
+            match result {
+                // Done; a try sent meanwhile that queued us again has set `joined`.
+                Ok(_) => act.withdrawing = None,
+                Err(error) => {
+                    // It may not have run: we may still be in the queue.
+                    act.joined = true;
+                    if let Some(withdrawing) = act.withdrawing.as_mut() {
+                        let pause = withdrawing.pause;
+                        withdrawing.in_flight = false;
+                        withdrawing.not_before = Instant::now() + pause;
+                        withdrawing.pause = (pause * 2).min(WITHDRAW_RETRY_MAX);
+                        tracing::warn!(lock = %act.name, %error, ?pause,
+                            "could not leave the fair queue; trying again");
+                        ctx.run_later(pause, |act, ctx| {
+                            if !act.joined || !act.queue.is_empty() || act.queue.trying() {
+                                // A waiter of ours is in line again (or was granted): its
+                                // tries take over, and a later withdraw takes a new errand.
+                                act.withdrawing = None;
+                            }
+                            act.refresh_keepalive(ctx);
+                        });
+                    }
+                }
             }
             act.refresh_keepalive(ctx);
         }));
     }
+}
+
+/// The longest pause between two sends of a withdraw that got no answer.
+const WITHDRAW_RETRY_MAX: Duration = Duration::from_secs(2);
+
+/// A withdraw from the fair queue under way (see [`LockActor::withdraw`]).
+struct Withdrawing {
+    /// What a closing client waits for, until Redis answered.
+    _errand: Errand,
+    /// Sent and not answered yet.
+    in_flight: bool,
+    /// After a send that got no answer: not sent again before this.
+    not_before: Instant,
+    /// The pause after the next send that gets no answer.
+    pause: Duration,
 }
 
 impl Drop for LockActor {
