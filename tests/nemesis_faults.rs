@@ -324,12 +324,11 @@ struct Burst {
     event: Value,
     regrant_ms: u64,
     rss_after: u64,
-    stale_fair_entries: usize,
 }
 
 /// Cuts the worker in `slot` off (with a hold when it has one), makes it start and drop
 /// 10,000 acquires, heals, and waits until it is granted again and nothing of the burst is
-/// left in Redis but what [`tests/fair_late_enqueue.rs`] shows.
+/// left in Redis.
 fn burst_during_a_partition(run: &mut Run, slot: usize, client: &str) -> Burst {
     let mut conn = run.admin();
     let id = run.worker(slot).id;
@@ -358,35 +357,27 @@ fn burst_during_a_partition(run: &mut Run, slot: usize, client: &str) -> Burst {
             .iter()
             .all(|(_, n)| *n == 0)
     });
-    // Fair queue entries of dropped acquires whose enqueue landed after the heal are a
-    // known defect (`tests/fair_late_enqueue.rs`): counted and reported apart; anything
-    // else left fails the run.
-    let is_fair_queue = |l: &String| {
-        l.starts_with(&format!("redisson_lock_queue:{{{}}}", side("fair")))
-            || l.starts_with(&format!("redisson_lock_timeout:{{{}}}", side("fair")))
-    };
+    // Nothing of the burst may stay: fair queue places of dropped acquires whose enqueue
+    // landed after the heal are withdrawn once Redis answers.
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    let stale_fair_entries = loop {
+    loop {
         let leftovers: Vec<String> = faults::client_leftovers(&mut conn, client)
             .into_iter()
             .filter(|l| l.contains(faults::SIDE))
             .collect();
-        let (fair, other): (Vec<String>, Vec<String>) =
-            leftovers.into_iter().partition(is_fair_queue);
-        if other.is_empty() {
-            break fair.len();
+        if leftovers.is_empty() {
+            break;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "the burst left, 10 s after the heal: {other:#?}"
+            "the burst left, 10 s after the heal: {leftovers:#?}"
         );
         thread::sleep(Duration::from_millis(20));
-    };
+    }
     Burst {
         event,
         regrant_ms,
         rss_after: faults::rss_kib(run.worker(slot).proc.pid()),
-        stale_fair_entries,
     }
 }
 
@@ -437,12 +428,11 @@ fn a_burst_of_cancelled_acquires_during_a_partition() {
         .sum();
     let rss: Vec<u64> = bursts.iter().map(|b| b.rss_after).collect();
     let regrant: Vec<u64> = bursts.iter().map(|b| b.regrant_ms).collect();
-    let stale: Vec<usize> = bursts.iter().map(|b| b.stale_fair_entries).collect();
     println!(
         "nemesis-faults[burst]: bursts={} started={started} cancelled={cancelled} failed={failed} \
          granted={granted} regrant_after_heal_ms={regrant:?} rss_kib before={rss_before} \
          after_each={rss:?} lock_channel_subs before={} after={} side_subs_after=0 \
-         stale_fair_queue_entries={stale:?} (known defect) lost={} lost_judged={} \
+         lost={} lost_judged={} \
          lost_excused={} acquisitions={} violations={}",
         bursts.len(),
         subs(&lock_subs_before),
