@@ -4,6 +4,10 @@
 //!
 //! ```text
 //! exit_after <redis-url> <name> drop <kind>         # acquire, drop the guard
+//! exit_after <redis-url> <name> abandon-unlock <kind> <polls>
+//!                                                   # acquire, start `unlock()`, poll it
+//!                                                   # <polls> times, drop it unfinished
+//!                                                   # (`finished` if it was done by then)
 //! exit_after <redis-url> <name> drop-permits        # take 1 permit of a plain semaphore, drop
 //! exit_after <redis-url> <name> drop-expirable      # take 1 permit-expirable permit, drop
 //! exit_after <redis-url> <name> timeout-fair <ms>   # wait <ms> for a busy fair lock, time out
@@ -13,8 +17,8 @@
 //!
 //! `<kind>` is one of `reentrant`, `fenced`, `fast`, `fair`, `read`, `write`. It prints
 //! `client <client-id>` once connected (a fair waiter's queue entry is
-//! `<client-id>:<owner-id>`), then one line on how the step went (`dropped`, `timed out`,
-//! `gave up`), then `closed` once [`LockClient::close`] has returned, and exits 0. Any error
+//! `<client-id>:<owner-id>`), then one line on how the step went (`dropped`, `abandoned`,
+//! `timed out`, `gave up`), then `closed` once [`LockClient::close`] has returned, and exits 0. Any error
 //! is printed to stderr and the exit code is 1.
 //!
 //! The point is the last two lines of `run`: a guard dropped (or a wait given up) just
@@ -30,13 +34,15 @@
 //! redis-cli -p 23456 shutdown nosave
 //! ```
 
-use actix_distributed_lock::{LockClient, LockError};
+use actix_distributed_lock::{Lock, LockClient, LockError};
+use std::future::Future;
 use std::io::Write;
 use std::process::ExitCode;
+use std::task::Poll;
 use std::time::Duration;
 
 const USAGE: &str = "usage: exit_after <redis-url> <name> \
-                     (drop <reentrant|fenced|fast|fair|read|write> | drop-permits | \
+                     (drop <kind> | abandon-unlock <kind> <polls> | drop-permits | \
                      drop-expirable | timeout-fair <ms> | cancel-fair <ms>)";
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
@@ -53,21 +59,40 @@ fn millis(arg: Option<&String>) -> Result<Duration, Failure> {
     Ok(Duration::from_millis(ms))
 }
 
+/// The lock of kind `kind` named `name`.
+fn lock_of(client: &LockClient, name: &str, kind: Option<&String>) -> Result<Lock, Failure> {
+    Ok(match kind.map(String::as_str) {
+        Some("reentrant") => client.lock(name)?,
+        Some("fenced") => client.fenced_lock(name)?,
+        Some("fast") => client.fast_lock(name)?,
+        Some("fair") => client.fair_lock(name)?,
+        Some("read") => client.read_write_lock(name)?.read().clone(),
+        Some("write") => client.read_write_lock(name)?.write().clone(),
+        _ => return Err(USAGE.into()),
+    })
+}
+
 /// The one step the command line asks for.
 async fn step(client: &LockClient, name: &str, args: &[String]) -> Result<(), Failure> {
     match args.first().map(String::as_str) {
         Some("drop") => {
-            let lock = match args.get(1).map(String::as_str) {
-                Some("reentrant") => client.lock(name)?,
-                Some("fenced") => client.fenced_lock(name)?,
-                Some("fast") => client.fast_lock(name)?,
-                Some("fair") => client.fair_lock(name)?,
-                Some("read") => client.read_write_lock(name)?.read().clone(),
-                Some("write") => client.read_write_lock(name)?.write().clone(),
-                _ => return Err(USAGE.into()),
-            };
-            drop(lock.acquire().await?);
+            drop(lock_of(client, name, args.get(1))?.acquire().await?);
             say("dropped");
+        }
+        Some("abandon-unlock") => {
+            let guard = lock_of(client, name, args.get(1))?.acquire().await?;
+            let polls: usize = args.get(2).ok_or("missing <polls>")?.parse()?;
+            let mut unlocking = std::pin::pin!(guard.unlock());
+            for _ in 0..polls {
+                let poll = std::future::poll_fn(|cx| Poll::Ready(unlocking.as_mut().poll(cx)));
+                if let Poll::Ready(result) = poll.await {
+                    // Possible when this thread was descheduled for the whole round trip.
+                    result?;
+                    say("finished");
+                    return Ok(());
+                }
+            }
+            say("abandoned"); // the unlock future is dropped here, unfinished
         }
         Some("drop-permits") => {
             drop(client.semaphore(name)?.acquire(1).await?);

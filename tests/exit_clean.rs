@@ -106,6 +106,43 @@ drop_then_close! {
     a_dropped_fair_guard_is_released_before_exit: "fair";
 }
 
+/// An `unlock()` started and dropped unfinished (a task aborted mid-release, as a worker's
+/// tasks are at an exit), then `close()`: the release goes through, and `close` waits for it.
+async fn abandoned_unlock_then_close(kind: &str) {
+    let server = RedisServer::start();
+    let name = format!("exit:abandon:{kind}");
+    for polls in ["0", "1"] {
+        let printed = exit_after(&server, &name, &["abandon-unlock", kind, polls]).await;
+        // Polled once, it may be done already when this machine is loaded.
+        let done_at_once = polls != "0" && printed[1] == "finished";
+        assert!(printed[1] == "abandoned" || done_at_once, "{printed:?}");
+        assert_eq!(printed[2..], ["closed"]);
+        assert_eq!(
+            keys_left(&server).await,
+            Vec::<String>::new(),
+            "a {kind} unlock polled {polls} times and dropped before close left the lock"
+        );
+    }
+}
+
+macro_rules! abandoned_unlock_then_close {
+    ($($test:ident: $kind:literal;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            abandoned_unlock_then_close($kind).await;
+        }
+    )*};
+}
+
+abandoned_unlock_then_close! {
+    an_abandoned_reentrant_unlock_completes_before_exit: "reentrant";
+    an_abandoned_fenced_unlock_completes_before_exit: "fenced";
+    an_abandoned_fast_unlock_completes_before_exit: "fast";
+    an_abandoned_read_unlock_completes_before_exit: "read";
+    an_abandoned_write_unlock_completes_before_exit: "write";
+    an_abandoned_fair_unlock_completes_before_exit: "fair";
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dropped_plain_permits_come_back_exactly_before_exit() {
     let server = RedisServer::start();

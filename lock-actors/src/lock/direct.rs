@@ -20,6 +20,7 @@
 use super::direct_messages::{Adopt, DirectHold, Doubt, SettleUnlock};
 use super::guard::{GuardLink, HoldStatus, ReleaseHold, Reply, StatusSender};
 use super::kind::LockKind;
+use super::reply::{send_detached, Detached};
 use super::watch::{HoldLost, WatchRegistry};
 use super::{Acquire, AcquireFenced, LockGuard, LockOwner, Released, RestartLease};
 use crate::config::clock_drift;
@@ -41,8 +42,9 @@ pub(crate) trait LockActorApi:
     Actor<Context = Context<Self>>
     + Handler<Adopt>
     + Handler<Doubt>
-    + Handler<SettleUnlock>
+    + Handler<Detached<SettleUnlock>>
     + Handler<ReleaseHold>
+    + Handler<Detached<ReleaseHold>>
     + Handler<Acquire>
     + Handler<AcquireFenced>
     + Handler<HoldLost>
@@ -54,8 +56,9 @@ impl<A> LockActorApi for A where
     A: Actor<Context = Context<A>>
         + Handler<Adopt>
         + Handler<Doubt>
-        + Handler<SettleUnlock>
+        + Handler<Detached<SettleUnlock>>
         + Handler<ReleaseHold>
+        + Handler<Detached<ReleaseHold>>
         + Handler<Acquire>
         + Handler<AcquireFenced>
         + Handler<HoldLost>
@@ -370,7 +373,11 @@ impl<A: LockActorApi> Direct<A> {
                 self.shift(Mode::Trying, Mode::Actor);
                 match actor {
                     Some(actor) => {
-                        actor.do_send(Doubt { owner, lease });
+                        actor.do_send(Doubt {
+                            owner,
+                            lease,
+                            errand: self.errands.start(),
+                        });
                         Tried::Failed(error, actor)
                     }
                     None => Tried::Error(error), // never, as above
@@ -381,7 +388,11 @@ impl<A: LockActorApi> Direct<A> {
                 // the hold it does not count, and gives it back.
                 self.shift(Mode::Trying, Mode::Actor);
                 if let Some(actor) = actor {
-                    actor.do_send(Doubt { owner, lease });
+                    actor.do_send(Doubt {
+                        owner,
+                        lease,
+                        errand: self.errands.start(),
+                    });
                 }
                 Tried::Error(error)
             }
@@ -489,13 +500,18 @@ impl<A: LockActorApi> Direct<A> {
                     error,
                 };
                 let actor = actor.ok_or(LockError::Shutdown)?;
-                actor.send(settle).await.map_err(|_| LockError::Shutdown)?
+                // Settled even if this future is dropped now.
+                send_detached(&actor, settle).await?
             }
             Err(error) => {
                 taken.status.send_replace(HoldStatus::Released);
                 self.shift(Mode::Unlocking, Mode::Actor);
                 if let Some(actor) = actor {
-                    actor.do_send(Doubt { owner, lease });
+                    actor.do_send(Doubt {
+                        owner,
+                        lease,
+                        errand: self.errands.start(),
+                    });
                 }
                 Err(error)
             }
@@ -526,12 +542,16 @@ impl<A: LockActorApi> GuardLink for Direct<A> {
             return Box::pin(async { Err(LockError::Shutdown) });
         };
         let errand = self.errands.start();
-        let request = actor.send(ReleaseHold {
-            owner,
-            hold,
-            errand,
-        });
-        Box::pin(async move { request.await.map_err(|_| LockError::Shutdown)? })
+        // Released even if the caller drops the `unlock()` future before the actor's turn.
+        let request = send_detached(
+            &actor,
+            ReleaseHold {
+                owner,
+                hold,
+                errand,
+            },
+        );
+        Box::pin(async move { request.await? })
     }
 
     fn restart_lease(&self, owner: LockOwner, hold: u64, lease: Duration) -> Reply<bool> {
@@ -606,6 +626,7 @@ impl<A: LockActorApi> Drop for Pending<A> {
                 actor.do_send(Doubt {
                     owner: self.owner,
                     lease: self.lease,
+                    errand: self.direct.errands.start(),
                 });
             }
             state.calls = state.calls.saturating_sub(1);

@@ -6,6 +6,7 @@
 use super::guard::StatusSender;
 use super::{LockGuard, LockOwner, Released};
 use crate::error::LockError;
+use crate::runtime::Errand;
 use actix::Message;
 use std::time::{Duration, Instant};
 
@@ -50,6 +51,9 @@ impl Message for AfterDirect {
 pub(crate) struct Doubt {
     pub(crate) owner: LockOwner,
     pub(crate) lease: Duration,
+    /// Counts the settlement as under way until Redis has answered it, so a client's
+    /// close waits for it.
+    pub(crate) errand: Errand,
 }
 
 impl Message for Doubt {

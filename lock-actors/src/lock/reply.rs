@@ -1,7 +1,9 @@
-use actix::dev::{MessageResponse, OneshotSender};
-use actix::{Actor, Message};
+use crate::error::LockError;
+use actix::dev::{MessageResponse, OneshotSender, ToEnvelope};
+use actix::{Actor, Addr, Handler, Message};
 use std::cell::RefCell;
 use std::rc::Rc;
+use tokio::sync::oneshot;
 
 /// A reply a lock or semaphore actor sends later, once Redis has answered.
 ///
@@ -19,6 +21,8 @@ enum SlotState<T> {
     Early(Option<T>),
     /// actix has handed over the channel.
     Open(OneshotSender<T>),
+    /// A [`Detached`] request: the reply goes down its own channel.
+    Forward(oneshot::Sender<T>),
     /// Replied, or there was no one to reply to.
     Done,
 }
@@ -43,6 +47,7 @@ impl<T> ReplySlot<T> {
                 Ok(())
             }
             SlotState::Open(tx) => tx.send(value),
+            SlotState::Forward(tx) => tx.send(value),
             SlotState::Done => Err(value),
         }
     }
@@ -55,6 +60,7 @@ impl<T> ReplySlot<T> {
         let slot = self.clone();
         std::future::poll_fn(move |cx| match &mut *slot.0.borrow_mut() {
             SlotState::Open(tx) => tx.poll_closed(cx),
+            SlotState::Forward(tx) => tx.poll_closed(cx),
             SlotState::Done => std::task::Poll::Ready(()),
             // The handler has not returned yet (it does before the actor polls again).
             SlotState::Early(_) => {
@@ -69,7 +75,20 @@ impl<T> ReplySlot<T> {
         match &*self.0.borrow() {
             SlotState::Early(_) => false,
             SlotState::Open(tx) => tx.is_closed(),
+            SlotState::Forward(tx) => tx.is_closed(),
             SlotState::Done => true,
+        }
+    }
+
+    /// Sends the reply down `tx` (now, if it is made already).
+    fn forward(&self, tx: oneshot::Sender<T>) {
+        let mut state = self.0.borrow_mut();
+        match std::mem::replace(&mut *state, SlotState::Done) {
+            SlotState::Early(Some(value)) => {
+                let _ = tx.send(value);
+            }
+            SlotState::Early(None) => *state = SlotState::Forward(tx),
+            SlotState::Open(_) | SlotState::Forward(_) | SlotState::Done => {}
         }
     }
 }
@@ -102,7 +121,46 @@ where
                 let _ = tx.send(value);
             }
             SlotState::Early(None) => *state = SlotState::Open(tx),
-            SlotState::Open(_) | SlotState::Done => {}
+            SlotState::Open(_) | SlotState::Forward(_) | SlotState::Done => {}
         }
     }
+}
+
+/// A request that is carried out even if its asker stops waiting: actix skips a message
+/// sent with `send` whose reply future was dropped before the actor's turn, which for a
+/// release would leave the hold taken (and renewed) with nobody to let it go. Sent with
+/// [`send_detached`]; its actor passes `message` to its own handler and the reply down
+/// `reply`.
+pub(crate) struct Detached<M: Message> {
+    pub(crate) message: M,
+    pub(crate) reply: oneshot::Sender<M::Result>,
+}
+
+impl<M: Message> Message for Detached<M> {
+    type Result = ();
+}
+
+impl<M: Message> Detached<M> {
+    /// Hands `deferred` (what the actor's handler of `message` returned) the reply channel.
+    pub(crate) fn answer(reply: oneshot::Sender<M::Result>, deferred: Deferred<M::Result>) {
+        deferred.0.forward(reply);
+    }
+}
+
+/// Sends `message` to `actor` so that it is handled whether or not the returned future is
+/// awaited to the end (see [`Detached`]); the future yields the handler's reply, or
+/// `Shutdown` if the actor is gone.
+pub(crate) fn send_detached<A, M>(
+    actor: &Addr<A>,
+    message: M,
+) -> impl std::future::Future<Output = Result<M::Result, LockError>> + Send + 'static
+where
+    A: Actor + Handler<Detached<M>>,
+    A::Context: ToEnvelope<A, Detached<M>>,
+    M: Message + Send + 'static,
+    M::Result: Send + 'static,
+{
+    let (reply, answer) = oneshot::channel();
+    actor.do_send(Detached { message, reply });
+    async move { answer.await.map_err(|_| LockError::Shutdown) }
 }

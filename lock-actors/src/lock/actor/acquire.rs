@@ -297,7 +297,9 @@ impl LockActor {
     ) {
         match result {
             Err(LockError::Unavailable { .. }) => {
-                self.doubt(owner, lease.unwrap_or(self.watchdog_lease()), None, ctx);
+                let errand = self.node.arbiter.errands().start();
+                let lease = lease.unwrap_or(self.watchdog_lease());
+                self.doubt(owner, lease, None, errand, ctx);
                 // The try may still run (held up on the way): it may put us in the fair
                 // queue, so leave it once nobody waits here.
                 self.joined |= self.kind.per_owner();

@@ -112,6 +112,8 @@ struct Reconcile {
     until: Instant,
     /// An unlock waiting for this settlement to report: its reply and the holds left.
     unlock: Option<(ReplySlot<Result<Released, LockError>>, u32)>,
+    /// What a closing client waits for, until settled (or past `until`).
+    _errand: Errand,
 }
 
 struct Holder {

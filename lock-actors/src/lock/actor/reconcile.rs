@@ -4,8 +4,9 @@
 use super::{LockActor, Reconcile};
 use crate::error::LockError;
 use crate::lock::direct_messages::{Doubt, SettleUnlock};
-use crate::lock::reply::{Deferred, ReplySlot};
+use crate::lock::reply::{Deferred, Detached, ReplySlot};
 use crate::lock::{LockOwner, Released};
+use crate::runtime::Errand;
 use crate::wait_queue::ERROR_RETRY;
 use actix::prelude::*;
 use std::time::{Duration, Instant};
@@ -18,6 +19,7 @@ impl LockActor {
         owner: LockOwner,
         lease: Duration,
         unlock: Option<(ReplySlot<Result<Released, LockError>>, u32)>,
+        errand: Errand,
         ctx: &mut Context<Self>,
     ) {
         tracing::debug!(lock = %self.name, owner = owner.id(), "reply lost; will reconcile");
@@ -26,6 +28,7 @@ impl LockActor {
             lease,
             until: Instant::now() + lease,
             unlock,
+            _errand: errand,
         });
         self.refresh_keepalive(ctx);
     }
@@ -95,7 +98,7 @@ impl Handler<Doubt> for LockActor {
 
     fn handle(&mut self, msg: Doubt, ctx: &mut Context<Self>) {
         self.take_charge(ctx);
-        self.doubt(msg.owner, msg.lease, None, ctx);
+        self.doubt(msg.owner, msg.lease, None, msg.errand, ctx);
         self.drive(Vec::new(), ctx);
         self.refresh_keepalive(ctx);
     }
@@ -109,5 +112,14 @@ impl Handler<SettleUnlock> for LockActor {
         let slot = ReplySlot::new();
         self.settle_unlock(msg.owner, msg.lease, msg.error, slot.clone(), 0, ctx);
         Deferred(slot)
+    }
+}
+
+impl Handler<Detached<SettleUnlock>> for LockActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Detached<SettleUnlock>, ctx: &mut Context<Self>) {
+        let deferred = <Self as Handler<SettleUnlock>>::handle(self, msg.message, ctx);
+        Detached::<SettleUnlock>::answer(msg.reply, deferred);
     }
 }

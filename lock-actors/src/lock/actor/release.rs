@@ -6,7 +6,7 @@ use crate::config::clock_drift;
 use crate::config::positive_millis;
 use crate::error::LockError;
 use crate::lock::guard::{HoldStatus, ReleaseHold};
-use crate::lock::reply::{Deferred, ReplySlot};
+use crate::lock::reply::{Deferred, Detached, ReplySlot};
 use crate::lock::watch::{renew_confirmed, renewed_for};
 use crate::lock::{LockOwner, Release, Released, Renew, RestartLease};
 use crate::runtime::Errand;
@@ -303,7 +303,8 @@ impl LockActor {
         ctx: &mut Context<Self>,
     ) {
         tracing::warn!(lock = %self.name, %error, "unlock got no answer; settling it");
-        self.doubt(owner, lease, Some((reply.clone(), remaining)), ctx);
+        let errand = self.node.arbiter.errands().start();
+        self.doubt(owner, lease, Some((reply.clone(), remaining)), errand, ctx);
         ctx.run_later(self.node.config.response_timeout, move |_, _| {
             let _ = reply.send(Err(error));
         });
@@ -318,6 +319,15 @@ impl Handler<ReleaseHold> for LockActor {
     fn handle(&mut self, msg: ReleaseHold, ctx: &mut Context<Self>) -> Self::Result {
         self.take_charge(ctx);
         self.release(msg.owner, Some(msg.hold), msg.errand, ctx)
+    }
+}
+
+impl Handler<Detached<ReleaseHold>> for LockActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Detached<ReleaseHold>, ctx: &mut Context<Self>) {
+        let deferred = <Self as Handler<ReleaseHold>>::handle(self, msg.message, ctx);
+        Detached::<ReleaseHold>::answer(msg.reply, deferred);
     }
 }
 
