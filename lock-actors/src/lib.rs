@@ -64,6 +64,7 @@ mod config;
 mod connection;
 mod denied;
 mod error;
+mod hold_status;
 mod identity;
 #[cfg(feature = "inspect")]
 #[cfg_attr(docsrs, doc(cfg(feature = "inspect")))]

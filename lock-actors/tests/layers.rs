@@ -62,7 +62,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     (
-        "keys, scripts, config, errors, the wait queue, telemetry, TLS settings, loss signals",
+        "keys, scripts, config, errors, the wait queue, telemetry, TLS settings, loss signals, hold status",
         &[
             "keys",
             "script",
@@ -75,6 +75,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "tls::settings",
             "tls::failure",
             "loss_watch",
+            "hold_status",
         ],
     ),
 ];

@@ -721,16 +721,6 @@ impl Run {
     pub fn finish(self) -> (Report, Vec<Value>) {
         // The service came back after every fault: wait until someone is granted a lock
         // after the last one ended (faults run one after another).
-        self.finish_counting(|_| false).0
-    }
-
-    /// [`finish`](Self::finish), with the violations `known` says are a known library
-    /// defect taken out of the report before it is asserted clean, and returned: the
-    /// scenario prints them (and their count) instead of failing on them.
-    pub fn finish_counting(
-        self,
-        known: impl Fn(&str) -> bool,
-    ) -> ((Report, Vec<Value>), Vec<String>) {
         if let Some(last_end) = self.faults.iter().map(|f| f.end).max() {
             self.wait_for("a lock granted after the last fault", || {
                 self.workers.iter().any(|w| {
@@ -740,13 +730,9 @@ impl Run {
                 })
             });
         }
-        let (mut report, events) = self.judge();
-        let (excused, violations) = std::mem::take(&mut report.violations)
-            .into_iter()
-            .partition(|v| known(v));
-        report.violations = violations;
+        let (report, events) = self.judge();
         assert_clean(&report);
-        ((report, events), excused)
+        (report, events)
     }
 
     /// Stops the workers, waits for the lock keys to go, and judges the run: the report

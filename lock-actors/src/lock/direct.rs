@@ -18,13 +18,14 @@
 //! `LockActor::doubt`): nothing is ever left in Redis that nobody counts.
 
 use super::direct_messages::{Adopt, DirectHold, Doubt, SettleUnlock};
-use super::guard::{GuardLink, HoldStatus, ReleaseHold, Reply, StatusSender};
+use super::guard::{GuardLink, ReleaseHold, Reply};
 use super::kind::LockKind;
 use super::reply::{send_detached, Detached};
 use super::watch::{HoldLost, WatchRegistry};
 use super::{Acquire, AcquireFenced, LockGuard, LockOwner, Released, RestartLease};
 use crate::config::clock_drift;
 use crate::error::LockError;
+use crate::hold_status::{HoldStatus, StatusSender};
 use crate::keys::LockName;
 use crate::node::{Commands, Node};
 use crate::runtime::Errands;

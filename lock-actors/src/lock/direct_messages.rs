@@ -3,9 +3,9 @@
 //! settles a call whose reply was lost. Below both, so neither names the other's module
 //! for them.
 
-use super::guard::StatusSender;
 use super::{LockGuard, LockOwner, Released};
 use crate::error::LockError;
+use crate::hold_status::StatusSender;
 use crate::runtime::Errand;
 use actix::Message;
 use std::time::{Duration, Instant};

@@ -1,15 +1,14 @@
 use super::{LockOwner, Released};
 use crate::error::LockError;
+use crate::hold_status::StatusReceiver;
 use crate::keys::LockName;
 use crate::loss_watch::LossWatch;
 use crate::runtime::Errand;
 use crate::telemetry::HoldTimer;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant};
-use tokio::sync::Notify;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Proof that one hold of a lock is yours; the hold ends when the guard is released or dropped.
 ///
@@ -244,7 +243,7 @@ impl LockGuard {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.status.get() == HoldStatus::Lost
+        self.status.is_lost()
     }
 
     /// [`is_lost`](LockGuard::is_lost) and [`lost`](LockGuard::lost) without the guard, for
@@ -252,7 +251,7 @@ impl LockGuard {
     pub(crate) fn loss_watch(&self) -> LossWatch {
         let (now, later) = (self.status.clone(), self.status.clone());
         LossWatch::new(
-            move || now.get() == HoldStatus::Lost,
+            move || now.is_lost(),
             move || Box::pin(later.clone().ended_by_loss()),
         )
     }
@@ -288,192 +287,4 @@ pub(crate) struct ReleaseHold {
 
 impl actix::Message for ReleaseHold {
     type Result = Result<Released, LockError>;
-}
-
-/// Where a holder's holds stand, as its guards see it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum HoldStatus {
-    Held,
-    Released,
-    Lost,
-}
-
-impl HoldStatus {
-    fn from_u8(value: u8) -> Self {
-        match value {
-            0 => HoldStatus::Held,
-            1 => HoldStatus::Released,
-            _ => HoldStatus::Lost,
-        }
-    }
-
-    fn as_u8(self) -> u8 {
-        match self {
-            HoldStatus::Held => 0,
-            HoldStatus::Released => 1,
-            HoldStatus::Lost => 2,
-        }
-    }
-}
-
-/// A holder's status, shared by the actor (one sender) and its guards (receivers): a
-/// byte and a `Notify`, far lighter than a watch channel (this is per held lock).
-///
-/// The cell also carries the hold's deadline: the instant its lease surely ends unless a
-/// renewal confirms it first. A guard reads it on its own clock, so `is_lost()` and
-/// `lost()` turn at the deadline even while the client's actors are too busy to say so
-/// (a burst of thousands of waiters giving up at once).
-struct StatusCell {
-    value: AtomicU8,
-    /// Microseconds since [`base`]; `u64::MAX`: no deadline (nothing times this hold).
-    deadline: AtomicU64,
-    changed: Notify,
-}
-
-/// The origin of the deadlines kept as microseconds.
-fn base() -> Instant {
-    static BASE: OnceLock<Instant> = OnceLock::new();
-    *BASE.get_or_init(Instant::now)
-}
-
-const NO_DEADLINE: u64 = u64::MAX;
-
-impl StatusCell {
-    fn set_deadline(&self, deadline: Option<Instant>) {
-        let micros = deadline.map_or(NO_DEADLINE, |d| {
-            d.saturating_duration_since(base()).as_micros() as u64
-        });
-        self.deadline.store(micros, Ordering::SeqCst);
-        // A `lost()` future sleeping on the old deadline picks the new one up.
-        self.changed.notify_waiters();
-    }
-
-    fn deadline(&self) -> Option<Instant> {
-        match self.deadline.load(Ordering::SeqCst) {
-            NO_DEADLINE => None,
-            micros => Some(base() + Duration::from_micros(micros)),
-        }
-    }
-
-    /// `Held` becomes `Lost` (waking `lost()` futures); any other status stays.
-    fn lose(&self) {
-        let held = HoldStatus::Held.as_u8();
-        let lost = HoldStatus::Lost.as_u8();
-        if self
-            .value
-            .compare_exchange(held, lost, Ordering::SeqCst, Ordering::SeqCst)
-            .is_ok()
-        {
-            self.changed.notify_waiters();
-        }
-    }
-
-    /// The status, with a `Held` whose deadline has passed turned `Lost` for good.
-    fn get(&self) -> HoldStatus {
-        let status = HoldStatus::from_u8(self.value.load(Ordering::SeqCst));
-        if status == HoldStatus::Held && self.deadline().is_some_and(|d| Instant::now() >= d) {
-            self.lose();
-            return HoldStatus::from_u8(self.value.load(Ordering::SeqCst));
-        }
-        status
-    }
-}
-
-/// The actor's end: sets the status. Dropping it while still `Held` (the actor is gone,
-/// nothing renews any more) counts as a loss.
-pub(crate) struct StatusSender(Arc<StatusCell>);
-
-/// A guard's end: reads the status and waits for it to end.
-#[derive(Clone)]
-pub(crate) struct StatusReceiver(Arc<StatusCell>);
-
-impl StatusSender {
-    /// A new status, `Held`, and one receiver of it.
-    pub(crate) fn held() -> (Self, StatusReceiver) {
-        let cell = Arc::new(StatusCell {
-            value: AtomicU8::new(HoldStatus::Held.as_u8()),
-            deadline: AtomicU64::new(NO_DEADLINE),
-            changed: Notify::new(),
-        });
-        (StatusSender(cell.clone()), StatusReceiver(cell))
-    }
-
-    pub(crate) fn subscribe(&self) -> StatusReceiver {
-        StatusReceiver(self.0.clone())
-    }
-
-    /// The watchdog's handle: it moves the deadline at each confirmed renewal and turns
-    /// `Held` into `Lost` the moment it finds the hold gone, so the guards hear of it at
-    /// once, not behind the lock actor's mailbox.
-    pub(crate) fn loser(&self) -> StatusLoser {
-        StatusLoser(self.0.clone())
-    }
-
-    /// Until when the hold surely lasts (`None`: nothing times it here); past it the
-    /// guards see `Lost` on their own.
-    pub(crate) fn set_deadline(&self, deadline: Option<Instant>) {
-        self.0.set_deadline(deadline);
-    }
-
-    pub(crate) fn send_replace(&self, status: HoldStatus) {
-        self.0.value.store(status.as_u8(), Ordering::SeqCst);
-        self.0.changed.notify_waiters();
-    }
-}
-
-/// Marks a hold lost unless it has been released already (see [`StatusSender::loser`]).
-pub(crate) struct StatusLoser(Arc<StatusCell>);
-
-impl StatusLoser {
-    /// `Held` becomes `Lost` and waiting `lost()` futures wake; any other status stays.
-    pub(crate) fn lose(&self) {
-        self.0.lose();
-    }
-
-    /// A renewal confirmed the hold until `deadline`.
-    pub(crate) fn set_deadline(&self, deadline: Instant) {
-        self.0.set_deadline(Some(deadline));
-    }
-}
-
-impl Drop for StatusSender {
-    fn drop(&mut self) {
-        let held = HoldStatus::Held.as_u8();
-        let lost = HoldStatus::Lost.as_u8();
-        let _ = self
-            .0
-            .value
-            .compare_exchange(held, lost, Ordering::SeqCst, Ordering::SeqCst);
-        self.0.changed.notify_waiters();
-    }
-}
-
-impl StatusReceiver {
-    fn get(&self) -> HoldStatus {
-        self.0.get()
-    }
-
-    /// Returns once the status is `Lost` (or the deadline has passed while `Held`); never
-    /// if it is `Released`.
-    async fn ended_by_loss(self) {
-        loop {
-            let changed = self.0.changed.notified();
-            tokio::pin!(changed);
-            // Registered before the check, so a change right after it is not missed.
-            changed.as_mut().enable();
-            match self.get() {
-                HoldStatus::Lost => return,
-                HoldStatus::Released => std::future::pending::<()>().await,
-                HoldStatus::Held => match self.0.deadline() {
-                    Some(deadline) => {
-                        tokio::select! {
-                            () = changed => {}
-                            () = tokio::time::sleep_until(deadline.into()) => {}
-                        }
-                    }
-                    None => changed.await,
-                },
-            }
-        }
-    }
 }

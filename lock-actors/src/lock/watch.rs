@@ -1,10 +1,10 @@
 //! The lock holds on the watch list (`crate::watch_list`): a watchdog-leased hold, how
 //! its renewal is written and whom its loss is told to.
 
-use super::guard::StatusLoser;
 use super::kind::LockKind;
 use super::LockOwner;
 use crate::config::clock_drift;
+use crate::hold_status::StatusLoser;
 use crate::keys::LockName;
 use crate::node::Commands;
 use crate::script::ScriptCall;

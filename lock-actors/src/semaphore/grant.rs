@@ -1,14 +1,15 @@
 //! What the semaphore actor keeps for each permit-expirable acquire it handed out (the
 //! actor side of one `PermitGuard`), below both the actor and its lease keeping.
 
-use super::guard::{PermitId, PermitStatus};
+use super::guard::PermitId;
+use crate::hold_status::StatusSender;
 use actix::SpawnHandle;
-use tokio::sync::watch;
 
 /// Permit-expirable permits of one acquire, held by one [`PermitGuard`](crate::PermitGuard).
 pub(crate) struct Grant {
     pub(crate) ids: Vec<PermitId>,
-    pub(crate) status: watch::Sender<PermitStatus>,
+    /// Its guard's status; its deadline is the lease's end (see `PermitHold`).
+    pub(crate) status: StatusSender,
     /// A lease-less grant: each id's entry on the node's permit watch list (same order as
     /// `ids`). Empty for a fixed lease.
     pub(crate) watched: Vec<u64>,

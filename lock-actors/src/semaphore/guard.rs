@@ -2,6 +2,7 @@
 //! (permit-expirable), and permit ids.
 
 use crate::error::LockError;
+use crate::hold_status::StatusReceiver;
 use crate::keys::LockName;
 use crate::loss_watch::LossWatch;
 use crate::runtime::{Errand, Errands};
@@ -9,7 +10,6 @@ use crate::telemetry::HoldTimer;
 use actix::Recipient;
 use std::future::Future;
 use std::time::Duration;
-use tokio::sync::watch;
 
 /// One permit id: 16 random bytes, shown as 32 lowercase hex digits (Redisson's shape).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -41,14 +41,6 @@ impl PermitId {
             hex: hex.to_ascii_lowercase(),
         })
     }
-}
-
-/// Where a grant of expirable permits stands, as its guard sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PermitStatus {
-    Held,
-    Released,
-    Lost,
 }
 
 /// Permits taken from a plain [`Semaphore`](crate::Semaphore); they go back when this is
@@ -238,7 +230,9 @@ pub struct PermitGuard {
     grant: u64,
     ids: Vec<String>,
     lease: Option<Duration>,
-    status: watch::Receiver<PermitStatus>,
+    /// The grant's status, with the deadline of its lease (the earliest of its permits'):
+    /// `lost()` turns at it on this guard's own clock, not behind the semaphore actor.
+    status: StatusReceiver,
     released: bool,
     /// Records how long the permits were held when the guard goes (`metrics` feature).
     _timer: HoldTimer,
@@ -252,7 +246,7 @@ impl PermitGuard {
         grant: u64,
         ids: Vec<String>,
         lease: Option<Duration>,
-        status: watch::Receiver<PermitStatus>,
+        status: StatusReceiver,
     ) -> Self {
         PermitGuard {
             actor,
@@ -374,7 +368,8 @@ impl PermitGuard {
     /// # Ok(()) }
     /// ```
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        permits_lost(self.status.clone())
+        let status = self.status.clone();
+        async move { status.ended_by_loss().await }
     }
 
     /// True once the permits are known lost (see [`lost`](PermitGuard::lost)).
@@ -386,7 +381,7 @@ impl PermitGuard {
     /// # Ok(()) }
     /// ```
     pub fn is_lost(&self) -> bool {
-        permits_are_lost(&self.status)
+        self.status.is_lost()
     }
 
     /// [`is_lost`](PermitGuard::is_lost) and [`lost`](PermitGuard::lost) without the
@@ -394,30 +389,9 @@ impl PermitGuard {
     pub(crate) fn loss_watch(&self) -> LossWatch {
         let (now, later) = (self.status.clone(), self.status.clone());
         LossWatch::new(
-            move || permits_are_lost(&now),
-            move || Box::pin(permits_lost(later.clone())),
+            move || now.is_lost(),
+            move || Box::pin(later.clone().ended_by_loss()),
         )
-    }
-}
-
-/// Resolves once the permits behind `status` are lost; never after a normal release.
-async fn permits_lost(mut status: watch::Receiver<PermitStatus>) {
-    // An error means the actor is gone (the client shut down) and nothing renews.
-    let ended = status
-        .wait_for(|s| *s != PermitStatus::Held)
-        .await
-        .map(|s| *s);
-    if ended.unwrap_or(PermitStatus::Lost) == PermitStatus::Released {
-        std::future::pending::<()>().await;
-    }
-}
-
-/// Whether the permits behind `status` are known lost.
-fn permits_are_lost(status: &watch::Receiver<PermitStatus>) -> bool {
-    match *status.borrow() {
-        PermitStatus::Lost => true,
-        PermitStatus::Released => false,
-        PermitStatus::Held => status.has_changed().is_err(),
     }
 }
 

@@ -2,13 +2,17 @@
 //! permit-expirable semaphore, how its renewal is written and whom its loss is told to.
 
 use super::{Kind, SemaphoreKeys, RENEW};
+use crate::config::clock_drift;
+use crate::hold_status::StatusLoser;
 use crate::keys::LockName;
 use crate::node::Commands;
 use crate::script::ScriptCall;
 use crate::watch_list::{Loss, WatchList, Watched};
 use actix::prelude::*;
 use actix::WeakAddr;
-use std::time::Instant;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 /// The lease-less permits the renewal service keeps alive, told of a loss through
 /// semaphore actors of type `A`.
@@ -26,6 +30,49 @@ pub(crate) struct PermitHold<A: Actor> {
     /// Told of the loss, with the grant.
     actor: WeakAddr<A>,
     grant: u64,
+    /// The grant's guard deadline, which this permit's own deadline is part of.
+    deadline: Arc<GrantDeadline>,
+    /// This permit's deadline: `valid_until` less the clock drift allowance.
+    own_deadline: Instant,
+}
+
+/// The deadline of a grant's guard: the earliest of its renewed permits' (any permit
+/// lost is the grant lost, so the guard turns lost at the first of them to end). Each
+/// permit's entry puts its deadline in when it is registered, moves it at each confirmed
+/// renewal and takes it out when it leaves the watch list (released, or lost).
+pub(crate) struct GrantDeadline {
+    status: StatusLoser,
+    /// The permits' deadlines, each with how many permits have it.
+    ends: Mutex<BTreeMap<Instant, usize>>,
+}
+
+impl GrantDeadline {
+    fn new(status: StatusLoser) -> Self {
+        GrantDeadline {
+            status,
+            ends: Mutex::new(BTreeMap::new()),
+        }
+    }
+
+    /// A permit's deadline moves from `from` (none: it is new) to `to` (none: it left).
+    fn moved(&self, from: Option<Instant>, to: Option<Instant>) {
+        let mut ends = self.ends.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(from) = from {
+            if let Some(count) = ends.get_mut(&from) {
+                *count -= 1;
+                if *count == 0 {
+                    ends.remove(&from);
+                }
+            }
+        }
+        if let Some(to) = to {
+            *ends.entry(to).or_default() += 1;
+        }
+        // With no permit left the grant has ended (released or lost): its status says so.
+        if let Some(earliest) = ends.keys().next() {
+            self.status.set_deadline(*earliest);
+        }
+    }
 }
 
 /// Grants of lease-less permits go on the list permit by permit.
@@ -35,19 +82,26 @@ where
     A::Context: actix::dev::ToEnvelope<A, PermitLost>,
 {
     /// Starts renewing the permits `permits` (raw ids) of semaphore `name`, handed out
-    /// together in grant `grant`; `valid_until` is when their current lease surely ends.
-    /// Returns their entries' ids, in the same order.
+    /// together in grant `grant` by an acquire sent at `sent` with the watchdog lease:
+    /// `(sent, lease)`. Their guard's status `status` is told of their deadline (the
+    /// earliest of theirs) and of a loss found by the renewal service. Returns their
+    /// entries' ids, in the same order.
     pub(crate) fn register_grant<'a>(
         &self,
         name: &LockName,
         permits: impl IntoIterator<Item = &'a [u8]>,
         grant: u64,
         actor: WeakAddr<A>,
-        valid_until: Instant,
+        status: StatusLoser,
+        (sent, lease): (Instant, Duration),
     ) -> Vec<u64> {
+        let deadline = Arc::new(GrantDeadline::new(status));
+        let valid_until = sent + lease;
+        let own_deadline = valid_until - clock_drift(lease);
         permits
             .into_iter()
             .map(|permit| {
+                deadline.moved(None, Some(own_deadline));
                 self.watch(PermitHold {
                     name: name.clone(),
                     permit: permit.to_vec(),
@@ -55,6 +109,8 @@ where
                     actor: actor.clone(),
                     valid_until,
                     in_batch: false,
+                    deadline: deadline.clone(),
+                    own_deadline,
                 })
             })
             .collect()
@@ -99,7 +155,17 @@ where
         &mut self.in_batch
     }
 
+    /// The guard times the grant itself: it hears of each confirmed renewal.
+    fn renewed(&mut self, valid_until: Instant, lease: Duration) {
+        self.valid_until = valid_until;
+        let own_deadline = valid_until - clock_drift(lease);
+        let from = std::mem::replace(&mut self.own_deadline, own_deadline);
+        self.deadline.moved(Some(from), Some(own_deadline));
+    }
+
     fn lost(self, id: u64, loss: Loss) {
+        // The guard hears of it at once, not behind the semaphore actor's mailbox.
+        self.deadline.status.lose();
         if let Some(actor) = self.actor.upgrade() {
             actor.do_send(PermitLost {
                 grant: self.grant,
@@ -107,6 +173,13 @@ where
                 loss,
             });
         }
+    }
+}
+
+/// A permit leaving the watch list (released, or lost) no longer times its grant.
+impl<A: Actor> Drop for PermitHold<A> {
+    fn drop(&mut self) {
+        self.deadline.moved(Some(self.own_deadline), None);
     }
 }
 
@@ -120,4 +193,51 @@ pub(crate) struct PermitLost {
 
 impl Message for PermitLost {
     type Result = ();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::GrantDeadline;
+    use crate::hold_status::StatusSender;
+    use std::time::{Duration, Instant};
+
+    fn past() -> Instant {
+        Instant::now() - Duration::from_millis(1)
+    }
+
+    fn later() -> Instant {
+        Instant::now() + Duration::from_secs(3600)
+    }
+
+    /// Any permit lost is the grant lost: the guard's deadline is the earliest permit's.
+    #[test]
+    fn the_earliest_permit_deadline_times_the_guard() {
+        let (status, guard) = StatusSender::held();
+        let deadline = GrantDeadline::new(status.loser());
+        deadline.moved(None, Some(later()));
+        assert!(!guard.is_lost());
+        deadline.moved(None, Some(past()));
+        assert!(guard.is_lost());
+    }
+
+    /// A permit that left the list (released by id) no longer times its grant; one of two
+    /// permits with the same deadline renewed leaves the other's in place.
+    #[test]
+    fn a_permit_that_left_or_moved_no_longer_counts() {
+        let (status, guard) = StatusSender::held();
+        let deadline = GrantDeadline::new(status.loser());
+        let (ended, kept) = (past(), later());
+        deadline.moved(None, Some(ended));
+        deadline.moved(None, Some(kept));
+        deadline.moved(Some(ended), None);
+        assert!(!guard.is_lost());
+
+        let (status, guard) = StatusSender::held();
+        let deadline = GrantDeadline::new(status.loser());
+        let ended = past();
+        deadline.moved(None, Some(ended));
+        deadline.moved(None, Some(ended));
+        deadline.moved(Some(ended), Some(later()));
+        assert!(guard.is_lost());
+    }
 }

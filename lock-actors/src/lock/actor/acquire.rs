@@ -4,9 +4,10 @@
 use super::{disarm, Hold, Holder, LockActor, Waiting};
 use crate::config::positive_millis;
 use crate::error::LockError;
+use crate::hold_status::StatusSender;
 use crate::lock::direct::{run_acquire, TryReply};
 use crate::lock::direct_messages::AfterDirect;
-use crate::lock::guard::{GuardLink, StatusSender};
+use crate::lock::guard::GuardLink;
 use crate::lock::reply::{Deferred, ReplySlot};
 use crate::lock::{Acquire, AcquireFenced, LockGuard, LockKind, LockOwner};
 use crate::node::{Subscription, Wake};

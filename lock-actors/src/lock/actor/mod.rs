@@ -13,7 +13,6 @@ pub(crate) use forced::ForceReleaseIf;
 
 use super::direct::Direct;
 use super::direct_messages::{Adopt, DirectHold};
-use super::guard::{HoldStatus, StatusSender};
 use super::kind::LockKind;
 use super::kind::{actor_key, ActorKey};
 use super::reply::ReplySlot;
@@ -21,6 +20,7 @@ use super::state::read_state;
 use super::watch::{HoldLost, WatchRegistry};
 use super::{GetState, LockGuard, LockOwner, LockState, Released};
 use crate::error::LockError;
+use crate::hold_status::{HoldStatus, StatusSender};
 use crate::keys::LockName;
 use crate::node::{Node, Unsubscribe};
 use crate::registry::Registry;

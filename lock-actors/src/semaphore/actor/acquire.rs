@@ -3,17 +3,18 @@
 
 use super::settle::SETTLE_WINDOW;
 use super::{disarm_waiter, Reply, SemaphoreActor, Waiting};
+use crate::config::clock_drift;
 use crate::error::LockError;
+use crate::hold_status::StatusSender;
 use crate::node::{Subscription, Wake};
 use crate::script::ScriptCall;
 use crate::semaphore::grant::Grant;
-use crate::semaphore::guard::{PermitGuard, PermitId, PermitStatus, SemaphoreGuard};
+use crate::semaphore::guard::{PermitGuard, PermitId, SemaphoreGuard};
 use crate::semaphore::{Kind, ACQUIRE, EXPIRABLE_ACQUIRE};
 use crate::telemetry::{self, HoldTimer};
 use crate::wait_queue::{Effect, Gate, Granted, Waiter};
 use actix::prelude::*;
 use std::time::{Duration, Instant};
-use tokio::sync::watch;
 
 /// How long a waiter sleeps without news before trying again: a release message lost on
 /// the way (or a release by a client that does not publish) costs at most this much.
@@ -303,23 +304,27 @@ impl SemaphoreActor {
             Reply::Expirable(slot) => {
                 let grant = self.next_grant;
                 self.next_grant += 1;
-                let (status, watching) = watch::channel(PermitStatus::Held);
+                let (status, watching) = StatusSender::held();
                 let shown: Vec<String> = ids.iter().map(|id| id.hex.clone()).collect();
                 let (watched, expiry) = match lease {
                     // The node's renewal service keeps it alive, and reports it lost when
-                    // no renewal confirmed it within the lease.
+                    // no renewal confirmed it within the lease; its entries move the
+                    // guard's deadline at each confirmed renewal.
                     None => {
-                        let valid_until = sent + self.watchdog_lease();
                         let watched = self.permit_watch.register_grant(
                             &self.name,
                             ids.iter().map(|id| id.raw.as_slice()),
                             grant,
                             ctx.address().downgrade(),
-                            valid_until,
+                            status.loser(),
+                            (sent, self.watchdog_lease()),
                         );
                         (watched, None)
                     }
+                    // The guard times the fixed lease itself, as the actor's timer does:
+                    // its end less the clock drift allowance.
                     Some(lease) => {
+                        status.set_deadline(Some(sent + lease - clock_drift(lease)));
                         let expiry = super::leases::expire_at(grant, sent + lease, lease, ctx);
                         (Vec::new(), Some(expiry))
                     }

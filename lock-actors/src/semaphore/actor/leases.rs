@@ -5,7 +5,8 @@
 use super::{disarm, refuse, Kind, SemaphoreActor};
 use crate::config::clock_drift;
 use crate::error::LockError;
-use crate::semaphore::guard::{PermitId, PermitStatus, ReleaseGrant};
+use crate::hold_status::HoldStatus;
+use crate::semaphore::guard::{PermitId, ReleaseGrant};
 use crate::semaphore::watch::PermitLost;
 use crate::semaphore::{ReleasePermit, EXPIRABLE_RELEASE};
 use crate::watch_list::Loss;
@@ -43,7 +44,7 @@ impl SemaphoreActor {
         self.unwatch(&lost.watched);
         tracing::warn!(semaphore = %self.name, permits = lost.ids.len(), why, "permits lost");
         crate::telemetry::lost(self.kind, &self.name, &self.node.config);
-        lost.status.send_replace(PermitStatus::Lost);
+        lost.status.send_replace(HoldStatus::Lost);
         self.refresh_keepalive(ctx);
         Some(lost.ids)
     }
@@ -69,7 +70,7 @@ impl SemaphoreActor {
         for grant in emptied {
             if let Some(ended) = self.grants.remove(&grant) {
                 disarm(ended.expiry, ctx);
-                ended.status.send_replace(PermitStatus::Released);
+                ended.status.send_replace(HoldStatus::Released);
             }
         }
     }
