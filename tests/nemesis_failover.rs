@@ -147,6 +147,14 @@ fn cluster_failovers(sync: bool) {
     }
     let lag_regrant = run.first_grant_after(lagging, lag_end, REGRANT_BOUND);
     traffic(3);
+    // Traffic enough after each failover to judge it, however slow a loaded machine is.
+    for (locks, end) in [
+        (moved, graceful_end),
+        (killed, kill_end),
+        (lagging, lag_end),
+    ] {
+        run.grant_after(locks, end, MIN_GRANTS, REGRANT_BOUND);
+    }
     let (failovers, faults, killed_at) = (run.failovers, run.faults.clone(), run.killed_at);
     let (report, events, samples) = run.judge();
     let (g, k, l) = (
@@ -233,6 +241,7 @@ fn sentinel_failover_of_a_killed_primary() {
     let end = run.kill_sentinel_primary(&locks[0]);
     let regrant = run.first_grant_after(&locks, end, REGRANT_BOUND);
     traffic(3);
+    run.grant_after(&locks, end, MIN_GRANTS, REGRANT_BOUND);
     let failovers = run.failovers;
     let (report, events, samples): (Report, Vec<Value>, usize) = run.judge();
     let figures = LockFigures::of(&locks, &events, &report, start, end);

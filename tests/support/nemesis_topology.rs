@@ -318,17 +318,30 @@ impl FailoverRun {
     /// Waits (at most `bound`) for a grant of one of `locks` after `after`; returns how
     /// long after `after` it came, in ms, or `None` if none came within `bound`.
     pub fn first_grant_after(&self, locks: &[String], after: u64, bound: Duration) -> Option<f64> {
+        self.grant_after(locks, after, 1, bound)
+    }
+
+    /// Waits (at most `bound`) until `locks` have been granted `n` times after `after`
+    /// (µs); the ms from `after` to the `n`th of those grants, or `None` past the bound.
+    pub fn grant_after(
+        &self,
+        locks: &[String],
+        after: u64,
+        n: usize,
+        bound: Duration,
+    ) -> Option<f64> {
         let deadline = Instant::now() + bound;
         loop {
-            let first = self
+            let mut grants: Vec<u64> = self
                 .events()
                 .iter()
                 .filter(|e| e["ev"] == "grant")
                 .filter(|e| locks.iter().any(|l| e["lock"] == l.as_str()))
                 .filter_map(|e| e["l_after"].as_u64())
                 .filter(|&t| t > after)
-                .min();
-            if let Some(t) = first {
+                .collect();
+            grants.sort_unstable();
+            if let Some(&t) = grants.get(n.saturating_sub(1)) {
                 return Some((t - after) as f64 / 1000.0);
             }
             if Instant::now() > deadline {

@@ -23,7 +23,7 @@ pub use kind::LockKind;
 pub(crate) use kind::{actor_key, all_scripts, PublishingScript};
 pub use owner::LockOwner;
 pub use reply::Deferred;
-pub(crate) use reply::ReplySlot;
+pub(crate) use reply::{Detached, ReplySlot};
 
 use crate::error::LockError;
 use actix::Message;

@@ -141,6 +141,29 @@ impl<M: Message> Message for Detached<M> {
 }
 
 impl<M: Message> Detached<M> {
+    /// `message`, detached, and the future of its reply (`Shutdown` if the actor is gone).
+    pub(crate) fn new(
+        message: M,
+    ) -> (
+        Self,
+        impl std::future::Future<Output = Result<M::Result, LockError>> + Send + 'static,
+    )
+    where
+        M::Result: Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let answer = async move { answer.await.map_err(|_| LockError::Shutdown) };
+        (Detached { message, reply }, answer)
+    }
+
+    /// `message`, detached, with nobody waiting for its reply.
+    pub(crate) fn unanswered(message: M) -> Self {
+        Detached {
+            message,
+            reply: oneshot::channel().0,
+        }
+    }
+
     /// Hands `deferred` (what the actor's handler of `message` returned) the reply channel.
     pub(crate) fn answer(reply: oneshot::Sender<M::Result>, deferred: Deferred<M::Result>) {
         deferred.0.forward(reply);
@@ -160,7 +183,7 @@ where
     M: Message + Send + 'static,
     M::Result: Send + 'static,
 {
-    let (reply, answer) = oneshot::channel();
-    actor.do_send(Detached { message, reply });
-    async move { answer.await.map_err(|_| LockError::Shutdown) }
+    let (detached, answer) = Detached::new(message);
+    actor.do_send(detached);
+    answer
 }

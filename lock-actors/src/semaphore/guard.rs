@@ -4,6 +4,7 @@
 use crate::error::LockError;
 use crate::hold_status::StatusReceiver;
 use crate::keys::LockName;
+use crate::lock::Detached;
 use crate::loss_watch::LossWatch;
 use crate::runtime::{Errand, Errands};
 use crate::telemetry::HoldTimer;
@@ -71,7 +72,7 @@ impl PermitId {
 pub struct SemaphoreGuard {
     /// Where the permits go back: the semaphore's actor (a recipient, so that this module
     /// does not name the actor, which builds the guard).
-    actor: Recipient<ReturnPermits>,
+    actor: Recipient<Detached<ReturnPermits>>,
     /// The client's errands: a release in the background counts as one until Redis
     /// answers it.
     errands: Errands,
@@ -84,7 +85,7 @@ pub struct SemaphoreGuard {
 
 impl SemaphoreGuard {
     pub(crate) fn new(
-        actor: Recipient<ReturnPermits>,
+        actor: Recipient<Detached<ReturnPermits>>,
         errands: Errands,
         name: LockName,
         permits: u32,
@@ -145,12 +146,14 @@ impl SemaphoreGuard {
     /// ```
     pub async fn release(mut self) -> Result<(), LockError> {
         self.released = true;
-        let request = self.actor.send(ReturnPermits {
+        // Carried out even if this future is dropped before the actor's turn.
+        let (message, answer) = Detached::new(ReturnPermits {
             permits: self.permits,
             to_redis: true,
             errand: Some(self.errands.start()),
         });
-        request.await.map_err(|_| LockError::Shutdown)?
+        self.actor.do_send(message);
+        answer.await?
     }
 
     /// Keeps the permits taken and returns how many there are: nothing is sent to Redis now
@@ -167,11 +170,11 @@ impl SemaphoreGuard {
     pub fn forget(mut self) -> u32 {
         self.released = true;
         // Only the actor's count of permits out through guards changes.
-        self.actor.do_send(ReturnPermits {
+        self.actor.do_send(Detached::unanswered(ReturnPermits {
             permits: self.permits,
             to_redis: false,
             errand: None,
-        });
+        }));
         self.permits
     }
 }
@@ -188,11 +191,11 @@ impl std::fmt::Debug for SemaphoreGuard {
 impl Drop for SemaphoreGuard {
     fn drop(&mut self) {
         if !self.released {
-            self.actor.do_send(ReturnPermits {
+            self.actor.do_send(Detached::unanswered(ReturnPermits {
                 permits: self.permits,
                 to_redis: true,
                 errand: Some(self.errands.start()),
-            });
+            }));
         }
     }
 }
@@ -223,7 +226,7 @@ impl Drop for SemaphoreGuard {
 #[must_use = "dropping the guard releases its permits at once; keep it for as long as the work needs them"]
 pub struct PermitGuard {
     /// Where the permits go back: the semaphore's actor.
-    actor: Recipient<ReleaseGrant>,
+    actor: Recipient<Detached<ReleaseGrant>>,
     /// The client's errands, as [`SemaphoreGuard`]'s.
     errands: Errands,
     name: LockName,
@@ -240,7 +243,7 @@ pub struct PermitGuard {
 
 impl PermitGuard {
     pub(crate) fn new(
-        actor: Recipient<ReleaseGrant>,
+        actor: Recipient<Detached<ReleaseGrant>>,
         errands: Errands,
         name: LockName,
         grant: u64,
@@ -346,12 +349,14 @@ impl PermitGuard {
     /// ```
     pub async fn release(mut self) -> Result<(), LockError> {
         self.released = true;
-        let request = self.actor.send(ReleaseGrant {
+        // Carried out even if this future is dropped before the actor's turn.
+        let (message, answer) = Detached::new(ReleaseGrant {
             grant: self.grant,
             ids: std::mem::take(&mut self.ids),
             errand: self.errands.start(),
         });
-        request.await.map_err(|_| LockError::Shutdown)?
+        self.actor.do_send(message);
+        answer.await?
     }
 
     /// Resolves when the permits are lost while this guard holds them: a renewal found one
@@ -408,11 +413,11 @@ impl std::fmt::Debug for PermitGuard {
 impl Drop for PermitGuard {
     fn drop(&mut self) {
         if !self.released {
-            self.actor.do_send(ReleaseGrant {
+            self.actor.do_send(Detached::unanswered(ReleaseGrant {
                 grant: self.grant,
                 ids: std::mem::take(&mut self.ids),
                 errand: self.errands.start(),
-            });
+            }));
         }
     }
 }

@@ -15,7 +15,7 @@ use super::{
 use crate::config::positive_millis;
 use crate::error::LockError;
 use crate::keys::LockName;
-use crate::lock::{Deferred, ReplySlot};
+use crate::lock::{Deferred, Detached, ReplySlot};
 use crate::node::{Node, Unsubscribe};
 use crate::registry::Registry;
 use crate::runtime::{Closing, Errand};
@@ -391,6 +391,19 @@ impl Handler<ReleasePermits> for SemaphoreActor {
             return refuse(error);
         }
         self.add_permits_back(msg.permits, ctx)
+    }
+}
+
+/// A guard's release, carried out whether or not its asker still waits (see [`Detached`]).
+impl Handler<Detached<ReturnPermits>> for SemaphoreActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Detached<ReturnPermits>, ctx: &mut Context<Self>) {
+        let reply = msg.reply;
+        let returning = <Self as Handler<ReturnPermits>>::handle(self, msg.message, ctx);
+        ctx.spawn(returning.map(move |result, _, _| {
+            let _ = reply.send(result);
+        }));
     }
 }
 
