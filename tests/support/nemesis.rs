@@ -665,22 +665,26 @@ impl Run {
 
     /// Freezes the worker in `slot` with SIGSTOP for `length`, retried like
     /// [`partition`](Self::partition) until it freezes a holder.
+    /// Freezes the worker in `slot` for `length` while it holds something, until a lock it
+    /// held passed on to another worker meanwhile (counted in `handovers`): at most five
+    /// freezes, since what it holds (a plain permit, a lock nobody else wanted then) is up
+    /// to its random choices.
     pub fn pause_worker(&mut self, slot: usize, length: Duration) {
         for _ in 0..5 {
             self.until_holding(slot);
             let (start, began) = (now_us(), Instant::now());
             self.worker(slot).proc.signal(libc::SIGSTOP);
             let held = self.held_at(slot, start + SETTLE_US);
+            let mut passed_on = false;
             if !held.is_empty() {
                 thread::sleep(length.saturating_sub(began.elapsed()));
-                if self.passed_on(slot, &held, start) {
-                    self.handovers += 1;
-                }
+                passed_on = self.passed_on(slot, &held, start);
             }
             self.worker(slot).proc.signal(libc::SIGCONT);
             let id = self.worker(slot).id;
             self.log_fault("pause-worker", Some(id), start);
-            if !held.is_empty() {
+            if passed_on {
+                self.handovers += 1;
                 return;
             }
         }
