@@ -2,8 +2,9 @@
 //! semaphores' keys, and every permit must be accounted for.
 //!
 //! - A plain semaphore's count must be N less the permits of holders that never released
-//!   (killed: Redisson's `RSemaphore` never gets those back); a release or an acquire whose
-//!   reply was lost leaves its permit in doubt, which widens the range by one each. Its
+//!   (killed: Redisson's `RSemaphore` never gets those back); a release or an acquire call
+//!   whose reply was lost leaves its permit in doubt, which widens the range by one each (a
+//!   failed acquire may have made one call per response timeout of its wait). Its
 //!   acquire receipts (`{name}:semaphore_acquire:*`) may remain: they live out their
 //!   settlement window by design.
 //! - A permit-expirable semaphore's count plus the permits still in its zset (a killed
@@ -76,7 +77,7 @@ pub(super) fn check(run: &Run, keys_left: &[String], r: &mut Report) {
     let in_doubt = |w: &&super::Wait| w.error.as_deref().is_some_and(|e| e != "timeout");
     for w in run.waits.iter().filter(in_doubt) {
         if let Some(entry) = sems.get_mut(w.lock.as_str()) {
-            entry.3 += 1;
+            entry.3 += w.unanswered_calls();
         }
     }
     // A semaphore that was only waited for (never granted in this run) has keys too.

@@ -228,8 +228,21 @@ pub(crate) struct Wait {
     /// The kind waited for (`fenced` when the event does not say).
     kind: String,
     l: u64,
+    /// When an `acquire_failed` returned (0 for a `wait`).
+    l_after: u64,
     /// Set on `acquire_failed`: the error word (`timeout`, `unavailable`, …).
     error: Option<String>,
+}
+
+impl Wait {
+    /// How many of this failed acquire's calls to Redis may have gone unanswered: the
+    /// library tries again within the wait after a call that got no answer, and each such
+    /// call may have run (for a plain semaphore: taken permits that only its settlement
+    /// gives back). At most one per response timeout of the wait, plus the first.
+    pub(crate) fn unanswered_calls(&self) -> u64 {
+        let waited = self.l_after.saturating_sub(self.l);
+        1 + waited / (super::nemesis::TIMEOUT_MS * 1000)
+    }
 }
 
 /// Reads one worker's history; a torn last line (SIGKILL mid-write) is skipped.
@@ -375,6 +388,7 @@ fn read_event(e: &Value, run: &mut Run, report: &mut Report) {
                 .unwrap_or("fenced")
                 .to_string(),
             l: u(e, "l").or(u(e, "l_call")).unwrap_or(0),
+            l_after: u(e, "l_after").unwrap_or(0),
             error: (ev == "acquire_failed").then(|| s(e, "error")),
         }),
         "reenter" | "reexit" | "release_start" | "release" | "lost" => {
