@@ -80,6 +80,39 @@ pub(super) fn check(run: &Run, keys_left: &[String], r: &mut Report) {
             entry.3 += w.unanswered_calls();
         }
     }
+    // A worker killed while it acquired: its acquire may have taken permits that no
+    // history line shows (a wait with no grant or failure after it).
+    for (lock, entry) in sems.iter_mut() {
+        for worker in run
+            .waits
+            .iter()
+            .map(|w| w.worker)
+            .collect::<std::collections::BTreeSet<_>>()
+        {
+            if run.closed.contains(&worker) {
+                continue;
+            }
+            let of = |w: &&super::Wait| w.worker == worker && w.lock == *lock;
+            let waits = run
+                .waits
+                .iter()
+                .filter(of)
+                .filter(|w| w.error.is_none())
+                .count();
+            let failed = run
+                .waits
+                .iter()
+                .filter(of)
+                .filter(|w| w.error.is_some())
+                .count();
+            let granted = run
+                .holds
+                .values()
+                .filter(|h| h.worker == worker && h.lock == *lock)
+                .count();
+            entry.3 += waits.saturating_sub(failed + granted) as u64;
+        }
+    }
     // A semaphore that was only waited for (never granted in this run) has keys too.
     let waited = run
         .waits
