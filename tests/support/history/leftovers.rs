@@ -92,19 +92,12 @@ pub(super) fn check(run: &Run, keys_left: &[String], r: &mut Report) {
             if run.closed.contains(&worker) {
                 continue;
             }
-            let of = |w: &&super::Wait| w.worker == worker && w.lock == *lock;
-            let waits = run
+            let (failed, waits): (Vec<&super::Wait>, Vec<&super::Wait>) = run
                 .waits
                 .iter()
-                .filter(of)
-                .filter(|w| w.error.is_none())
-                .count();
-            let failed = run
-                .waits
-                .iter()
-                .filter(of)
-                .filter(|w| w.error.is_some())
-                .count();
+                .filter(|w| w.worker == worker && w.lock == *lock)
+                .partition(|w| w.error.is_some());
+            let (waits, failed) = (waits.len(), failed.len());
             let granted = run
                 .holds
                 .values()
