@@ -165,31 +165,47 @@ impl Monitor {
             let client = redis::Client::open(url).expect("monitor url");
             let mut conn: Option<redis::Connection> = None;
             let names: Vec<String> = keys.iter().map(|(name, _)| name.clone()).collect();
-            while !stop2.load(Ordering::Relaxed) {
+            // One sample; false when Redis did not answer (the connection is dropped).
+            let sample = |conn: &mut Option<redis::Connection>| -> bool {
                 if conn.is_none() {
-                    conn = client
+                    *conn = client
                         .get_connection_with_timeout(Duration::from_millis(200))
                         .ok();
-                    if let Some(c) = &conn {
+                    if let Some(c) = &*conn {
                         let _ = c.set_read_timeout(Some(Duration::from_millis(200)));
                         let _ = c.set_write_timeout(Some(Duration::from_millis(200)));
                     }
                 }
-                if let Some(c) = conn.as_mut() {
-                    let mut invocation = script.prepare_invoke();
-                    for (name, family) in &keys {
-                        invocation.key(name).arg(*family);
-                    }
-                    match invocation.invoke::<Vec<String>>(c) {
-                        Ok(reply) => {
-                            if let Some(sample) = parse_sample(&reply, &names) {
-                                samples2.lock().unwrap().push(sample);
-                            }
+                let Some(c) = conn.as_mut() else {
+                    return false;
+                };
+                let mut invocation = script.prepare_invoke();
+                for (name, family) in &keys {
+                    invocation.key(name).arg(*family);
+                }
+                match invocation.invoke::<Vec<String>>(c) {
+                    Ok(reply) => {
+                        if let Some(sample) = parse_sample(&reply, &names) {
+                            samples2.lock().unwrap().push(sample);
                         }
-                        Err(_) => conn = None,
+                        true
+                    }
+                    Err(_) => {
+                        *conn = None;
+                        false
                     }
                 }
+            };
+            while !stop2.load(Ordering::Relaxed) {
+                sample(&mut conn);
                 thread::sleep(Duration::from_millis(20));
+            }
+            // The end state, read once everything has stopped: the checker judges the
+            // permit counts left by the last sample, and a periodic one may predate the
+            // last release (or time out under load).
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !sample(&mut conn) && Instant::now() < deadline {
+                thread::sleep(Duration::from_millis(50));
             }
         });
         Monitor {
