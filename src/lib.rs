@@ -1,7 +1,7 @@
 //! Redisson-grade distributed locks for Rust, built as actix actors over Redis.
 //!
-//! This crate is the facade: it re-exports the runtime ([`lock_actors`]) and the
-//! `#[distributed_lock]` attribute. Start at [`LockClient`].
+//! This crate is the facade: it re-exports the runtime crate's handles, guards and errors
+//! and the `#[distributed_lock]` attribute. Start at [`LockClient`].
 //!
 //! # Which lock should I use?
 //!
@@ -69,7 +69,25 @@
 // docs.rs (`--cfg docsrs`, nightly) shows which feature each gated item needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
-pub use lock_actors::*;
+// What users name, listed one by one: the handles, guards, options and errors at the root;
+// what other actors send the lock and semaphore actors under `messages`.
+#[cfg(feature = "inspector")]
+#[cfg_attr(docsrs, doc(cfg(feature = "inspector")))]
+pub use lock_actors::inspect;
+pub use lock_actors::messages;
+#[cfg(feature = "web")]
+#[cfg_attr(docsrs, doc(cfg(feature = "web")))]
+pub use lock_actors::web;
+#[doc(hidden)]
+pub use lock_actors::Deferred;
+pub use lock_actors::{
+    current, default_client, fencing_token, redact_url, set_default_client, AcquireOptions,
+    ClientConfig, CurrentLock, Deployment, Lock, LockActor, LockClient, LockError, LockGuard,
+    LockKind, LockName, LockOwner, MultiLock, MultiLockGuard, NodeSupervisor,
+    PermitExpirableSemaphore, PermitGuard, PermitOptions, ReadWriteLock, RedLock, RedLockGuard,
+    Released, ReplicaSync, Semaphore, SemaphoreActor, SemaphoreGuard, ServerReply,
+    ShardedSubscriptionMode, MAX_NAMESPACE_LEN,
+};
 
 /// Wraps an `async fn` in acquire / release of a distributed lock.
 ///
@@ -201,9 +219,6 @@ pub use lock_macros::distributed_lock;
 
 #[doc(hidden)]
 pub use lock_actors::macro_support as __private;
-
-/// The runtime crate, for paths that name it directly.
-pub use lock_actors;
 
 /// Compiles the README's examples as doc tests, so the tour cannot rot.
 #[doc = include_str!("../README.md")]

@@ -1,5 +1,5 @@
 //! Where a hold stands, shared by whoever keeps it (a lock actor, a semaphore actor, the
-//! watch list's entry) and the guards that stand for it: a status byte, a deadline and a
+//! lease list's entry) and the guards that stand for it: a status byte, a deadline and a
 //! `Notify`. A guard reads the deadline on its own clock, so its `is_lost()` and `lost()`
 //! turn at the lease's end even while the client's actors are too busy to say so.
 

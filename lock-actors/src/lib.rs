@@ -58,37 +58,33 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod client;
-mod cluster_resend;
 mod compose;
 mod config;
-mod connection;
 mod denied;
 mod error;
+mod handle;
 mod hold_status;
-mod identity;
 #[cfg(feature = "inspect")]
 #[cfg_attr(docsrs, doc(cfg(feature = "inspect")))]
 pub mod inspect;
 mod keys;
+mod lease_list;
 mod lock;
-mod loss_watch;
-mod macro_current;
-mod macro_kind;
-mod macro_owner;
+mod loss_signal;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod messages;
 mod node;
+mod queue_driver;
 mod redact;
 mod registry;
+mod reply;
 mod runtime;
 mod rwlock;
 mod script;
 mod semaphore;
 mod telemetry;
-mod tls;
 mod wait_queue;
-mod watch_list;
 #[cfg(feature = "web")]
 #[cfg_attr(docsrs, doc(cfg(feature = "web")))]
 pub mod web;
@@ -99,14 +95,13 @@ pub use config::{
     ClientConfig, Deployment, ReplicaSync, ShardedSubscriptionMode, MAX_NAMESPACE_LEN,
 };
 pub use error::{LockError, ServerReply};
+pub use handle::{AcquireOptions, Lock, PermitExpirableSemaphore, PermitOptions, Semaphore};
 pub use keys::LockName;
-#[doc(hidden)]
-pub use lock::Deferred;
-pub use lock::{AcquireOptions, Lock, LockActor, LockGuard, LockKind, LockOwner, Released};
+pub use lock::{LockActor, LockGuard, LockKind, LockOwner, Released};
 pub use macro_support::{current, default_client, fencing_token, set_default_client, CurrentLock};
 pub use node::NodeSupervisor;
 pub use redact::redact_url;
+#[doc(hidden)]
+pub use reply::Deferred;
 pub use rwlock::ReadWriteLock;
-pub use semaphore::{
-    PermitExpirableSemaphore, PermitGuard, PermitOptions, Semaphore, SemaphoreActor, SemaphoreGuard,
-};
+pub use semaphore::{PermitGuard, SemaphoreActor, SemaphoreGuard};

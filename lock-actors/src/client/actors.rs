@@ -4,14 +4,14 @@
 
 use super::renewal::{RenewalHealth, RenewalService};
 use crate::keys::LockName;
-use crate::lock::watch::WatchRegistry;
+use crate::lease_list::Renewable;
+use crate::lock::lease_entry::WatchRegistry;
 use crate::lock::{actor_key, Direct, LockActor, LockKind, LockOwner, LockRegistry};
 use crate::node::Node;
 use crate::registry::Registry;
 use crate::runtime::Closing;
-use crate::semaphore::watch::PermitWatch;
+use crate::semaphore::lease_entry::PermitWatch;
 use crate::semaphore::{Kind, SemaphoreActor, SemaphoreRegistry};
-use crate::watch_list::Renewable;
 use actix::Addr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -131,6 +131,11 @@ impl NodeActors {
         self.semaphores.evict(&(kind, name.clone()), addr);
     }
 
+    /// The live actor `A` names by `key`, started if there is none.
+    pub(crate) fn find<A: Registered>(&self, key: &A::Key) -> Addr<A> {
+        A::find(self, key)
+    }
+
     /// Whether a renewal batch to this node failed and has not gone through since, or has
     /// waited longer than `patience` for its answer: its holds are not being renewed now
     /// (they are lost at their deadline unless a retry goes through first).
@@ -169,5 +174,44 @@ impl NodeActors {
     pub(crate) fn stop(&self) {
         self.node.stop();
         self.locks.clear();
+    }
+}
+
+/// An actor the client runs one of per key (a lock's kind, name and per-owner owner; a
+/// semaphore's kind and name), found or started through [`NodeActors`], and dropped from
+/// it when found stopped: what [`LockClient::ask`](super::LockClient::ask) needs to reach
+/// any of them.
+pub(crate) trait Registered: actix::Actor<Context = actix::Context<Self>> {
+    /// What names one actor.
+    type Key;
+
+    /// The live actor for `key`, started if there is none.
+    fn find(actors: &NodeActors, key: &Self::Key) -> Addr<Self>;
+
+    /// Drops the registry entry of `key` if it still is `stopped`.
+    fn evict(actors: &NodeActors, key: &Self::Key, stopped: &Addr<Self>);
+}
+
+impl Registered for LockActor {
+    type Key = (LockKind, LockName, Option<LockOwner>);
+
+    fn find(actors: &NodeActors, (kind, name, owner): &Self::Key) -> Addr<Self> {
+        actors.lock_actor(*kind, name, *owner)
+    }
+
+    fn evict(actors: &NodeActors, (kind, name, owner): &Self::Key, stopped: &Addr<Self>) {
+        actors.evict_lock_actor(*kind, name, *owner, stopped);
+    }
+}
+
+impl Registered for SemaphoreActor {
+    type Key = (Kind, LockName);
+
+    fn find(actors: &NodeActors, (kind, name): &Self::Key) -> Addr<Self> {
+        actors.semaphore_actor(*kind, name)
+    }
+
+    fn evict(actors: &NodeActors, (kind, name): &Self::Key, stopped: &Addr<Self>) {
+        actors.evict_semaphore_actor(*kind, name, stopped);
     }
 }

@@ -5,7 +5,7 @@
 mod actors;
 pub(crate) mod renewal;
 
-pub(crate) use actors::NodeActors;
+pub(crate) use actors::{NodeActors, Registered};
 
 use crate::config::{ClientConfig, Deployment};
 use crate::error::LockError;
@@ -393,27 +393,21 @@ impl LockClient {
         self.inner.actors.load_full().ok_or(LockError::Shutdown)
     }
 
-    /// Sends `msg` to the actor of `name`, once more to a fresh actor if that one had just
-    /// stopped.
-    pub(crate) async fn ask<M>(
-        &self,
-        kind: LockKind,
-        name: &LockName,
-        owner: Option<LockOwner>,
-        msg: M,
-    ) -> Result<M::Result, LockError>
+    /// Sends `msg` to the actor `key` names (a lock's or a semaphore's), once more to a
+    /// fresh actor if that one had just stopped.
+    pub(crate) async fn ask<A, M>(&self, key: A::Key, msg: M) -> Result<M::Result, LockError>
     where
+        A: Registered + Handler<M>,
         M: Message + Clone + Send + 'static,
         M::Result: Send,
-        LockActor: Handler<M>,
-        <LockActor as actix::Actor>::Context: ToEnvelope<LockActor, M>,
+        A::Context: ToEnvelope<A, M>,
     {
         for _ in 0..2 {
             let actors = self.actors()?;
-            let actor = actors.lock_actor(kind, name, owner);
+            let actor = actors.find::<A>(&key);
             match actor.send(msg.clone()).await {
                 Ok(reply) => return Ok(reply),
-                Err(MailboxError::Closed) => actors.evict_lock_actor(kind, name, owner, &actor),
+                Err(MailboxError::Closed) => A::evict(&actors, &key, &actor),
                 Err(MailboxError::Timeout) => break,
             }
         }

@@ -1,6 +1,6 @@
 //! The renewal service of one node: keeps watchdog-leased locks and lease-less permits
 //! alive. Every renew interval, batched scripts (512 entries each) renew every entry on
-//! the node's watch lists (one of lock holds, one of permits), one
+//! the node's lease lists (one of lock holds, one of permits), one
 //! batch at a time on a single primary and every slot's batch side by side on a cluster;
 //! a batch that fails retries on its own with backoff while the others go on. A timer on
 //! the nearest `valid_until` reports a hold lost to its lock actor the moment no
@@ -10,10 +10,10 @@
 //! one hash slot), or permits of one semaphore.
 
 use crate::config::clock_drift;
-use crate::lock::watch::renew_confirmed;
+use crate::lease_list::{Loss, Rearm, Renewable};
+use crate::lock::lease_entry::renew_confirmed;
 use crate::node::Commands;
 use crate::telemetry::{self, RenewalRound};
-use crate::watch_list::{Loss, Rearm, Renewable};
 use actix::prelude::*;
 use backon::{BackoffBuilder, ExponentialBackoff, ExponentialBuilder};
 use std::collections::{BTreeMap, VecDeque};
@@ -39,9 +39,9 @@ fn retry_backoff(interval: Duration) -> ExponentialBackoff {
 /// Holds renewed per script call; keeps one call from blocking Redis for long.
 const BATCH: usize = 512;
 
-/// Entries of one group of one watch list renewed in one script call.
+/// Entries of one group of one lease list renewed in one script call.
 struct Batch {
-    /// Which of the service's watch lists.
+    /// Which of the service's lease lists.
     list: usize,
     ids: Vec<u64>,
     /// Set once it has failed (it then counts in `failing` until it goes through or
@@ -53,7 +53,7 @@ struct Batch {
 
 /// The renewal actor of one node.
 pub(crate) struct RenewalService {
-    /// The watch lists it keeps alive (lock holds, permits); a batch names one by index.
+    /// The lease lists it keeps alive (lock holds, permits); a batch names one by index.
     lists: Vec<Arc<dyn Renewable>>,
     commands: Commands,
     lease: Duration,
@@ -64,7 +64,7 @@ pub(crate) struct RenewalService {
     in_flight: usize,
     /// How many batches may be on the way at once. One primary (a single server or a
     /// Sentinel-managed one): one at a time, so only one batch's command is ever built and
-    /// the memory of a large watch list stays flat. A cluster: every slot's batch at
+    /// the memory of a large lease list stays flat. A cluster: every slot's batch at
     /// once, so a stalled primary holds back only its own batches.
     max_in_flight: usize,
     /// The deadline timer: reports holds whose `valid_until` has come.

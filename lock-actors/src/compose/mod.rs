@@ -12,8 +12,9 @@ pub use multi::{MultiLock, MultiLockGuard};
 pub use redlock::{RedLock, RedLockGuard};
 
 use crate::error::LockError;
-use crate::identity::ServerIdentity;
-use crate::lock::{Lock, LockGuard, Released};
+use crate::handle::Lock;
+use crate::lock::{LockGuard, Released};
+use crate::node::identity::ServerIdentity;
 use futures_util::future::join_all;
 use std::sync::Arc;
 use std::time::Duration;

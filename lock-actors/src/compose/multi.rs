@@ -3,7 +3,8 @@
 use super::{release_all, Member};
 use crate::client::LockClient;
 use crate::error::LockError;
-use crate::lock::{AcquireOptions, Lock, LockGuard, LockOwner};
+use crate::handle::{AcquireOptions, Lock};
+use crate::lock::{LockGuard, LockOwner};
 use futures_util::future::{join_all, select_all};
 use std::future::Future;
 use std::sync::Arc;

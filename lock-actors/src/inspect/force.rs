@@ -5,8 +5,8 @@
 use super::model::{ForceUnlocked, InspectedKind, LockInfo};
 use crate::client::LockClient;
 use crate::error::LockError;
+use crate::handle::Lock;
 use crate::keys::LockName;
-use crate::lock::Lock;
 
 /// Releases `before` (lock `name` as just read) with its kind's force-unlock, if its
 /// holders are still exactly `shown` (holder fields).

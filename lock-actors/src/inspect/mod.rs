@@ -20,6 +20,7 @@
 //! # Ok(()) }
 //! ```
 
+mod feed;
 mod force;
 mod model;
 #[cfg(feature = "web")]
@@ -27,7 +28,6 @@ mod model;
 pub mod page;
 mod read;
 mod shape;
-mod watch;
 
 pub use model::{Change, ForceUnlocked, Holder, InspectedKind, LockInfo, Waiter, WatchEvent};
 
@@ -230,7 +230,7 @@ impl Inspector {
     pub fn watch(&self, name: &str) -> Result<LockWatch, LockError> {
         let key = self.client.name(name)?;
         let node = self.client.node()?;
-        let events = watch::start(self.clone(), name.to_string(), key, node)?;
+        let events = feed::start(self.clone(), name.to_string(), key, node)?;
         Ok(LockWatch { events })
     }
 }

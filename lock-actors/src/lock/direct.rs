@@ -20,14 +20,14 @@
 use super::direct_messages::{Adopt, DirectHold, Doubt, SettleUnlock};
 use super::guard::{GuardLink, ReleaseHold, Reply};
 use super::kind::LockKind;
-use super::reply::{send_detached, Detached};
-use super::watch::{HoldLost, WatchRegistry};
+use super::lease_entry::{HoldLost, WatchRegistry};
 use super::{Acquire, AcquireFenced, LockGuard, LockOwner, Released, RestartLease};
 use crate::config::clock_drift;
 use crate::error::LockError;
 use crate::hold_status::{HoldStatus, StatusSender};
 use crate::keys::LockName;
 use crate::node::{Commands, Node};
+use crate::reply::{send_detached, Detached};
 use crate::runtime::Errands;
 use crate::script::ScriptCall;
 use crate::telemetry::HoldTimer;
@@ -119,7 +119,7 @@ pub(crate) struct Direct<A: Actor> {
     node: Weak<Node>,
     /// The node's watchdog lease, kept here for the hot path.
     watchdog_lease: Duration,
-    /// The node's watch list: a watchdog-leased hold taken here goes on it.
+    /// The node's lease list: a watchdog-leased hold taken here goes on it.
     pub(crate) watchdog: Arc<WatchRegistry<A>>,
     kind: LockKind,
     name: LockName,

@@ -2,7 +2,7 @@ use super::{LockOwner, Released};
 use crate::error::LockError;
 use crate::hold_status::StatusReceiver;
 use crate::keys::LockName;
-use crate::loss_watch::LossWatch;
+use crate::loss_signal::LossSignal;
 use crate::runtime::Errand;
 use crate::telemetry::HoldTimer;
 use std::future::Future;
@@ -248,9 +248,9 @@ impl LockGuard {
 
     /// [`is_lost`](LockGuard::is_lost) and [`lost`](LockGuard::lost) without the guard, for
     /// code that reports on a hold it does not own (`#[distributed_lock]`'s `current()`).
-    pub(crate) fn loss_watch(&self) -> LossWatch {
+    pub(crate) fn loss_signal(&self) -> LossSignal {
         let (now, later) = (self.status.clone(), self.status.clone());
-        LossWatch::new(
+        LossSignal::new(
             move || now.is_lost(),
             move || Box::pin(later.clone().ended_by_loss()),
         )

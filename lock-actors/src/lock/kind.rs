@@ -2,8 +2,8 @@
 //! drives them all.
 
 use super::LockOwner;
-use crate::connection::PubSub;
 use crate::keys::{LockName, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
+use crate::node::connection::PubSub;
 use crate::script::ScriptCall;
 use redis::Script;
 use std::sync::LazyLock;

@@ -1,29 +1,26 @@
-//! The lock actor, its messages, the guard a holder keeps, owners, and the watch list of
+//! The lock actor, its messages, the guard a holder keeps, owners, and the lease list of
 //! watchdog-leased holds (renewed by the client's renewal service).
 
 mod actor;
 mod direct;
 mod direct_messages;
 mod guard;
-mod handle;
 mod kind;
+pub(crate) mod lease_entry;
 mod owner;
-mod reply;
 mod state;
-pub(crate) mod watch;
 
 #[cfg(feature = "inspect")]
 pub(crate) use actor::ForceReleaseIf;
 pub use actor::LockActor;
 pub(crate) use actor::{LockRegistry, WatchedUntil};
-pub(crate) use direct::Direct;
+pub(crate) use direct::{Direct, DirectCache, Tried};
+pub(crate) use direct_messages::AfterDirect;
 pub use guard::LockGuard;
-pub use handle::{AcquireOptions, Lock};
 pub use kind::LockKind;
 pub(crate) use kind::{actor_key, all_scripts, PublishingScript};
 pub use owner::LockOwner;
-pub use reply::Deferred;
-pub(crate) use reply::{Detached, ReplySlot};
+pub(crate) use state::read_state;
 
 use crate::error::LockError;
 use actix::Message;

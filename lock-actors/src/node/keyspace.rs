@@ -2,8 +2,8 @@
 //! (the one server, the primary Sentinel names, or every primary of a cluster), each with
 //! `SCAN` and pipelines sent to that server alone. Used by the lock inspector.
 
-use crate::connection::Connection;
 use crate::error::LockError;
+use crate::node::connection::Connection;
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Pipeline, Value};
 

@@ -3,8 +3,12 @@
 //! listen on it. Knows channels and connections, not lock kinds.
 
 #[cfg(feature = "inspect")]
+pub(crate) mod cluster_resend;
+pub(crate) mod connection;
+pub(crate) mod identity;
 mod keyspace;
 mod supervisor;
+pub(crate) mod tls;
 
 #[cfg(feature = "inspect")]
 pub(crate) use keyspace::Shard;
@@ -12,14 +16,14 @@ pub use supervisor::NodeSupervisor;
 pub(crate) use supervisor::{Subscription, Unsubscribe, Wake};
 
 use crate::config::{ClientConfig, ReplicaSync};
-use crate::connection::{Connection, PubSub, SubscriptionTarget};
 use crate::denied::{keys_target, Refusal};
 use crate::error::LockError;
-use crate::identity::ServerIdentity;
 use crate::keys::LockName;
 use crate::runtime::ActorRuntime;
 use crate::script::ScriptCall;
 use actix::prelude::*;
+use connection::{Connection, PubSub, SubscriptionTarget};
+use identity::ServerIdentity;
 use redis::{FromRedisValue, Script};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};

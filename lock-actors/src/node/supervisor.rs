@@ -2,9 +2,9 @@
 //! actors that listen on them, routes each message to its listeners, and reconnects.
 
 use crate::config::ClientConfig;
-use crate::connection::{PubSub, SubscriptionTarget};
 use crate::denied::Refusal;
 use crate::error::LockError;
+use crate::node::connection::{PubSub, SubscriptionTarget};
 use crate::telemetry;
 use actix::prelude::*;
 use actix::WeakRecipient;

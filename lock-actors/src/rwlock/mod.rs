@@ -3,8 +3,9 @@
 
 use crate::client::LockClient;
 use crate::error::LockError;
+use crate::handle::Lock;
 use crate::keys::LockName;
-use crate::lock::{Lock, LockKind};
+use crate::lock::LockKind;
 
 /// Many readers or one writer, on one name (Redisson's `RReadWriteLock`).
 ///

@@ -10,7 +10,7 @@ pub(crate) struct Grant {
     pub(crate) ids: Vec<PermitId>,
     /// Its guard's status; its deadline is the lease's end (see `PermitHold`).
     pub(crate) status: StatusSender,
-    /// A lease-less grant: each id's entry on the node's permit watch list (same order as
+    /// A lease-less grant: each id's entry on the node's permit lease list (same order as
     /// `ids`). Empty for a fixed lease.
     pub(crate) watched: Vec<u64>,
     /// A fixed lease: the timer at its end.

@@ -4,8 +4,8 @@
 use crate::error::LockError;
 use crate::hold_status::StatusReceiver;
 use crate::keys::LockName;
-use crate::lock::Detached;
-use crate::loss_watch::LossWatch;
+use crate::loss_signal::LossSignal;
+use crate::reply::Detached;
 use crate::runtime::{Errand, Errands};
 use crate::telemetry::HoldTimer;
 use actix::Recipient;
@@ -391,9 +391,9 @@ impl PermitGuard {
 
     /// [`is_lost`](PermitGuard::is_lost) and [`lost`](PermitGuard::lost) without the
     /// guard, for code that reports on a hold it does not own.
-    pub(crate) fn loss_watch(&self) -> LossWatch {
+    pub(crate) fn loss_signal(&self) -> LossSignal {
         let (now, later) = (self.status.clone(), self.status.clone());
-        LossWatch::new(
+        LossSignal::new(
             move || now.is_lost(),
             move || Box::pin(later.clone().ended_by_loss()),
         )

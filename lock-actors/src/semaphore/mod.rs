@@ -34,17 +34,13 @@
 //! back, but a plain acquire that did run keeps its permits taken (there is no id to undo).
 
 mod actor;
-mod entry;
 mod grant;
 mod guard;
-mod handle;
-pub(crate) mod watch;
+pub(crate) mod lease_entry;
 
 pub use actor::SemaphoreActor;
 pub(crate) use actor::SemaphoreRegistry;
-pub(crate) use entry::{actor, ask};
 pub use guard::{PermitGuard, SemaphoreGuard};
-pub use handle::{PermitExpirableSemaphore, PermitOptions, Semaphore};
 
 use crate::error::LockError;
 use crate::keys::LockName;

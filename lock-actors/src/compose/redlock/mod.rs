@@ -11,7 +11,8 @@ pub use guard::RedLockGuard;
 use super::Member;
 use crate::client::LockClient;
 use crate::error::LockError;
-use crate::lock::{Lock, LockGuard};
+use crate::handle::Lock;
+use crate::lock::LockGuard;
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -1,16 +1,17 @@
 //! How the lock actor takes the lock: it drives the wait queue (only the local head
 //! contends in Redis) and carries out what the queue asks for.
 
-use super::{disarm, Hold, Holder, LockActor, Waiting};
+use super::{Hold, Holder, LockActor, Waiting};
 use crate::config::positive_millis;
 use crate::error::LockError;
 use crate::hold_status::StatusSender;
 use crate::lock::direct::{run_acquire, TryReply};
 use crate::lock::direct_messages::AfterDirect;
 use crate::lock::guard::GuardLink;
-use crate::lock::reply::{Deferred, ReplySlot};
 use crate::lock::{Acquire, AcquireFenced, LockGuard, LockKind, LockOwner};
 use crate::node::{Subscription, Wake};
+use crate::queue_driver;
+use crate::reply::{Deferred, ReplySlot};
 use crate::telemetry::{self, HoldTimer};
 use crate::wait_queue::{Effect, Gate, Granted, Waiter, ERROR_RETRY};
 use actix::prelude::*;
@@ -38,16 +39,17 @@ impl LockActor {
         token: Option<u64>,
         ctx: &mut Context<Self>,
     ) {
-        let Waiter { started, data, .. } = waiter;
+        let Waiter {
+            id, started, data, ..
+        } = waiter;
         let Waiting {
             owner,
             lease,
             reply,
-            deadline_timer,
             queued,
             ..
         } = data;
-        disarm(deadline_timer, ctx);
+        queue_driver::forget(self, id);
         let hold = self.direct.next_hold();
         let holder = self.holders.entry(owner).or_insert_with(|| Holder {
             holds: Vec::new(),
@@ -72,7 +74,7 @@ impl LockActor {
     }
 
     pub(super) fn time_out(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
-        disarm(waiter.data.deadline_timer, ctx);
+        queue_driver::forget(self, waiter.id);
         let waited = waiter.started.elapsed();
         // The last error seen (one retried within the wait, or the reconcile's that held
         // the waiter back) says more than "timed out": a busy lock clears it.
@@ -132,7 +134,6 @@ impl LockActor {
             lease: msg.lease,
             fenced,
             reply: reply.clone(),
-            deadline_timer: None,
             queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
         };
         let waiter = self.queue.waiter(Instant::now(), msg.wait, data);
@@ -151,7 +152,7 @@ impl LockActor {
     /// Carries out what the queue asked for, then lets the head go if it may: the one
     /// rule every change to the queue or to the holders follows.
     pub(super) fn drive(&mut self, effects: Vec<Effect<Waiting>>, ctx: &mut Context<Self>) {
-        self.apply(effects, ctx);
+        queue_driver::apply(self, effects, ctx);
         if self.queue.idle() {
             self.settle_reconcile(ctx);
             let now = Instant::now();
@@ -190,67 +191,9 @@ impl LockActor {
                 }
                 Gate::Go
             });
-            self.apply(effects, ctx);
+            queue_driver::apply(self, effects, ctx);
         }
         self.refresh_keepalive(ctx);
-    }
-
-    pub(super) fn apply(&mut self, effects: Vec<Effect<Waiting>>, ctx: &mut Context<Self>) {
-        for effect in effects {
-            match effect {
-                Effect::Try { id } => self.attempt(id, ctx),
-                Effect::Subscribe => self.subscribe(ctx),
-                Effect::Sleep { token, pause } => {
-                    if let Some(old) = self.sleep.take() {
-                        ctx.cancel_future(old);
-                    }
-                    self.sleep = Some(ctx.run_later(pause, move |act, ctx| {
-                        act.sleep = None;
-                        act.queue.slept(token);
-                        act.drive(Vec::new(), ctx);
-                    }));
-                }
-                Effect::CancelSleep => {
-                    if let Some(sleep) = self.sleep.take() {
-                        ctx.cancel_future(sleep);
-                    }
-                }
-                Effect::ArmDeadline { id, at } => self.arm_deadline(id, at, ctx),
-                Effect::TimedOut(waiter) => self.time_out(waiter, ctx),
-                Effect::Fail(waiter, error) => {
-                    disarm(waiter.data.deadline_timer, ctx);
-                    tracing::debug!(lock = %self.name, %error, "acquire failed");
-                    waiter.data.queued.leave();
-                    let _ = waiter.data.reply.send(Err(error));
-                }
-                Effect::Withdrawn(waiter) => {
-                    disarm(waiter.data.deadline_timer, ctx);
-                    tracing::debug!(lock = %self.name, owner = waiter.data.owner.id(),
-                        "waiter withdrew");
-                }
-            }
-        }
-    }
-
-    /// Arms waiter `id`'s deadline timer for `at` and the watch on its asker leaving (a
-    /// dropped future), replacing any it had.
-    pub(super) fn arm_deadline(&mut self, id: u64, at: Instant, ctx: &mut Context<Self>) {
-        let Some(waiter) = self.queue.get(id) else {
-            return;
-        };
-        let left = at.saturating_duration_since(Instant::now());
-        let asker_left = waiter.data.reply.closed();
-        let deadline = ctx.run_later(left, move |act, ctx| {
-            let effects = act.queue.expire(id);
-            act.drive(effects, ctx);
-        });
-        let gone = ctx.spawn(asker_left.into_actor(self).map(move |(), act, ctx| {
-            let effects = act.queue.gone(id);
-            act.drive(effects, ctx);
-        }));
-        if let Some(waiter) = self.queue.get_mut(id) {
-            disarm(waiter.data.deadline_timer.replace([deadline, gone]), ctx);
-        }
     }
 
     /// The lock may be free now (a local holder let go, or the head changed): end the
@@ -405,7 +348,6 @@ impl Handler<AfterDirect> for LockActor {
             lease: msg.lease,
             fenced: msg.fenced,
             reply: reply.clone(),
-            deadline_timer: None,
             queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
         };
         let now = Instant::now();

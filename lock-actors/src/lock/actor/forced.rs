@@ -6,8 +6,8 @@
 
 use super::LockActor;
 use crate::error::LockError;
-use crate::lock::reply::{Deferred, ReplySlot};
 use crate::lock::{ForceRelease, LockKind, LockOwner};
+use crate::reply::{Deferred, ReplySlot};
 use actix::prelude::*;
 
 /// Delete the lock if exactly `holders` hold it (their fields, as an inspector shows

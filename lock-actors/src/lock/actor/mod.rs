@@ -15,19 +15,20 @@ use super::direct::Direct;
 use super::direct_messages::{Adopt, DirectHold};
 use super::kind::LockKind;
 use super::kind::{actor_key, ActorKey};
-use super::reply::ReplySlot;
+use super::lease_entry::{HoldLost, WatchRegistry};
 use super::state::read_state;
-use super::watch::{HoldLost, WatchRegistry};
 use super::{GetState, LockGuard, LockOwner, LockState, Released};
 use crate::error::LockError;
 use crate::hold_status::{HoldStatus, StatusSender};
 use crate::keys::LockName;
+use crate::lease_list::Loss;
 use crate::node::{Node, Unsubscribe};
+use crate::queue_driver::{QueueActor, Queued, Timers};
 use crate::registry::Registry;
+use crate::reply::ReplySlot;
 use crate::runtime::{Closing, Errand};
 use crate::telemetry;
-use crate::wait_queue::{Asker, Retry, WaitQueue, ERROR_RETRY};
-use crate::watch_list::Loss;
+use crate::wait_queue::{Asker, Effect, Retry, WaitQueue, Waiter, ERROR_RETRY};
 use actix::prelude::*;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
@@ -83,13 +84,15 @@ pub struct LockActor {
     queue: WaitQueue<Waiting>,
     /// The head's timer (see `wait_queue::Effect::Sleep`).
     sleep: Option<SpawnHandle>,
+    /// The waiters' deadlines and the watch on their askers (one timer, one watch).
+    timers: Timers,
     /// Our own address while we have holders or waiters, so nobody's dropped handle stops us.
     keepalive: Option<Addr<LockActor>>,
     /// What the actor shares with fast-path callers (see `super::direct`).
     direct: Arc<Direct<LockActor>>,
     /// The registry this actor leaves when it stops.
     registry: Arc<LockRegistry>,
-    /// The node's watch list: watchdog-leased holds go on it.
+    /// The node's lease list: watchdog-leased holds go on it.
     watchdog: Arc<WatchRegistry<LockActor>>,
     /// Holds Redis may count that we do not (a lost reply); settled before any new try.
     reconciles: VecDeque<Reconcile>,
@@ -168,9 +171,6 @@ pub(super) struct Waiting {
     /// Draw a fencing token with the hold.
     fenced: bool,
     reply: ReplySlot<Result<LockGuard, LockError>>,
-    /// Armed only once the waiter has to wait: an uncontended acquire never needs it.
-    /// Its deadline timer and the watch on its asker leaving (a dropped future).
-    deadline_timer: Option<[SpawnHandle; 2]>,
     /// Counts it in the waiters gauge while it is queued; dropped before its asker hears
     /// the answer, so an asker never sees itself still counted.
     queued: telemetry::Queued,
@@ -182,9 +182,50 @@ impl Asker for Waiting {
     }
 }
 
-fn disarm(timers: Option<[SpawnHandle; 2]>, ctx: &mut Context<LockActor>) {
-    for timer in timers.into_iter().flatten() {
-        ctx.cancel_future(timer);
+impl Queued for Waiting {
+    fn asker_left(&self) -> impl std::future::Future<Output = ()> + 'static {
+        self.reply.closed()
+    }
+
+    fn fail(self, error: LockError) {
+        self.queued.leave();
+        let _ = self.reply.send(Err(error));
+    }
+}
+
+impl QueueActor for LockActor {
+    type Data = Waiting;
+
+    fn name(&self) -> &LockName {
+        &self.name
+    }
+
+    fn queue(&mut self) -> &mut WaitQueue<Waiting> {
+        &mut self.queue
+    }
+
+    fn sleep_timer(&mut self) -> &mut Option<SpawnHandle> {
+        &mut self.sleep
+    }
+
+    fn timers(&mut self) -> &mut Timers {
+        &mut self.timers
+    }
+
+    fn attempt(&mut self, id: u64, ctx: &mut Context<Self>) {
+        LockActor::attempt(self, id, ctx);
+    }
+
+    fn subscribe(&mut self, ctx: &mut Context<Self>) {
+        LockActor::subscribe(self, ctx);
+    }
+
+    fn time_out(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
+        LockActor::time_out(self, waiter, ctx);
+    }
+
+    fn drive(&mut self, effects: Vec<Effect<Waiting>>, ctx: &mut Context<Self>) {
+        LockActor::drive(self, effects, ctx);
     }
 }
 
@@ -211,6 +252,7 @@ impl LockActor {
             holders: HashMap::new(),
             queue: WaitQueue::new(Retry::UnansweredFirstTry { grace }),
             sleep: None,
+            timers: Timers::default(),
             keepalive: None,
             watchdog: direct.watchdog.clone(),
             direct,

@@ -4,8 +4,8 @@
 use super::{LockActor, Reconcile};
 use crate::error::LockError;
 use crate::lock::direct_messages::{Doubt, SettleUnlock};
-use crate::lock::reply::{Deferred, Detached, ReplySlot};
 use crate::lock::{LockOwner, Released};
+use crate::reply::{Deferred, Detached, ReplySlot};
 use crate::runtime::Errand;
 use crate::wait_queue::ERROR_RETRY;
 use actix::prelude::*;

@@ -2,11 +2,12 @@
 //! time, for the head) and carries out what the queue asks for.
 
 use super::settle::SETTLE_WINDOW;
-use super::{disarm_waiter, Reply, SemaphoreActor, Waiting};
+use super::{Reply, SemaphoreActor, Waiting};
 use crate::config::clock_drift;
 use crate::error::LockError;
 use crate::hold_status::StatusSender;
 use crate::node::{Subscription, Wake};
+use crate::queue_driver;
 use crate::script::ScriptCall;
 use crate::semaphore::grant::Grant;
 use crate::semaphore::guard::{PermitGuard, PermitId, SemaphoreGuard};
@@ -56,7 +57,6 @@ impl SemaphoreActor {
             permits,
             lease,
             reply,
-            deadline_timer: None,
             queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
         };
         let waiter = self.queue.waiter(Instant::now(), wait, data);
@@ -67,65 +67,10 @@ impl SemaphoreActor {
     /// Carries out what the queue asked for, then lets the head go if it may: the one
     /// rule every change to the queue follows.
     pub(super) fn drive(&mut self, effects: Vec<Effect<Waiting>>, ctx: &mut Context<Self>) {
-        self.apply(effects, ctx);
+        queue_driver::apply(self, effects, ctx);
         let effects = self.queue.pump(Instant::now(), |_| Gate::Go);
-        self.apply(effects, ctx);
+        queue_driver::apply(self, effects, ctx);
         self.refresh_keepalive(ctx);
-    }
-
-    fn apply(&mut self, effects: Vec<Effect<Waiting>>, ctx: &mut Context<Self>) {
-        for effect in effects {
-            match effect {
-                Effect::Try { id } => self.attempt(id, ctx),
-                Effect::Subscribe => self.subscribe(ctx),
-                Effect::Sleep { token, pause } => {
-                    if let Some(old) = self.sleep.take() {
-                        ctx.cancel_future(old);
-                    }
-                    self.sleep = Some(ctx.run_later(pause, move |act, ctx| {
-                        act.sleep = None;
-                        act.queue.slept(token);
-                        act.drive(Vec::new(), ctx);
-                    }));
-                }
-                Effect::CancelSleep => {
-                    if let Some(sleep) = self.sleep.take() {
-                        ctx.cancel_future(sleep);
-                    }
-                }
-                Effect::ArmDeadline { id, at } => self.arm_deadline(id, at, ctx),
-                Effect::TimedOut(waiter) => self.time_out(waiter, ctx),
-                Effect::Fail(waiter, error) => {
-                    disarm_waiter(waiter.data.deadline_timer, ctx);
-                    tracing::debug!(semaphore = %self.name, %error, "acquire failed");
-                    waiter.data.queued.leave();
-                    waiter.data.reply.fail(error);
-                }
-                Effect::Withdrawn(waiter) => disarm_waiter(waiter.data.deadline_timer, ctx),
-            }
-        }
-    }
-
-    /// Arms waiter `id`'s deadline timer for `at` and the watch on its asker leaving (a
-    /// dropped future), replacing any it had: a head whose asker left gives its place up at
-    /// once, not when its sleep ends, and leaves the waiters gauge with it.
-    fn arm_deadline(&mut self, id: u64, at: Instant, ctx: &mut Context<Self>) {
-        let Some(waiter) = self.queue.get(id) else {
-            return;
-        };
-        let left = at.saturating_duration_since(Instant::now());
-        let asker_left = waiter.data.reply.closed();
-        let deadline = ctx.run_later(left, move |act, ctx| {
-            let effects = act.queue.expire(id);
-            act.drive(effects, ctx);
-        });
-        let gone = ctx.spawn(asker_left.into_actor(self).map(move |(), act, ctx| {
-            let effects = act.queue.gone(id);
-            act.drive(effects, ctx);
-        }));
-        if let Some(waiter) = self.queue.get_mut(id) {
-            disarm_waiter(waiter.data.deadline_timer.replace([deadline, gone]), ctx);
-        }
     }
 
     /// Permits may be free now (a release was heard or made here): end the head's sleep.
@@ -136,7 +81,7 @@ impl SemaphoreActor {
 
     /// Subscribes to the semaphore's channel before the head's second try, so no release
     /// between the two tries goes unheard.
-    fn subscribe(&mut self, ctx: &mut Context<Self>) {
+    pub(super) fn subscribe(&mut self, ctx: &mut Context<Self>) {
         let request = Subscription::request(
             &self.node.supervisor,
             self.keys.channel.clone(),
@@ -152,7 +97,7 @@ impl SemaphoreActor {
         }));
     }
 
-    fn attempt(&mut self, id: u64, ctx: &mut Context<Self>) {
+    pub(super) fn attempt(&mut self, id: u64, ctx: &mut Context<Self>) {
         let Some(head) = self.queue.get(id) else {
             return;
         };
@@ -253,8 +198,8 @@ impl SemaphoreActor {
         self.drive(effects, ctx);
     }
 
-    fn time_out(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
-        disarm_waiter(waiter.data.deadline_timer, ctx);
+    pub(super) fn time_out(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
+        queue_driver::forget(self, waiter.id);
         let waited = waiter.started.elapsed();
         let error = match waiter.last_error {
             Some(transient) if transient.is_transient() => transient,
@@ -276,14 +221,13 @@ impl SemaphoreActor {
         sent: Instant,
         ctx: &mut Context<Self>,
     ) {
+        queue_driver::forget(self, waiter.id);
         let Waiting {
             permits,
             lease,
             reply,
-            deadline_timer,
             queued,
         } = waiter.data;
-        disarm_waiter(deadline_timer, ctx);
         queued.leave();
         tracing::debug!(semaphore = %self.name, permits,
             waited = ?waiter.started.elapsed(), ?lease, "permits acquired");

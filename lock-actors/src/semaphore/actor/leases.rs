@@ -1,16 +1,16 @@
 //! The permit-expirable side of the semaphore actor: the permits it handed out, their
 //! loss, and their release by id. The node's renewal service (`crate::client::renewal`)
-//! renews the lease-less ones, which sit on its permit watch list while held here.
+//! renews the lease-less ones, which sit on its permit lease list while held here.
 
 use super::{disarm, refuse, Kind, SemaphoreActor};
 use crate::config::clock_drift;
 use crate::error::LockError;
 use crate::hold_status::HoldStatus;
-use crate::lock::Detached;
+use crate::lease_list::Loss;
+use crate::reply::Detached;
 use crate::semaphore::guard::{PermitId, ReleaseGrant};
-use crate::semaphore::watch::PermitLost;
+use crate::semaphore::lease_entry::PermitLost;
 use crate::semaphore::{ReleasePermit, EXPIRABLE_RELEASE};
-use crate::watch_list::Loss;
 use actix::prelude::*;
 use std::time::{Duration, Instant};
 
@@ -76,7 +76,7 @@ impl SemaphoreActor {
         }
     }
 
-    /// Takes permits off the node's watch list: no renewal is sent for them after this.
+    /// Takes permits off the node's lease list: no renewal is sent for them after this.
     pub(super) fn unwatch(&self, watched: &[u64]) {
         for id in watched {
             self.permit_watch.unregister(*id);
@@ -161,7 +161,7 @@ impl Handler<PermitLost> for SemaphoreActor {
             return; // released or lost meanwhile
         }
         if let Some(g) = self.grants.get_mut(&msg.grant) {
-            // The watch list already dropped this entry.
+            // The lease list already dropped this entry.
             g.watched.retain(|id| *id != msg.watch_id);
         }
         let Some(ids) = self.lose(msg.grant, msg.loss.why(), ctx) else {

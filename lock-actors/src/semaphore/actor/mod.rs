@@ -7,7 +7,7 @@ mod settle;
 
 use super::grant::Grant;
 use super::guard::{PermitGuard, PermitId, ReturnPermits, SemaphoreGuard};
-use super::watch::PermitWatch;
+use super::lease_entry::PermitWatch;
 use super::{
     AcquireExpirablePermits, AcquirePermits, AddPermits, AvailablePermits, Kind, ReleasePermits,
     SemaphoreKeys, SetPermits, TrySetPermits, ADD, AVAILABLE, SET, TRY_SET,
@@ -15,13 +15,14 @@ use super::{
 use crate::config::positive_millis;
 use crate::error::LockError;
 use crate::keys::LockName;
-use crate::lock::{Deferred, Detached, ReplySlot};
 use crate::node::{Node, Unsubscribe};
+use crate::queue_driver::{QueueActor, Queued, Timers};
 use crate::registry::Registry;
+use crate::reply::{Deferred, Detached, ReplySlot};
 use crate::runtime::{Closing, Errand};
 use crate::script::ScriptCall;
 use crate::telemetry;
-use crate::wait_queue::{Asker, Retry, WaitQueue};
+use crate::wait_queue::{Asker, Effect, Retry, WaitQueue, Waiter};
 use actix::prelude::*;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -40,7 +41,7 @@ pub(crate) type SemaphoreRegistry = Registry<(Kind, LockName), SemaphoreActor>;
 /// or by a timer (at most 5 s, or the next permit's expiry) if that message is lost. After
 /// the head is served the next waiter tries at once, since permits may be left. For a
 /// permit-expirable semaphore it puts the lease-less permits it handed out on the node's
-/// permit watch list, which the node's renewal service renews every lease/3. The actor lives while anyone holds its
+/// permit lease list, which the node's renewal service renews every lease/3. The actor lives while anyone holds its
 /// address (handles, guards) or it has waiters or held permits, then stops.
 ///
 /// Get its address with [`Semaphore::actor`](crate::Semaphore::actor) or
@@ -75,6 +76,8 @@ pub struct SemaphoreActor {
     /// The local waiters, and what the head is doing.
     queue: WaitQueue<Waiting>,
     sleep: Option<SpawnHandle>,
+    /// The waiters' deadlines and the watch on their askers (one timer, one watch).
+    timers: Timers,
     /// Our own address while we are busy, so nobody's dropped handle stops us.
     keepalive: Option<Addr<SemaphoreActor>>,
     /// Plain permits out through guards made here: while any are, we stay alive to hear
@@ -83,7 +86,7 @@ pub struct SemaphoreActor {
     /// Permit-expirable permits handed out by this actor and not yet released.
     grants: HashMap<u64, Grant>,
     next_grant: u64,
-    /// The node's permit watch list: lease-less permits go on it while held.
+    /// The node's permit lease list: lease-less permits go on it while held.
     permit_watch: Arc<PermitWatch<SemaphoreActor>>,
     /// Give-backs and releases on their way to Redis.
     background: usize,
@@ -104,9 +107,6 @@ pub(super) struct Waiting {
     permits: u32,
     lease: Option<Duration>,
     reply: Reply,
-    /// Its deadline timer and the watch on its asker leaving (a dropped future), once it
-    /// has to wait.
-    deadline_timer: Option<[SpawnHandle; 2]>,
     /// Counts it in the waiters gauge while it is queued; dropped before its asker hears
     /// the answer, so an asker never sees itself still counted.
     queued: telemetry::Queued,
@@ -150,10 +150,50 @@ fn disarm(timer: Option<SpawnHandle>, ctx: &mut Context<SemaphoreActor>) {
     }
 }
 
-/// Cancels a waiter's deadline timer and the watch on its asker.
-fn disarm_waiter(timers: Option<[SpawnHandle; 2]>, ctx: &mut Context<SemaphoreActor>) {
-    for timer in timers.into_iter().flatten() {
-        ctx.cancel_future(timer);
+impl Queued for Waiting {
+    fn asker_left(&self) -> impl std::future::Future<Output = ()> + 'static {
+        self.reply.closed()
+    }
+
+    fn fail(self, error: LockError) {
+        self.queued.leave();
+        self.reply.fail(error);
+    }
+}
+
+impl QueueActor for SemaphoreActor {
+    type Data = Waiting;
+
+    fn name(&self) -> &LockName {
+        &self.name
+    }
+
+    fn queue(&mut self) -> &mut WaitQueue<Waiting> {
+        &mut self.queue
+    }
+
+    fn sleep_timer(&mut self) -> &mut Option<SpawnHandle> {
+        &mut self.sleep
+    }
+
+    fn timers(&mut self) -> &mut Timers {
+        &mut self.timers
+    }
+
+    fn attempt(&mut self, id: u64, ctx: &mut Context<Self>) {
+        SemaphoreActor::attempt(self, id, ctx);
+    }
+
+    fn subscribe(&mut self, ctx: &mut Context<Self>) {
+        SemaphoreActor::subscribe(self, ctx);
+    }
+
+    fn time_out(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
+        SemaphoreActor::time_out(self, waiter, ctx);
+    }
+
+    fn drive(&mut self, effects: Vec<Effect<Waiting>>, ctx: &mut Context<Self>) {
+        SemaphoreActor::drive(self, effects, ctx);
     }
 }
 
@@ -175,6 +215,7 @@ impl SemaphoreActor {
             id,
             queue: WaitQueue::new(Retry::TransientOnce),
             sleep: None,
+            timers: Timers::default(),
             keepalive: None,
             plain_out: 0,
             grants: HashMap::new(),

@@ -7,18 +7,18 @@ use std::sync::Arc;
 
 /// Whether a hold is lost, and when: a cheap-to-clone view of one guard's status.
 #[derive(Clone)]
-pub(crate) struct LossWatch {
+pub(crate) struct LossSignal {
     is_lost: Arc<dyn Fn() -> bool + Send + Sync>,
     lost: Arc<dyn Fn() -> BoxFuture<'static, ()> + Send + Sync>,
 }
 
-impl LossWatch {
+impl LossSignal {
     /// A watch that answers `is_lost` and makes `lost` futures with the given functions.
     pub(crate) fn new(
         is_lost: impl Fn() -> bool + Send + Sync + 'static,
         lost: impl Fn() -> BoxFuture<'static, ()> + Send + Sync + 'static,
     ) -> Self {
-        LossWatch {
+        LossSignal {
             is_lost: Arc::new(is_lost),
             lost: Arc::new(lost),
         }
@@ -26,7 +26,7 @@ impl LossWatch {
 
     /// A hold that cannot be lost (plain semaphore permits: no lease, no renewal).
     pub(crate) fn never() -> Self {
-        LossWatch::new(|| false, || Box::pin(std::future::pending()))
+        LossSignal::new(|| false, || Box::pin(std::future::pending()))
     }
 
     /// True once the hold is known to be lost.
@@ -40,9 +40,9 @@ impl LossWatch {
     }
 }
 
-impl std::fmt::Debug for LossWatch {
+impl std::fmt::Debug for LossSignal {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("LossWatch")
+        f.debug_struct("LossSignal")
             .field("lost", &self.is_lost())
             .finish()
     }

@@ -1,5 +1,7 @@
 //! The one error type of the crate, with messages that say what to do next.
 
+mod tls;
+
 use crate::redact::redact_text;
 use std::sync::Arc;
 use std::time::Duration;
@@ -409,7 +411,7 @@ impl LockError {
 /// What a failed TLS handshake means, when `err` is one.
 fn tls_reason(err: &redis::RedisError) -> Option<String> {
     #[cfg(feature = "tls")]
-    return crate::tls::failure::describe_failure(err);
+    return tls::describe_failure(err);
     #[cfg(not(feature = "tls"))]
     {
         let _ = err;

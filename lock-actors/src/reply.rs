@@ -1,3 +1,8 @@
+//! How an actor answers later: a reply slot an actor fills once Redis has answered
+//! ([`Deferred`], the `Result` of the lock and semaphore actors' messages), and a message
+//! whose reply goes down its own channel so it is handled even if the asker left
+//! ([`Detached`]). Below both actors, which share it.
+
 use crate::error::LockError;
 use actix::dev::{MessageResponse, OneshotSender, ToEnvelope};
 use actix::{Actor, Addr, Handler, Message};

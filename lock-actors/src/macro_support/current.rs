@@ -3,7 +3,7 @@
 //! body against the loss of its lock (`on_lost = stop`).
 
 use crate::error::LockError;
-use crate::loss_watch::LossWatch;
+use crate::loss_signal::LossSignal;
 use futures_util::future::select_all;
 use std::future::Future;
 use std::sync::Arc;
@@ -59,14 +59,14 @@ pub struct CurrentLock {
 struct Inner {
     name: String,
     names: Vec<String>,
-    watches: Vec<LossWatch>,
+    watches: Vec<LossSignal>,
     token: Option<u64>,
 }
 
 impl CurrentLock {
     /// The hold of `members` (name and loss watch of each; never empty), with `token`.
-    pub(crate) fn new(members: Vec<(String, LossWatch)>, token: Option<u64>) -> Self {
-        let (names, watches): (Vec<String>, Vec<LossWatch>) = members.into_iter().unzip();
+    pub(crate) fn new(members: Vec<(String, LossSignal)>, token: Option<u64>) -> Self {
+        let (names, watches): (Vec<String>, Vec<LossSignal>) = members.into_iter().unzip();
         CurrentLock {
             inner: Arc::new(Inner {
                 name: names.join(", "),
@@ -138,7 +138,7 @@ impl CurrentLock {
     /// }
     /// ```
     pub fn is_lost(&self) -> bool {
-        self.inner.watches.iter().any(LossWatch::is_lost)
+        self.inner.watches.iter().any(LossSignal::is_lost)
     }
 
     /// Resolves when the lock (for a MultiLock: any member) is lost while held; never
@@ -157,7 +157,7 @@ impl CurrentLock {
     /// }
     /// ```
     pub fn lost(&self) -> impl Future<Output = ()> + Send + 'static {
-        let each: Vec<_> = self.inner.watches.iter().map(LossWatch::lost).collect();
+        let each: Vec<_> = self.inner.watches.iter().map(LossSignal::lost).collect();
         async move {
             // Never empty: an annotated call holds at least one lock.
             select_all(each).await;
@@ -168,7 +168,7 @@ impl CurrentLock {
     /// whole name when none is known lost yet.
     fn lost_error(&self) -> LockError {
         let inner = &self.inner;
-        let lost = inner.watches.iter().position(LossWatch::is_lost);
+        let lost = inner.watches.iter().position(LossSignal::is_lost);
         let name = lost.map_or(&inner.name, |index| &inner.names[index]);
         LockError::Lost { name: name.clone() }
     }

@@ -1,4 +1,4 @@
-//! The watch list: leases that must be kept alive (watchdog-leased lock holds, lease-less
+//! The lease list: leases that must be kept alive (watchdog-leased lock holds, lease-less
 //! permits), each with the instant it surely ends. Actors add and remove entries directly;
 //! the client's renewal service (`crate::client::renewal`) batches and sends the renewals
 //! and reads here which entries to renew and which ran out. What an entry is (which script
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-/// One lease on a watch list: renewed by one argument (and its keys) of a batched script.
+/// One lease on a lease list: renewed by one argument (and its keys) of a batched script.
 ///
 /// The list keeps an entry's `valid_until` and batch mark inside the entry itself (through
 /// the accessors below), not in a wrapper: a wrapper would pad every entry of a list that
@@ -130,7 +130,7 @@ impl<E: Watched> WatchList<E> {
     }
 }
 
-/// What the renewal service asks of a watch list, whatever its entries are.
+/// What the renewal service asks of a lease list, whatever its entries are.
 pub(crate) trait Renewable: Send + Sync {
     /// Hands the renewal service's address over: told when a new entry ends before the
     /// deadline timer is armed.

@@ -1,12 +1,12 @@
 //! The handles users take semaphores through: [`Semaphore`] and [`PermitExpirableSemaphore`].
 
-use super::{
-    ask, AcquireExpirablePermits, AcquirePermits, AddPermits, AvailablePermits, Kind, PermitGuard,
-    ReleasePermit, ReleasePermits, SemaphoreActor, SemaphoreGuard, SetPermits, TrySetPermits,
-};
 use crate::client::LockClient;
 use crate::error::LockError;
 use crate::keys::LockName;
+use crate::semaphore::{
+    AcquireExpirablePermits, AcquirePermits, AddPermits, AvailablePermits, Kind, PermitGuard,
+    ReleasePermit, ReleasePermits, SemaphoreActor, SemaphoreGuard, SetPermits, TrySetPermits,
+};
 use crate::telemetry;
 use actix::Addr;
 use std::time::Duration;
@@ -132,7 +132,11 @@ impl Semaphore {
         wait: Duration,
     ) -> Result<SemaphoreGuard, LockError> {
         let request = AcquirePermits { permits, wait };
-        let asking = async { ask(&self.client, Kind::Plain, &self.name, request).await? };
+        let asking = async {
+            self.client
+                .ask::<SemaphoreActor, _>((Kind::Plain, self.name.clone()), request)
+                .await?
+        };
         telemetry::acquire(Kind::Plain, &self.name, self.client.config(), asking).await
     }
 
@@ -173,13 +177,9 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub async fn release(&self, permits: u32) -> Result<(), LockError> {
-        ask(
-            &self.client,
-            Kind::Plain,
-            &self.name,
-            ReleasePermits { permits },
-        )
-        .await?
+        self.client
+            .ask::<SemaphoreActor, _>((Kind::Plain, self.name.clone()), ReleasePermits { permits })
+            .await?
     }
 
     /// Sets the permits to `permits` only if they were never set; returns whether it did.
@@ -196,13 +196,9 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool, LockError> {
-        ask(
-            &self.client,
-            Kind::Plain,
-            &self.name,
-            TrySetPermits { permits },
-        )
-        .await?
+        self.client
+            .ask::<SemaphoreActor, _>((Kind::Plain, self.name.clone()), TrySetPermits { permits })
+            .await?
     }
 
     /// Sets the available permits to `permits` whatever they were, atomically (permits out
@@ -219,13 +215,9 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub async fn set_permits(&self, permits: u32) -> Result<i64, LockError> {
-        ask(
-            &self.client,
-            Kind::Plain,
-            &self.name,
-            SetPermits { permits },
-        )
-        .await?
+        self.client
+            .ask::<SemaphoreActor, _>((Kind::Plain, self.name.clone()), SetPermits { permits })
+            .await?
     }
 
     /// Adds `delta` permits atomically (negative takes them away; the count may go below
@@ -242,7 +234,9 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub async fn add_permits(&self, delta: i64) -> Result<i64, LockError> {
-        ask(&self.client, Kind::Plain, &self.name, AddPermits { delta }).await?
+        self.client
+            .ask::<SemaphoreActor, _>((Kind::Plain, self.name.clone()), AddPermits { delta })
+            .await?
     }
 
     /// The permits available now (0 when never set). Only a snapshot: others may take or
@@ -258,7 +252,9 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub async fn available_permits(&self) -> Result<i64, LockError> {
-        ask(&self.client, Kind::Plain, &self.name, AvailablePermits).await?
+        self.client
+            .ask::<SemaphoreActor, _>((Kind::Plain, self.name.clone()), AvailablePermits)
+            .await?
     }
 
     /// The address of this semaphore's actor, for driving it with messages from other actors.
@@ -269,7 +265,10 @@ impl Semaphore {
     /// # Ok(()) }
     /// ```
     pub fn actor(&self) -> Result<Addr<SemaphoreActor>, LockError> {
-        super::actor(&self.client, Kind::Plain, &self.name)
+        Ok(self
+            .client
+            .actors()?
+            .find::<SemaphoreActor>(&(Kind::Plain, self.name.clone())))
     }
 }
 
@@ -520,7 +519,11 @@ impl PermitExpirableSemaphore {
             wait: options.wait.unwrap_or(self.client.config().default_wait),
             lease: options.lease,
         };
-        let asking = async { ask(&self.client, Kind::Expirable, &self.name, request).await? };
+        let asking = async {
+            self.client
+                .ask::<SemaphoreActor, _>((Kind::Expirable, self.name.clone()), request)
+                .await?
+        };
         telemetry::acquire(Kind::Expirable, &self.name, self.client.config(), asking).await
     }
 
@@ -543,7 +546,9 @@ impl PermitExpirableSemaphore {
         let request = ReleasePermit {
             permit_id: permit_id.to_string(),
         };
-        ask(&self.client, Kind::Expirable, &self.name, request).await?
+        self.client
+            .ask::<SemaphoreActor, _>((Kind::Expirable, self.name.clone()), request)
+            .await?
     }
 
     /// Sets the permits to `permits` only if they were never set; returns whether it did.
@@ -560,13 +565,12 @@ impl PermitExpirableSemaphore {
     /// # Ok(()) }
     /// ```
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool, LockError> {
-        ask(
-            &self.client,
-            Kind::Expirable,
-            &self.name,
-            TrySetPermits { permits },
-        )
-        .await?
+        self.client
+            .ask::<SemaphoreActor, _>(
+                (Kind::Expirable, self.name.clone()),
+                TrySetPermits { permits },
+            )
+            .await?
     }
 
     /// Sets the total permits to `permits` atomically: the available ones become `permits`
@@ -584,13 +588,9 @@ impl PermitExpirableSemaphore {
     /// # Ok(()) }
     /// ```
     pub async fn set_permits(&self, permits: u32) -> Result<i64, LockError> {
-        ask(
-            &self.client,
-            Kind::Expirable,
-            &self.name,
-            SetPermits { permits },
-        )
-        .await?
+        self.client
+            .ask::<SemaphoreActor, _>((Kind::Expirable, self.name.clone()), SetPermits { permits })
+            .await?
     }
 
     /// Adds `delta` permits atomically (negative takes them away). Returns the available
@@ -607,13 +607,9 @@ impl PermitExpirableSemaphore {
     /// # Ok(()) }
     /// ```
     pub async fn add_permits(&self, delta: i64) -> Result<i64, LockError> {
-        ask(
-            &self.client,
-            Kind::Expirable,
-            &self.name,
-            AddPermits { delta },
-        )
-        .await?
+        self.client
+            .ask::<SemaphoreActor, _>((Kind::Expirable, self.name.clone()), AddPermits { delta })
+            .await?
     }
 
     /// The permits available now, after taking back expired ones (so this writes, as in
@@ -629,7 +625,9 @@ impl PermitExpirableSemaphore {
     /// # Ok(()) }
     /// ```
     pub async fn available_permits(&self) -> Result<i64, LockError> {
-        ask(&self.client, Kind::Expirable, &self.name, AvailablePermits).await?
+        self.client
+            .ask::<SemaphoreActor, _>((Kind::Expirable, self.name.clone()), AvailablePermits)
+            .await?
     }
 
     /// The address of this semaphore's actor, for driving it with messages from other actors.
@@ -640,7 +638,10 @@ impl PermitExpirableSemaphore {
     /// # Ok(()) }
     /// ```
     pub fn actor(&self) -> Result<Addr<SemaphoreActor>, LockError> {
-        super::actor(&self.client, Kind::Expirable, &self.name)
+        Ok(self
+            .client
+            .actors()?
+            .find::<SemaphoreActor>(&(Kind::Expirable, self.name.clone())))
     }
 }
 

@@ -1,7 +1,8 @@
-//! What a client's TLS settings are (trusted CA, client certificate, insecure mode), and
-//! their checks: data only, kept apart from the connection building in the parent module so
-//! that the configuration can hold them without importing connection code.
+//! What a client's TLS settings are (trusted CA, client certificate, insecure mode), their
+//! checks, and the [`ClientConfig`] methods that set them (behind the `tls` feature). Data
+//! only: putting them on connections is the node layer's job (`node::tls`).
 
+use super::ClientConfig;
 use crate::error::LockError;
 
 /// The TLS settings of one [`ClientConfig`]: all unset by default (then `rediss://` trusts
@@ -102,5 +103,78 @@ impl TlsSettings {
         } else {
             redis::TlsMode::Secure
         }
+    }
+}
+
+#[cfg(feature = "tls")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
+impl ClientConfig {
+    /// Trusts the CA certificate(s) in `pem` (one or more PEM `CERTIFICATE` blocks) for
+    /// `rediss://` connections, instead of the system's trust store: for servers whose
+    /// certificates a private CA signed. Every node of a cluster and every sentinel and
+    /// data node of a Sentinel deployment is checked against it.
+    ///
+    /// ```no_run
+    /// use actix_distributed_lock::{ClientConfig, LockClient};
+    ///
+    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+    /// let ca_pem = std::fs::read("/etc/redis/tls/ca.crt")?;
+    /// let config = ClientConfig::new("rediss://redis.internal:6380/").tls_ca_certificate(ca_pem);
+    /// let client = LockClient::connect(config).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn tls_ca_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
+        self.tls.ca_pem = Some(pem.into());
+        self
+    }
+
+    /// Presents this client certificate (chain, PEM) and its private key (PEM: PKCS#8,
+    /// PKCS#1 or SEC1) to servers that ask for one: mutual TLS, as a redis-server with
+    /// `tls-auth-clients yes` requires.
+    ///
+    /// ```no_run
+    /// use actix_distributed_lock::ClientConfig;
+    ///
+    /// let config = ClientConfig::new("rediss://redis.internal:6380/")
+    ///     .tls_ca_certificate(std::fs::read("/etc/redis/tls/ca.crt")?)
+    ///     .tls_client_certificate(
+    ///         std::fs::read("/etc/redis/tls/client.crt")?,
+    ///         std::fs::read("/etc/redis/tls/client.key")?,
+    ///     );
+    /// assert!(config.validate().is_ok());
+    /// # Ok::<(), std::io::Error>(())
+    /// ```
+    pub fn tls_client_certificate(
+        mut self,
+        cert_pem: impl Into<Vec<u8>>,
+        key_pem: impl Into<Vec<u8>>,
+    ) -> Self {
+        self.tls.client_identity = Some((cert_pem.into(), key_pem.into()));
+        self
+    }
+
+    /// **For tests only: turns off every check of the servers' certificates** on
+    /// `rediss://` connections (any certificate is accepted, for any host). The traffic is
+    /// still encrypted, but anyone who can intercept it can read and change it, passwords
+    /// and locks included. Never use this in production: give the client the server's CA
+    /// with [`tls_ca_certificate`](ClientConfig::tls_ca_certificate) instead.
+    ///
+    /// This is the only way to turn verification off: Redis's `rediss://host/#insecure`
+    /// URL fragment is refused with [`LockError::InvalidConfig`], so a URL copied from an
+    /// environment variable cannot turn it off unseen.
+    ///
+    /// [`LockError::InvalidConfig`]: crate::LockError::InvalidConfig
+    ///
+    /// ```
+    /// use actix_distributed_lock::ClientConfig;
+    ///
+    /// // A test against a server with a throw-away self-signed certificate.
+    /// let config = ClientConfig::new("rediss://127.0.0.1:6380/").danger_accept_invalid_certificates();
+    /// assert!(config.validate().is_ok());
+    /// ```
+    pub fn danger_accept_invalid_certificates(mut self) -> Self {
+        self.tls.accept_invalid_certificates = true;
+        self
     }
 }

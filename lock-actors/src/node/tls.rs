@@ -1,93 +1,14 @@
-//! TLS (`rediss://`, behind the `tls` feature): which CA a client trusts, its certificate for
-//! mutual TLS, the loudly named insecure mode; how they go onto every connection the client
-//! opens (command, subscription, cluster, Sentinel), and what a failed handshake is called
-//! in errors.
+//! TLS on the wire (`rediss://`, behind the `tls` feature): how a client's TLS settings
+//! (`config::tls`) go onto every connection it opens (command, subscription, cluster,
+//! Sentinel).
 //!
 //! rustls does the TLS, with the `ring` crypto provider: the first connection installs it as
 //! the process default unless the application installed one (then that one is used), so no
 //! set-up is asked of the user and nothing panics when two providers are compiled in.
 
-pub(crate) mod failure;
-pub(crate) mod settings;
-
-pub(crate) use settings::TlsSettings;
-
 use crate::config::ClientConfig;
 use crate::error::LockError;
 use redis::{ConnectionInfo, IntoConnectionInfo};
-
-#[cfg(feature = "tls")]
-#[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
-impl ClientConfig {
-    /// Trusts the CA certificate(s) in `pem` (one or more PEM `CERTIFICATE` blocks) for
-    /// `rediss://` connections, instead of the system's trust store: for servers whose
-    /// certificates a private CA signed. Every node of a cluster and every sentinel and
-    /// data node of a Sentinel deployment is checked against it.
-    ///
-    /// ```no_run
-    /// use actix_distributed_lock::{ClientConfig, LockClient};
-    ///
-    /// # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-    /// let ca_pem = std::fs::read("/etc/redis/tls/ca.crt")?;
-    /// let config = ClientConfig::new("rediss://redis.internal:6380/").tls_ca_certificate(ca_pem);
-    /// let client = LockClient::connect(config).await?;
-    /// # Ok(())
-    /// # }
-    /// ```
-    pub fn tls_ca_certificate(mut self, pem: impl Into<Vec<u8>>) -> Self {
-        self.tls.ca_pem = Some(pem.into());
-        self
-    }
-
-    /// Presents this client certificate (chain, PEM) and its private key (PEM: PKCS#8,
-    /// PKCS#1 or SEC1) to servers that ask for one: mutual TLS, as a redis-server with
-    /// `tls-auth-clients yes` requires.
-    ///
-    /// ```no_run
-    /// use actix_distributed_lock::ClientConfig;
-    ///
-    /// let config = ClientConfig::new("rediss://redis.internal:6380/")
-    ///     .tls_ca_certificate(std::fs::read("/etc/redis/tls/ca.crt")?)
-    ///     .tls_client_certificate(
-    ///         std::fs::read("/etc/redis/tls/client.crt")?,
-    ///         std::fs::read("/etc/redis/tls/client.key")?,
-    ///     );
-    /// assert!(config.validate().is_ok());
-    /// # Ok::<(), std::io::Error>(())
-    /// ```
-    pub fn tls_client_certificate(
-        mut self,
-        cert_pem: impl Into<Vec<u8>>,
-        key_pem: impl Into<Vec<u8>>,
-    ) -> Self {
-        self.tls.client_identity = Some((cert_pem.into(), key_pem.into()));
-        self
-    }
-
-    /// **For tests only: turns off every check of the servers' certificates** on
-    /// `rediss://` connections (any certificate is accepted, for any host). The traffic is
-    /// still encrypted, but anyone who can intercept it can read and change it, passwords
-    /// and locks included. Never use this in production: give the client the server's CA
-    /// with [`tls_ca_certificate`](ClientConfig::tls_ca_certificate) instead.
-    ///
-    /// This is the only way to turn verification off: Redis's `rediss://host/#insecure`
-    /// URL fragment is refused with [`LockError::InvalidConfig`], so a URL copied from an
-    /// environment variable cannot turn it off unseen.
-    ///
-    /// [`LockError::InvalidConfig`]: crate::LockError::InvalidConfig
-    ///
-    /// ```
-    /// use actix_distributed_lock::ClientConfig;
-    ///
-    /// // A test against a server with a throw-away self-signed certificate.
-    /// let config = ClientConfig::new("rediss://127.0.0.1:6380/").danger_accept_invalid_certificates();
-    /// assert!(config.validate().is_ok());
-    /// ```
-    pub fn danger_accept_invalid_certificates(mut self) -> Self {
-        self.tls.accept_invalid_certificates = true;
-        self
-    }
-}
 
 /// Where a URL is used, for the check that TLS settings have a `rediss://` URL to go on.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -208,7 +129,7 @@ pub(crate) fn install_crypto_provider() {
 #[cfg(feature = "tls")]
 pub(crate) fn cluster_builder(
     builder: redis::cluster::ClusterClientBuilder,
-    settings: &TlsSettings,
+    settings: &crate::config::TlsSettings,
     seeds_use_tls: bool,
 ) -> redis::cluster::ClusterClientBuilder {
     if !seeds_use_tls {

@@ -2,11 +2,12 @@
 //! The command connection of each, where its subscription connection goes, and which
 //! publish command its lock scripts use.
 
+use super::tls::{self, UrlRole};
+use crate::config::TlsSettings;
 use crate::config::{ClientConfig, Deployment, ShardedSubscriptionMode};
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::script::ScriptCall;
-use crate::tls::{self, TlsSettings, UrlRole};
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster::ClusterClientBuilder;
 use redis::cluster_async::ClusterConnection;
@@ -178,7 +179,7 @@ impl ConnectionLike for Connection {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
             Connection::Single(conn) => conn.req_packed_command(cmd),
-            Connection::Cluster(conn) => Box::pin(crate::cluster_resend::send(conn, cmd)),
+            Connection::Cluster(conn) => Box::pin(super::cluster_resend::send(conn, cmd)),
             Connection::Sentinel(primary) => {
                 let primary = primary.clone();
                 Box::pin(async move {
@@ -198,7 +199,7 @@ impl ConnectionLike for Connection {
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
             Connection::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Connection::Cluster(conn) => Box::pin(crate::cluster_resend::send_pipeline(
+            Connection::Cluster(conn) => Box::pin(super::cluster_resend::send_pipeline(
                 conn, pipeline, offset, count,
             )),
             Connection::Sentinel(primary) => {

@@ -1,4 +1,4 @@
-//! The lock holds on the watch list (`crate::watch_list`): a watchdog-leased hold, how
+//! The lock holds on the lease list (`crate::lease_list`): a watchdog-leased hold, how
 //! its renewal is written and whom its loss is told to.
 
 use super::kind::LockKind;
@@ -6,9 +6,9 @@ use super::LockOwner;
 use crate::config::clock_drift;
 use crate::hold_status::StatusLoser;
 use crate::keys::LockName;
+use crate::lease_list::{Loss, WatchList, Watched};
 use crate::node::Commands;
 use crate::script::ScriptCall;
-use crate::watch_list::{Loss, WatchList, Watched};
 use actix::prelude::*;
 use actix::WeakAddr;
 use redis::cluster_routing::Slot;
@@ -173,7 +173,7 @@ mod tests {
     use super::LockHold;
     use crate::lock::LockActor;
 
-    /// The watch list can hold many thousands of holds and the watchdog bench counts the
+    /// The lease list can hold many thousands of holds and the watchdog bench counts the
     /// bytes of each: a hold's entry is its seven fields, no wrapper and no padding added
     /// by the generic list.
     #[test]

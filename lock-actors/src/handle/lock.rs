@@ -1,15 +1,12 @@
 //! `Lock`: the handle users take every kind of lock through, its options, and state reads.
 
-use super::direct::{DirectCache, Tried};
-use super::direct_messages::AfterDirect;
-use super::kind::LockKind;
-use super::state::read_state;
 use crate::client::LockClient;
 use crate::config::positive_millis;
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::lock::{
-    Acquire, AcquireFenced, ForceRelease, LockActor, LockGuard, LockOwner, LockState,
+    read_state, Acquire, AcquireFenced, AfterDirect, DirectCache, ForceRelease, LockActor,
+    LockGuard, LockKind, LockOwner, LockState, Tried,
 };
 use crate::telemetry;
 use actix::Addr;
@@ -443,12 +440,12 @@ impl Lock {
         if self.fenced {
             let request = AcquireFenced { owner, lease, wait };
             self.client
-                .ask(self.kind, &self.name, Some(owner), request)
+                .ask::<LockActor, _>((self.kind, self.name.clone(), Some(owner)), request)
                 .await?
         } else {
             let request = Acquire { owner, lease, wait };
             self.client
-                .ask(self.kind, &self.name, Some(owner), request)
+                .ask::<LockActor, _>((self.kind, self.name.clone(), Some(owner)), request)
                 .await?
         }
     }
@@ -500,7 +497,7 @@ impl Lock {
     /// ```
     pub async fn force_unlock(&self) -> Result<bool, LockError> {
         self.client
-            .ask(self.kind, &self.name, None, ForceRelease)
+            .ask::<LockActor, _>((self.kind, self.name.clone(), None), ForceRelease)
             .await?
     }
 
@@ -515,7 +512,7 @@ impl Lock {
     ) -> Result<Option<bool>, LockError> {
         let request = crate::lock::ForceReleaseIf { holders };
         self.client
-            .ask(self.kind, &self.name, None, request)
+            .ask::<LockActor, _>((self.kind, self.name.clone(), None), request)
             .await?
     }
 

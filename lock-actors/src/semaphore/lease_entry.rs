@@ -1,13 +1,13 @@
-//! The permits on the watch list (`crate::watch_list`): a lease-less permit of a
+//! The permits on the lease list (`crate::lease_list`): a lease-less permit of a
 //! permit-expirable semaphore, how its renewal is written and whom its loss is told to.
 
 use super::{Kind, SemaphoreKeys, RENEW};
 use crate::config::clock_drift;
 use crate::hold_status::StatusLoser;
 use crate::keys::LockName;
+use crate::lease_list::{Loss, WatchList, Watched};
 use crate::node::Commands;
 use crate::script::ScriptCall;
-use crate::watch_list::{Loss, WatchList, Watched};
 use actix::prelude::*;
 use actix::WeakAddr;
 use std::collections::BTreeMap;
@@ -39,7 +39,7 @@ pub(crate) struct PermitHold<A: Actor> {
 /// The deadline of a grant's guard: the earliest of its renewed permits' (any permit
 /// lost is the grant lost, so the guard turns lost at the first of them to end). Each
 /// permit's entry puts its deadline in when it is registered, moves it at each confirmed
-/// renewal and takes it out when it leaves the watch list (released, or lost).
+/// renewal and takes it out when it leaves the lease list (released, or lost).
 pub(crate) struct GrantDeadline {
     status: StatusLoser,
     /// The permits' deadlines, each with how many permits have it.
@@ -176,7 +176,7 @@ where
     }
 }
 
-/// A permit leaving the watch list (released, or lost) no longer times its grant.
+/// A permit leaving the lease list (released, or lost) no longer times its grant.
 impl<A: Actor> Drop for PermitHold<A> {
     fn drop(&mut self) {
         self.deadline.moved(Some(self.own_deadline), None);

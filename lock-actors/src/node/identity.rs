@@ -1,7 +1,7 @@
 //! Which Redis server a node is, as the server itself reports it (not as its URL spells it).
 
 use crate::config::{ClientConfig, Deployment};
-use crate::connection::{info_per_node, Connection};
+use crate::node::connection::{info_per_node, Connection};
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{IntoConnectionInfo, RedisResult, Value};
 use std::sync::Arc;

@@ -1,22 +1,24 @@
 //! What `#[distributed_lock]` expands to calls: kept here so the expansion stays small.
 //! Not a public API: names and signatures may change in any release.
 
+mod current;
+mod kind;
+mod owner;
+
 use crate::client::LockClient;
 use crate::compose::{MultiLock, MultiLockGuard};
 use crate::error::LockError;
-use crate::lock::{AcquireOptions, Lock};
+use crate::handle::{AcquireOptions, Lock, PermitOptions};
 use crate::lock::{LockGuard, LockOwner};
-use crate::loss_watch::LossWatch;
-use crate::semaphore::{PermitGuard, PermitOptions, SemaphoreGuard};
+use crate::loss_signal::LossSignal;
+use crate::semaphore::{PermitGuard, SemaphoreGuard};
 use std::future::Future;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-pub use crate::macro_current::{
-    current, fencing_token, run_as_current, run_until_lost, CurrentLock,
-};
-pub use crate::macro_kind::Kind;
-pub use crate::macro_owner::Turn;
+pub use current::{current, fencing_token, run_as_current, run_until_lost, CurrentLock};
+pub use kind::Kind;
+pub use owner::Turn;
 
 static DEFAULT_CLIENT: RwLock<Option<LockClient>> = RwLock::new(None);
 
@@ -175,9 +177,9 @@ impl Held {
     /// The hold as the body sees it through [`current`].
     pub fn current(&self) -> CurrentLock {
         let (name, watch) = match self {
-            Held::Lock(guard) => (guard.name(), guard.loss_watch()),
-            Held::Permits(permits) => (permits.name(), LossWatch::never()),
-            Held::Permit(permit) => (permit.name(), permit.loss_watch()),
+            Held::Lock(guard) => (guard.name(), guard.loss_signal()),
+            Held::Permits(permits) => (permits.name(), LossSignal::never()),
+            Held::Permit(permit) => (permit.name(), permit.loss_signal()),
         };
         CurrentLock::new(vec![(name.to_string(), watch)], self.fencing_token())
     }
@@ -188,7 +190,7 @@ pub fn current_of_many(guard: &MultiLockGuard) -> CurrentLock {
     let members = guard
         .guards()
         .iter()
-        .map(|member| (member.name().to_string(), member.loss_watch()))
+        .map(|member| (member.name().to_string(), member.loss_signal()))
         .collect();
     CurrentLock::new(members, None)
 }

@@ -1,5 +1,9 @@
 //! Client settings: where Redis is, how long leases last, how long to wait.
 
+mod tls;
+
+pub(crate) use tls::TlsSettings;
+
 use crate::error::LockError;
 use crate::redact::{node_label, redact_url};
 use std::time::Duration;
@@ -35,7 +39,7 @@ pub struct ClientConfig {
     pub(crate) sharded_subscription: ShardedSubscriptionMode,
     pub(crate) replica_sync: Option<ReplicaSync>,
     /// CA, client certificate and insecure mode for `rediss://` (see the `tls` module).
-    pub(crate) tls: crate::tls::settings::TlsSettings,
+    pub(crate) tls: tls::TlsSettings,
     /// Metrics carry a `lock` label with the lock's name (see `metrics_lock_name_labels`).
     #[cfg(feature = "metrics")]
     pub(crate) metrics_lock_name_labels: bool,
@@ -170,7 +174,7 @@ impl ClientConfig {
             deployment: Deployment::Standalone,
             sharded_subscription: ShardedSubscriptionMode::Auto,
             replica_sync: None,
-            tls: crate::tls::TlsSettings::default(),
+            tls: tls::TlsSettings::default(),
             #[cfg(feature = "metrics")]
             metrics_lock_name_labels: false,
             namespace: None,

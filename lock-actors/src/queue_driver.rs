@@ -1,0 +1,238 @@
+//! The one effect driver of the wait queue: how an actor that queues waiters (the lock
+//! actor, the semaphore actor) carries out what its [`WaitQueue`] asks for — tries,
+//! subscriptions, the head's sleep, each waiter's deadline and the watch on its asker — so
+//! both actors behave alike by construction. The queue decides; the actor says only how to
+//! try, how to subscribe, how a waiter times out and when the head may go.
+//!
+//! However many wait, an actor runs one deadline timer (at the earliest deadline) and one
+//! watch over every waiter's asker: actix polls every future an actor has spawned each
+//! time the actor wakes, so a timer and a watch per waiter would make every hand-over cost
+//! as much as the queue is long.
+
+use crate::error::LockError;
+use crate::keys::LockName;
+use crate::wait_queue::{Asker, Effect, WaitQueue, Waiter};
+use actix::prelude::*;
+use futures_util::future::LocalBoxFuture;
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Poll, Waker};
+use std::time::Instant;
+
+/// What the driver needs of a waiter's data: a way to see its asker leave, and its answer.
+pub(crate) trait Queued: Asker {
+    /// Resolves when its asker goes away (the acquire future was dropped).
+    fn asker_left(&self) -> impl Future<Output = ()> + 'static;
+
+    /// Answers it with `error`, out of the waiters gauge first.
+    fn fail(self, error: LockError);
+}
+
+/// An actor whose waiters wait in a [`WaitQueue`].
+pub(crate) trait QueueActor: Actor<Context = Context<Self>> {
+    type Data: Queued;
+
+    /// The lock or semaphore it serves, for logs.
+    fn name(&self) -> &LockName;
+
+    fn queue(&mut self) -> &mut WaitQueue<Self::Data>;
+
+    /// The head's sleep timer, while it sleeps.
+    fn sleep_timer(&mut self) -> &mut Option<SpawnHandle>;
+
+    /// The waiters' deadlines and the watch on their askers.
+    fn timers(&mut self) -> &mut Timers;
+
+    /// Sends waiter `id`'s try to Redis.
+    fn attempt(&mut self, id: u64, ctx: &mut Context<Self>);
+
+    /// Asks for wake-ups on the channel; answers the queue when the request ends.
+    fn subscribe(&mut self, ctx: &mut Context<Self>);
+
+    /// Ends a waiter whose deadline passed.
+    fn time_out(&mut self, waiter: Waiter<Self::Data>, ctx: &mut Context<Self>);
+
+    /// Carries out `effects` (with [`apply`]), then lets the head go if it may.
+    fn drive(&mut self, effects: Vec<Effect<Self::Data>>, ctx: &mut Context<Self>);
+}
+
+/// Carries out what the queue asked for, in order.
+pub(crate) fn apply<A: QueueActor>(
+    act: &mut A,
+    effects: Vec<Effect<A::Data>>,
+    ctx: &mut Context<A>,
+) {
+    for effect in effects {
+        match effect {
+            Effect::Try { id } => act.attempt(id, ctx),
+            Effect::Subscribe => act.subscribe(ctx),
+            Effect::Sleep { token, pause } => {
+                if let Some(old) = act.sleep_timer().take() {
+                    ctx.cancel_future(old);
+                }
+                let timer = ctx.run_later(pause, move |act, ctx| {
+                    *act.sleep_timer() = None;
+                    act.queue().slept(token);
+                    act.drive(Vec::new(), ctx);
+                });
+                *act.sleep_timer() = Some(timer);
+            }
+            Effect::CancelSleep => {
+                if let Some(sleep) = act.sleep_timer().take() {
+                    ctx.cancel_future(sleep);
+                }
+            }
+            Effect::ArmDeadline { id, at } => arm_deadline(act, id, at, ctx),
+            Effect::TimedOut(waiter) => act.time_out(waiter, ctx),
+            Effect::Fail(waiter, error) => {
+                forget(act, waiter.id);
+                tracing::debug!(name = %act.name(), %error, "acquire failed");
+                waiter.data.fail(error);
+            }
+            Effect::Withdrawn(waiter) => {
+                forget(act, waiter.id);
+                tracing::debug!(name = %act.name(), "waiter withdrew");
+            }
+        }
+    }
+}
+
+/// The deadlines of one actor's waiters and the watch on their askers.
+#[derive(Default)]
+pub(crate) struct Timers {
+    /// Armed deadlines, earliest first.
+    deadlines: BTreeSet<(Instant, u64)>,
+    /// The armed deadline of each waiter.
+    armed: HashMap<u64, Instant>,
+    /// The one timer, with the deadline it fires at.
+    timer: Option<(Instant, SpawnHandle)>,
+    /// Each watched waiter's asker: resolves with the waiter's id when the asker leaves or
+    /// has been answered. Only the futures woken since are polled.
+    askers: FuturesUnordered<LocalBoxFuture<'static, u64>>,
+    /// Waiters whose asker is in `askers`.
+    watched: HashSet<u64>,
+    /// The watch over `askers` runs.
+    watching: bool,
+    /// The watch's waker: an asker added while it runs needs it to poll again.
+    waker: Option<Waker>,
+}
+
+/// Arms waiter `id`'s deadline for `at` (replacing the one it had) and watches its asker
+/// leaving (a dropped future): a waiter whose asker left gives its place up at once, not
+/// when its deadline or the head's sleep ends.
+pub(crate) fn arm_deadline<A: QueueActor>(act: &mut A, id: u64, at: Instant, ctx: &mut Context<A>) {
+    let watched = act.timers().watched.contains(&id);
+    let Some(waiter) = act.queue().get(id) else {
+        return;
+    };
+    let asker_left = (!watched).then(|| waiter.data.asker_left());
+    let timers = act.timers();
+    if let Some(old) = timers.armed.insert(id, at) {
+        timers.deadlines.remove(&(old, id));
+    }
+    timers.deadlines.insert((at, id));
+    if let Some(asker_left) = asker_left {
+        timers.watched.insert(id);
+        timers.askers.push(Box::pin(async move {
+            asker_left.await;
+            id
+        }));
+        if timers.watching {
+            if let Some(waker) = &timers.waker {
+                waker.wake_by_ref();
+            }
+        } else {
+            timers.watching = true;
+            ctx.spawn(AskerWatch);
+        }
+    }
+    rearm(act, ctx);
+}
+
+/// Waiter `id` left the queue: its deadline no longer counts. (Its asker's future resolves
+/// with the answer the waiter got, and leaves the watch then.)
+pub(crate) fn forget<A: QueueActor>(act: &mut A, id: u64) {
+    let timers = act.timers();
+    if let Some(at) = timers.armed.remove(&id) {
+        timers.deadlines.remove(&(at, id));
+    }
+}
+
+/// Sets the one timer for the earliest deadline, unless it fires by then already.
+fn rearm<A: QueueActor>(act: &mut A, ctx: &mut Context<A>) {
+    let timers = act.timers();
+    let Some(&(next, _)) = timers.deadlines.first() else {
+        return;
+    };
+    if let Some((at, handle)) = timers.timer {
+        if at <= next {
+            return;
+        }
+        ctx.cancel_future(handle);
+    }
+    let after = next.saturating_duration_since(Instant::now());
+    let handle = ctx.run_later(after, |act, ctx| {
+        act.timers().timer = None;
+        expire_due(act, ctx);
+    });
+    act.timers().timer = Some((next, handle));
+}
+
+/// Ends every waiter whose deadline has come, then sets the timer for the next one.
+fn expire_due<A: QueueActor>(act: &mut A, ctx: &mut Context<A>) {
+    let now = Instant::now();
+    loop {
+        let timers = act.timers();
+        let Some(&(at, id)) = timers.deadlines.first() else {
+            break;
+        };
+        if at > now {
+            break;
+        }
+        timers.deadlines.remove(&(at, id));
+        timers.armed.remove(&id);
+        let effects = act.queue().expire(id);
+        act.drive(effects, ctx);
+    }
+    rearm(act, ctx);
+}
+
+/// The one watch over an actor's askers: hands the queue each waiter whose asker left;
+/// ends when no asker is watched (the next one watched starts it again).
+struct AskerWatch;
+
+impl<A: QueueActor> ActorFuture<A> for AskerWatch {
+    type Output = ();
+
+    fn poll(
+        self: Pin<&mut Self>,
+        act: &mut A,
+        ctx: &mut Context<A>,
+        task: &mut std::task::Context<'_>,
+    ) -> Poll<()> {
+        loop {
+            let timers = act.timers();
+            match timers.askers.poll_next_unpin(task) {
+                Poll::Ready(Some(id)) => {
+                    timers.watched.remove(&id);
+                    let effects = act.queue().gone(id);
+                    act.drive(effects, ctx);
+                }
+                Poll::Ready(None) => {
+                    timers.watching = false;
+                    timers.waker = None;
+                    return Poll::Ready(());
+                }
+                Poll::Pending => {
+                    let waker = task.waker();
+                    if !timers.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                        timers.waker = Some(waker.clone());
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+}
