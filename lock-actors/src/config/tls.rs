@@ -11,13 +11,13 @@ use crate::error::LockError;
 pub(crate) struct TlsSettings {
     /// CA certificates (PEM) trusted instead of the system's.
     #[cfg(feature = "tls")]
-    pub(super) ca_pem: Option<Vec<u8>>,
+    pub(crate) ca_pem: Option<Vec<u8>>,
     /// Client certificate chain and private key (PEM), for mutual TLS.
     #[cfg(feature = "tls")]
-    pub(super) client_identity: Option<(Vec<u8>, Vec<u8>)>,
+    pub(crate) client_identity: Option<(Vec<u8>, Vec<u8>)>,
     /// No certificate verification at all (tests only).
     #[cfg(feature = "tls")]
-    pub(super) accept_invalid_certificates: bool,
+    pub(crate) accept_invalid_certificates: bool,
 }
 
 impl std::fmt::Debug for TlsSettings {
@@ -38,7 +38,7 @@ impl std::fmt::Debug for TlsSettings {
 impl TlsSettings {
     /// Whether any TLS setting was made.
     #[cfg(feature = "tls")]
-    pub(super) fn any(&self) -> bool {
+    pub(crate) fn any(&self) -> bool {
         self.ca_pem.is_some() || self.client_identity.is_some() || self.accept_invalid_certificates
     }
 
@@ -78,7 +78,7 @@ impl TlsSettings {
 
     /// The certificates for the redis crate, if a CA or a client certificate was given.
     #[cfg(feature = "tls")]
-    pub(super) fn certificates(&self) -> Option<redis::TlsCertificates> {
+    pub(crate) fn certificates(&self) -> Option<redis::TlsCertificates> {
         if self.ca_pem.is_none() && self.client_identity.is_none() {
             return None;
         }
@@ -97,7 +97,7 @@ impl TlsSettings {
     /// The TLS mode of connections the redis crate makes from addresses it discovers
     /// (cluster nodes, the primary a sentinel names).
     #[cfg(feature = "tls")]
-    pub(super) fn mode(&self) -> redis::TlsMode {
+    pub(crate) fn mode(&self) -> redis::TlsMode {
         if self.accept_invalid_certificates {
             redis::TlsMode::Insecure
         } else {

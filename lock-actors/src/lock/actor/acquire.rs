@@ -73,7 +73,7 @@ impl LockActor {
         let _ = reply.send(Ok(guard));
     }
 
-    pub(super) fn time_out(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
+    pub(super) fn time_out(&mut self, waiter: Waiter<Waiting>, _ctx: &mut Context<Self>) {
         queue_driver::forget(self, waiter.id);
         let waited = waiter.started.elapsed();
         // The last error seen (one retried within the wait, or the reconcile's that held

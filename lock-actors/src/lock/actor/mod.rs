@@ -165,7 +165,7 @@ impl Hold {
 }
 
 /// The lock's part of a local waiter: who asks, for what, and where the answer goes.
-pub(super) struct Waiting {
+pub(crate) struct Waiting {
     owner: LockOwner,
     lease: Option<Duration>,
     /// Draw a fencing token with the hold.

@@ -198,7 +198,7 @@ impl SemaphoreActor {
         self.drive(effects, ctx);
     }
 
-    pub(super) fn time_out(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
+    pub(super) fn time_out(&mut self, waiter: Waiter<Waiting>, _ctx: &mut Context<Self>) {
         queue_driver::forget(self, waiter.id);
         let waited = waiter.started.elapsed();
         let error = match waiter.last_error {

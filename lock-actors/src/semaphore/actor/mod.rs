@@ -103,7 +103,7 @@ enum Reply {
 }
 
 /// The semaphore's part of a local waiter: what it asks for and where its answer goes.
-pub(super) struct Waiting {
+pub(crate) struct Waiting {
     permits: u32,
     lease: Option<Duration>,
     reply: Reply,
