@@ -13,9 +13,9 @@ use crate::error::LockError;
 use crate::keys::LockName;
 use crate::wait_queue::{Asker, Effect, WaitQueue, Waiter};
 use actix::prelude::*;
-use futures_util::future::LocalBoxFuture;
+use futures_util::future::{AbortHandle, Abortable, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Poll, Waker};
@@ -87,12 +87,12 @@ pub(crate) fn apply<A: QueueActor>(
             Effect::ArmDeadline { id, at } => arm_deadline(act, id, at, ctx),
             Effect::TimedOut(waiter) => act.time_out(waiter, ctx),
             Effect::Fail(waiter, error) => {
-                forget(act, waiter.id);
+                forget(act, waiter.id, ctx);
                 tracing::debug!(name = %act.name(), %error, "acquire failed");
                 waiter.data.fail(error);
             }
             Effect::Withdrawn(waiter) => {
-                forget(act, waiter.id);
+                forget(act, waiter.id, ctx);
                 tracing::debug!(name = %act.name(), "waiter withdrew");
             }
         }
@@ -108,11 +108,11 @@ pub(crate) struct Timers {
     armed: HashMap<u64, Instant>,
     /// The one timer, with the deadline it fires at.
     timer: Option<(Instant, SpawnHandle)>,
-    /// Each watched waiter's asker: resolves with the waiter's id when the asker leaves or
-    /// has been answered. Only the futures woken since are polled.
+    /// Each watched waiter's asker: resolves with the waiter's id when the asker leaves, or
+    /// when the waiter left the queue (aborted). Only the futures woken since are polled.
     askers: FuturesUnordered<LocalBoxFuture<'static, u64>>,
-    /// Waiters whose asker is in `askers`.
-    watched: HashSet<u64>,
+    /// Ends the watch on a waiter's asker once the waiter has left the queue.
+    watched: HashMap<u64, AbortHandle>,
     /// The watch over `askers` runs.
     watching: bool,
     /// The watch's waker: an asker added while it runs needs it to poll again.
@@ -123,7 +123,7 @@ pub(crate) struct Timers {
 /// leaving (a dropped future): a waiter whose asker left gives its place up at once, not
 /// when its deadline or the head's sleep ends.
 pub(crate) fn arm_deadline<A: QueueActor>(act: &mut A, id: u64, at: Instant, ctx: &mut Context<A>) {
-    let watched = act.timers().watched.contains(&id);
+    let watched = act.timers().watched.contains_key(&id);
     let Some(waiter) = act.queue().get(id) else {
         return;
     };
@@ -134,9 +134,10 @@ pub(crate) fn arm_deadline<A: QueueActor>(act: &mut A, id: u64, at: Instant, ctx
     }
     timers.deadlines.insert((at, id));
     if let Some(asker_left) = asker_left {
-        timers.watched.insert(id);
+        let (abort, registration) = AbortHandle::new_pair();
+        timers.watched.insert(id, abort);
         timers.askers.push(Box::pin(async move {
-            asker_left.await;
+            let _ = Abortable::new(asker_left, registration).await;
             id
         }));
         if timers.watching {
@@ -151,12 +152,20 @@ pub(crate) fn arm_deadline<A: QueueActor>(act: &mut A, id: u64, at: Instant, ctx
     rearm(act, ctx);
 }
 
-/// Waiter `id` left the queue: its deadline no longer counts. (Its asker's future resolves
-/// with the answer the waiter got, and leaves the watch then.)
-pub(crate) fn forget<A: QueueActor>(act: &mut A, id: u64) {
+/// Waiter `id` left the queue: its deadline and the watch on its asker end (nothing of it
+/// may keep the actor alive).
+pub(crate) fn forget<A: QueueActor>(act: &mut A, id: u64, ctx: &mut Context<A>) {
     let timers = act.timers();
     if let Some(at) = timers.armed.remove(&id) {
         timers.deadlines.remove(&(at, id));
+    }
+    if let Some(abort) = timers.watched.remove(&id) {
+        abort.abort();
+    }
+    if timers.deadlines.is_empty() {
+        if let Some((_, handle)) = timers.timer.take() {
+            ctx.cancel_future(handle);
+        }
     }
 }
 

@@ -49,7 +49,7 @@ impl LockActor {
             queued,
             ..
         } = data;
-        queue_driver::forget(self, id);
+        queue_driver::forget(self, id, ctx);
         let hold = self.direct.next_hold();
         let holder = self.holders.entry(owner).or_insert_with(|| Holder {
             holds: Vec::new(),
@@ -73,8 +73,8 @@ impl LockActor {
         let _ = reply.send(Ok(guard));
     }
 
-    pub(super) fn time_out(&mut self, waiter: Waiter<Waiting>, _ctx: &mut Context<Self>) {
-        queue_driver::forget(self, waiter.id);
+    pub(super) fn time_out(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
+        queue_driver::forget(self, waiter.id, ctx);
         let waited = waiter.started.elapsed();
         // The last error seen (one retried within the wait, or the reconcile's that held
         // the waiter back) says more than "timed out": a busy lock clears it.

@@ -198,8 +198,8 @@ impl SemaphoreActor {
         self.drive(effects, ctx);
     }
 
-    pub(super) fn time_out(&mut self, waiter: Waiter<Waiting>, _ctx: &mut Context<Self>) {
-        queue_driver::forget(self, waiter.id);
+    pub(super) fn time_out(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
+        queue_driver::forget(self, waiter.id, ctx);
         let waited = waiter.started.elapsed();
         let error = match waiter.last_error {
             Some(transient) if transient.is_transient() => transient,
@@ -221,7 +221,7 @@ impl SemaphoreActor {
         sent: Instant,
         ctx: &mut Context<Self>,
     ) {
-        queue_driver::forget(self, waiter.id);
+        queue_driver::forget(self, waiter.id, ctx);
         let Waiting {
             permits,
             lease,
