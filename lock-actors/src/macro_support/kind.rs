@@ -11,7 +11,7 @@ use crate::lock::LockKind;
 /// `permits` on a lock).
 ///
 /// ```
-/// use actix_distributed_lock::macro_support::Kind;
+/// use actix_distributed_lock::__private::Kind;
 /// assert!(Kind::ExpirableSemaphore.is_semaphore());
 /// assert_eq!(Kind::Fenced.lock_kind(), Some(actix_distributed_lock::LockKind::Reentrant));
 /// ```
@@ -39,7 +39,7 @@ impl Kind {
     /// Whether the attribute takes permits of a semaphore rather than a lock.
     ///
     /// ```
-    /// # use actix_distributed_lock::macro_support::Kind;
+    /// # use actix_distributed_lock::__private::Kind;
     /// assert!(!Kind::Fair.is_semaphore());
     /// ```
     pub const fn is_semaphore(self) -> bool {
@@ -49,7 +49,7 @@ impl Kind {
     /// The lock kind a lock `Kind` stores in Redis (`None` for the semaphores).
     ///
     /// ```
-    /// # use actix_distributed_lock::{macro_support::Kind, LockKind};
+    /// # use actix_distributed_lock::{__private::Kind, LockKind};
     /// assert_eq!(Kind::Write.lock_kind(), Some(LockKind::Write));
     /// assert_eq!(Kind::Semaphore.lock_kind(), None);
     /// ```

@@ -86,7 +86,7 @@ pub fn require_default_client() -> Result<LockClient, LockError> {
 /// (for the semaphore kinds) how many permits.
 ///
 /// ```
-/// use actix_distributed_lock::macro_support::{Kind, Request};
+/// use actix_distributed_lock::__private::{Kind, Request};
 /// let request = Request { kind: Kind::Semaphore, lease: None, permits: 2 };
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
