@@ -39,17 +39,16 @@ impl LockActor {
         token: Option<u64>,
         ctx: &mut Context<Self>,
     ) {
-        let Waiter {
-            id, started, data, ..
-        } = waiter;
+        let Waiter { started, data, .. } = waiter;
         let Waiting {
             owner,
             lease,
             reply,
+            deadline_timer,
             queued,
             ..
         } = data;
-        queue_driver::forget(self, id, ctx);
+        queue_driver::disarm(deadline_timer, ctx);
         let hold = self.direct.next_hold();
         let holder = self.holders.entry(owner).or_insert_with(|| Holder {
             holds: Vec::new(),
@@ -74,7 +73,7 @@ impl LockActor {
     }
 
     pub(super) fn time_out(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
-        queue_driver::forget(self, waiter.id, ctx);
+        queue_driver::disarm(waiter.data.deadline_timer, ctx);
         let waited = waiter.started.elapsed();
         // The last error seen (one retried within the wait, or the reconcile's that held
         // the waiter back) says more than "timed out": a busy lock clears it.
@@ -134,6 +133,7 @@ impl LockActor {
             lease: msg.lease,
             fenced,
             reply: reply.clone(),
+            deadline_timer: None,
             queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
         };
         let waiter = self.queue.waiter(Instant::now(), msg.wait, data);
@@ -348,6 +348,7 @@ impl Handler<AfterDirect> for LockActor {
             lease: msg.lease,
             fenced: msg.fenced,
             reply: reply.clone(),
+            deadline_timer: None,
             queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
         };
         let now = Instant::now();
