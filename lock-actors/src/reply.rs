@@ -1,7 +1,8 @@
 //! How an actor answers later: a reply slot an actor fills once Redis has answered
 //! ([`Deferred`], the `Result` of the lock and semaphore actors' messages), and a message
-//! whose reply goes down its own channel so it is handled even if the asker left
-//! ([`Detached`]). Below both actors, which share it.
+//! that is handled even if its asker left and even if it went out with the actor's last
+//! address ([`Detached`], sent with [`send_detached`] or [`post`]). Below both actors,
+//! which share it.
 
 use crate::error::LockError;
 use actix::dev::{MessageResponse, OneshotSender, ToEnvelope};
@@ -131,14 +132,23 @@ where
     }
 }
 
-/// A request that is carried out even if its asker stops waiting: actix skips a message
-/// sent with `send` whose reply future was dropped before the actor's turn, which for a
-/// release would leave the hold taken (and renewed) with nobody to let it go. Sent with
-/// [`send_detached`]; its actor passes `message` to its own handler and the reply down
-/// `reply`.
+/// A request that is carried out even if its asker stops waiting, and even if the address
+/// it went to was the actor's last one. Sent with [`send_detached`] or [`post`]; its actor
+/// passes `message` to its own handler and the reply down `reply`.
+///
+/// Two ways actix would otherwise drop it, each of which would leave a hold taken (and
+/// renewed) with nobody to let it go:
+/// - a message sent with `send` whose reply future was dropped before the actor's turn is
+///   skipped;
+/// - an actor stops once no address of it is left and it has nothing running, without
+///   looking at its mailbox: a message that arrives while the actor finishes a step, from a
+///   sender that then drops the last address (a guard's release), is never handled. So the
+///   message carries an address of its actor itself (`_keeper`), dropped when the handler is
+///   done with it.
 pub(crate) struct Detached<M: Message> {
     pub(crate) message: M,
     pub(crate) reply: oneshot::Sender<M::Result>,
+    _keeper: Box<dyn Send>,
 }
 
 impl<M: Message> Message for Detached<M> {
@@ -146,8 +156,10 @@ impl<M: Message> Message for Detached<M> {
 }
 
 impl<M: Message> Detached<M> {
-    /// `message`, detached, and the future of its reply (`Shutdown` if the actor is gone).
-    pub(crate) fn new(
+    /// `message` for the actor `to` refers to (its address or a recipient), detached, and
+    /// the future of its reply (`Shutdown` if the actor is gone).
+    pub(crate) fn new<K: Clone + Send + 'static>(
+        to: &K,
         message: M,
     ) -> (
         Self,
@@ -158,14 +170,20 @@ impl<M: Message> Detached<M> {
     {
         let (reply, answer) = oneshot::channel();
         let answer = async move { answer.await.map_err(|_| LockError::Shutdown) };
-        (Detached { message, reply }, answer)
+        let detached = Detached {
+            message,
+            reply,
+            _keeper: Box::new(to.clone()),
+        };
+        (detached, answer)
     }
 
-    /// `message`, detached, with nobody waiting for its reply.
-    pub(crate) fn unanswered(message: M) -> Self {
+    /// `message` for the actor `to` refers to, detached, with nobody waiting for its reply.
+    pub(crate) fn unanswered<K: Clone + Send + 'static>(to: &K, message: M) -> Self {
         Detached {
             message,
             reply: oneshot::channel().0,
+            _keeper: Box::new(to.clone()),
         }
     }
 
@@ -188,7 +206,99 @@ where
     M: Message + Send + 'static,
     M::Result: Send + 'static,
 {
-    let (detached, answer) = Detached::new(message);
+    let (detached, answer) = Detached::new(actor, message);
     actor.do_send(detached);
     answer
+}
+
+/// Sends `message` to `actor` so that it is handled even if this was the last address of
+/// the actor (see [`Detached`]); nobody waits for the reply. What a sender uses for a
+/// message that must not be lost (a release, a hold to adopt, a doubt to settle).
+pub(crate) fn post<A, M>(actor: &Addr<A>, message: M)
+where
+    A: Actor + Handler<Detached<M>>,
+    A::Context: ToEnvelope<A, Detached<M>>,
+    M: Message + Send + 'static,
+    M::Result: Send + 'static,
+{
+    actor.do_send(Detached::unanswered(actor, message));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use actix::prelude::*;
+    use std::sync::{Arc, Barrier};
+
+    /// Counts the messages it handled; `Step` runs a step that blocks its thread at a
+    /// barrier twice, so a test can send while the actor is inside a step.
+    struct Counter {
+        handled: Arc<std::sync::atomic::AtomicUsize>,
+        barrier: Arc<Barrier>,
+    }
+
+    impl Actor for Counter {
+        type Context = Context<Self>;
+    }
+
+    struct Step;
+    impl Message for Step {
+        type Result = ();
+    }
+
+    impl Handler<Step> for Counter {
+        type Result = ();
+        fn handle(&mut self, _: Step, ctx: &mut Context<Self>) {
+            let barrier = self.barrier.clone();
+            // Finishes outside the mailbox, as a Redis reply does.
+            ctx.spawn(fut::ready(()).map(move |(), _, _| {
+                barrier.wait(); // the test may send now
+                barrier.wait(); // it has sent and dropped its address
+            }));
+        }
+    }
+
+    struct Bump;
+    impl Message for Bump {
+        type Result = ();
+    }
+
+    impl Handler<Detached<Bump>> for Counter {
+        type Result = ();
+        fn handle(&mut self, _: Detached<Bump>, _: &mut Context<Self>) {
+            self.handled
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn a_posted_message_is_handled_when_its_sender_dropped_the_last_address_mid_step() {
+        let handled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let barrier = Arc::new(Barrier::new(2));
+        let _system = actix::System::new(); // what an arbiter needs; this thread only sends
+        let arbiter = actix::Arbiter::new();
+        let (counter, step_barrier) = (handled.clone(), barrier.clone());
+        let (tx, rx) = std::sync::mpsc::channel();
+        arbiter.spawn(async move {
+            let addr = Counter::start(Counter {
+                handled: counter,
+                barrier: step_barrier,
+            });
+            tx.send(addr).unwrap();
+        });
+        let addr = rx.recv().unwrap();
+        addr.do_send(Step);
+        barrier.wait(); // the actor is inside its step
+        post(&addr, Bump);
+        drop(addr); // the last address
+        barrier.wait();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while handled.load(std::sync::atomic::Ordering::SeqCst) == 0
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(std::time::Duration::from_millis(5)); // poll the other thread
+        }
+        arbiter.stop();
+        assert_eq!(handled.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
 }

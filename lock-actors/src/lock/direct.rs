@@ -27,7 +27,7 @@ use crate::error::LockError;
 use crate::hold_status::{HoldStatus, StatusSender};
 use crate::keys::LockName;
 use crate::node::{Commands, Node};
-use crate::reply::{send_detached, Detached};
+use crate::reply::{post, send_detached, Detached};
 use crate::runtime::Errands;
 use crate::script::ScriptCall;
 use crate::telemetry::HoldTimer;
@@ -41,8 +41,8 @@ use std::time::{Duration, Instant};
 /// name the actor; the one actor that has all of it is `LockActor`.
 pub(crate) trait LockActorApi:
     Actor<Context = Context<Self>>
-    + Handler<Adopt>
-    + Handler<Doubt>
+    + Handler<Detached<Adopt>>
+    + Handler<Detached<Doubt>>
     + Handler<Detached<SettleUnlock>>
     + Handler<ReleaseHold>
     + Handler<Detached<ReleaseHold>>
@@ -55,8 +55,8 @@ pub(crate) trait LockActorApi:
 
 impl<A> LockActorApi for A where
     A: Actor<Context = Context<A>>
-        + Handler<Adopt>
-        + Handler<Doubt>
+        + Handler<Detached<Adopt>>
+        + Handler<Detached<Doubt>>
         + Handler<Detached<SettleUnlock>>
         + Handler<ReleaseHold>
         + Handler<Detached<ReleaseHold>>
@@ -352,7 +352,7 @@ impl<A: LockActorApi> Direct<A> {
                     };
                     // Kept: the guard counted above is out.
                     if let (Some(taken), Some(actor)) = (handed_over, &state.keepalive) {
-                        actor.do_send(Adopt(taken));
+                        post(actor, Adopt(taken));
                     }
                 }
                 tracing::debug!(lock = %self.name, owner = owner.id(), "acquired directly");
@@ -374,11 +374,14 @@ impl<A: LockActorApi> Direct<A> {
                 self.shift(Mode::Trying, Mode::Actor);
                 match actor {
                     Some(actor) => {
-                        actor.do_send(Doubt {
-                            owner,
-                            lease,
-                            errand: self.errands.start(),
-                        });
+                        post(
+                            &actor,
+                            Doubt {
+                                owner,
+                                lease,
+                                errand: self.errands.start(),
+                            },
+                        );
                         Tried::Failed(error, actor)
                     }
                     None => Tried::Error(error), // never, as above
@@ -389,11 +392,14 @@ impl<A: LockActorApi> Direct<A> {
                 // the hold it does not count, and gives it back.
                 self.shift(Mode::Trying, Mode::Actor);
                 if let Some(actor) = actor {
-                    actor.do_send(Doubt {
-                        owner,
-                        lease,
-                        errand: self.errands.start(),
-                    });
+                    post(
+                        &actor,
+                        Doubt {
+                            owner,
+                            lease,
+                            errand: self.errands.start(),
+                        },
+                    );
                 }
                 Tried::Error(error)
             }
@@ -508,11 +514,14 @@ impl<A: LockActorApi> Direct<A> {
                 taken.status.send_replace(HoldStatus::Released);
                 self.shift(Mode::Unlocking, Mode::Actor);
                 if let Some(actor) = actor {
-                    actor.do_send(Doubt {
-                        owner,
-                        lease,
-                        errand: self.errands.start(),
-                    });
+                    post(
+                        &actor,
+                        Doubt {
+                            owner,
+                            lease,
+                            errand: self.errands.start(),
+                        },
+                    );
                 }
                 Err(error)
             }
@@ -524,11 +533,14 @@ impl<A: LockActorApi> GuardLink for Direct<A> {
     fn release(&self, owner: LockOwner, hold: u64) {
         if let Some(actor) = self.count_back() {
             let errand = self.errands.start();
-            actor.do_send(ReleaseHold {
-                owner,
-                hold,
-                errand,
-            });
+            post(
+                &actor,
+                ReleaseHold {
+                    owner,
+                    hold,
+                    errand,
+                },
+            );
         }
     }
 
@@ -624,11 +636,14 @@ impl<A: LockActorApi> Drop for Pending<A> {
             let mut state = self.direct.lock();
             // Kept while the call counts as in flight.
             if let Some(actor) = &state.keepalive {
-                actor.do_send(Doubt {
-                    owner: self.owner,
-                    lease: self.lease,
-                    errand: self.direct.errands.start(),
-                });
+                post(
+                    actor,
+                    Doubt {
+                        owner: self.owner,
+                        lease: self.lease,
+                        errand: self.direct.errands.start(),
+                    },
+                );
             }
             state.calls = state.calls.saturating_sub(1);
             if matches!(state.mode, Mode::Trying | Mode::Unlocking) {

@@ -147,11 +147,14 @@ impl SemaphoreGuard {
     pub async fn release(mut self) -> Result<(), LockError> {
         self.released = true;
         // Carried out even if this future is dropped before the actor's turn.
-        let (message, answer) = Detached::new(ReturnPermits {
-            permits: self.permits,
-            to_redis: true,
-            errand: Some(self.errands.start()),
-        });
+        let (message, answer) = Detached::new(
+            &self.actor,
+            ReturnPermits {
+                permits: self.permits,
+                to_redis: true,
+                errand: Some(self.errands.start()),
+            },
+        );
         self.actor.do_send(message);
         answer.await?
     }
@@ -170,11 +173,14 @@ impl SemaphoreGuard {
     pub fn forget(mut self) -> u32 {
         self.released = true;
         // Only the actor's count of permits out through guards changes.
-        self.actor.do_send(Detached::unanswered(ReturnPermits {
-            permits: self.permits,
-            to_redis: false,
-            errand: None,
-        }));
+        self.actor.do_send(Detached::unanswered(
+            &self.actor,
+            ReturnPermits {
+                permits: self.permits,
+                to_redis: false,
+                errand: None,
+            },
+        ));
         self.permits
     }
 }
@@ -191,11 +197,14 @@ impl std::fmt::Debug for SemaphoreGuard {
 impl Drop for SemaphoreGuard {
     fn drop(&mut self) {
         if !self.released {
-            self.actor.do_send(Detached::unanswered(ReturnPermits {
-                permits: self.permits,
-                to_redis: true,
-                errand: Some(self.errands.start()),
-            }));
+            self.actor.do_send(Detached::unanswered(
+                &self.actor,
+                ReturnPermits {
+                    permits: self.permits,
+                    to_redis: true,
+                    errand: Some(self.errands.start()),
+                },
+            ));
         }
     }
 }
@@ -350,11 +359,14 @@ impl PermitGuard {
     pub async fn release(mut self) -> Result<(), LockError> {
         self.released = true;
         // Carried out even if this future is dropped before the actor's turn.
-        let (message, answer) = Detached::new(ReleaseGrant {
-            grant: self.grant,
-            ids: std::mem::take(&mut self.ids),
-            errand: self.errands.start(),
-        });
+        let (message, answer) = Detached::new(
+            &self.actor,
+            ReleaseGrant {
+                grant: self.grant,
+                ids: std::mem::take(&mut self.ids),
+                errand: self.errands.start(),
+            },
+        );
         self.actor.do_send(message);
         answer.await?
     }
@@ -413,11 +425,14 @@ impl std::fmt::Debug for PermitGuard {
 impl Drop for PermitGuard {
     fn drop(&mut self) {
         if !self.released {
-            self.actor.do_send(Detached::unanswered(ReleaseGrant {
-                grant: self.grant,
-                ids: std::mem::take(&mut self.ids),
-                errand: self.errands.start(),
-            }));
+            self.actor.do_send(Detached::unanswered(
+                &self.actor,
+                ReleaseGrant {
+                    grant: self.grant,
+                    ids: std::mem::take(&mut self.ids),
+                    errand: self.errands.start(),
+                },
+            ));
         }
     }
 }

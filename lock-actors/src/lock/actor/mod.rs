@@ -25,7 +25,7 @@ use crate::lease_list::Loss;
 use crate::node::{Node, Unsubscribe};
 use crate::queue_driver::{QueueActor, Queued};
 use crate::registry::Registry;
-use crate::reply::ReplySlot;
+use crate::reply::{Detached, ReplySlot};
 use crate::runtime::{Closing, Errand};
 use crate::telemetry;
 use crate::wait_queue::{Asker, Effect, Retry, WaitQueue, Waiter, ERROR_RETRY};
@@ -576,11 +576,11 @@ impl Handler<WatchedUntil> for LockActor {
     }
 }
 
-impl Handler<Adopt> for LockActor {
+impl Handler<Detached<Adopt>> for LockActor {
     type Result = ();
 
-    fn handle(&mut self, msg: Adopt, ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: Detached<Adopt>, ctx: &mut Context<Self>) {
         self.take_charge(ctx);
-        self.adopt(msg.0, ctx);
+        self.adopt(msg.message.0, ctx);
     }
 }

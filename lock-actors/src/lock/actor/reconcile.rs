@@ -93,10 +93,11 @@ impl LockActor {
     }
 }
 
-impl Handler<Doubt> for LockActor {
+impl Handler<Detached<Doubt>> for LockActor {
     type Result = ();
 
-    fn handle(&mut self, msg: Doubt, ctx: &mut Context<Self>) {
+    fn handle(&mut self, msg: Detached<Doubt>, ctx: &mut Context<Self>) {
+        let msg = msg.message;
         self.take_charge(ctx);
         self.doubt(msg.owner, msg.lease, None, msg.errand, ctx);
         self.drive(Vec::new(), ctx);
