@@ -258,6 +258,20 @@ impl<A: LockActorApi> Direct<A> {
         self.watchdog_lease
     }
 
+    /// Tells the actor that a call for `owner` got no answer (it may have run, setting up
+    /// to `lease`): the actor settles it with Redis.
+    fn doubt(&self, actor: &Addr<A>, owner: LockOwner, lease: Duration) {
+        let errand = self.errands.start();
+        post(
+            actor,
+            Doubt {
+                owner,
+                lease,
+                errand,
+            },
+        );
+    }
+
     /// The node, while its client runs.
     fn node(&self) -> Option<Arc<Node>> {
         self.node.upgrade().filter(|node| !node.is_stopped())
@@ -374,14 +388,7 @@ impl<A: LockActorApi> Direct<A> {
                 self.shift(Mode::Trying, Mode::Actor);
                 match actor {
                     Some(actor) => {
-                        post(
-                            &actor,
-                            Doubt {
-                                owner,
-                                lease,
-                                errand: self.errands.start(),
-                            },
-                        );
+                        self.doubt(&actor, owner, lease);
                         Tried::Failed(error, actor)
                     }
                     None => Tried::Error(error), // never, as above
@@ -392,14 +399,7 @@ impl<A: LockActorApi> Direct<A> {
                 // the hold it does not count, and gives it back.
                 self.shift(Mode::Trying, Mode::Actor);
                 if let Some(actor) = actor {
-                    post(
-                        &actor,
-                        Doubt {
-                            owner,
-                            lease,
-                            errand: self.errands.start(),
-                        },
-                    );
+                    self.doubt(&actor, owner, lease);
                 }
                 Tried::Error(error)
             }
@@ -514,14 +514,7 @@ impl<A: LockActorApi> Direct<A> {
                 taken.status.send_replace(HoldStatus::Released);
                 self.shift(Mode::Unlocking, Mode::Actor);
                 if let Some(actor) = actor {
-                    post(
-                        &actor,
-                        Doubt {
-                            owner,
-                            lease,
-                            errand: self.errands.start(),
-                        },
-                    );
+                    self.doubt(&actor, owner, lease);
                 }
                 Err(error)
             }
@@ -636,14 +629,7 @@ impl<A: LockActorApi> Drop for Pending<A> {
             let mut state = self.direct.lock();
             // Kept while the call counts as in flight.
             if let Some(actor) = &state.keepalive {
-                post(
-                    actor,
-                    Doubt {
-                        owner: self.owner,
-                        lease: self.lease,
-                        errand: self.direct.errands.start(),
-                    },
-                );
+                self.direct.doubt(actor, self.owner, self.lease);
             }
             state.calls = state.calls.saturating_sub(1);
             if matches!(state.mode, Mode::Trying | Mode::Unlocking) {
