@@ -67,14 +67,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// The library's own scripts: the ceiling sends exactly these.
-const ACQUIRE_LUA: &str = include_str!("../src/reentrant/acquire.lua");
+const ACQUIRE_LUA: &str = include_str!("../src/lock/kind/reentrant/acquire.lua");
 const UNLOCK_LUA: &str = concat!(
     // The line the library puts first on a single server (classic pub/sub), then the
     // `publish` function the unlock script publishes with (as lock/kind.rs joins them).
     "local publish_command = 'publish'\n",
-    include_str!("../src/lock/publish.lua"),
+    include_str!("../src/lock/kind/publish.lua"),
     "\n",
-    include_str!("../src/reentrant/unlock.lua")
+    include_str!("../src/lock/kind/reentrant/unlock.lua")
 );
 
 /// Concurrent tasks in the throughput scenarios.

@@ -1,0 +1,64 @@
+//! The reentrant lock (Redisson's `RLock`): a hash of owner → hold count; the same owner
+//! may take it again. A fenced acquire also draws a token from `redisson_lock_token:{name}`.
+//! The read, write and fair kinds build on this layout (its `holds` and renewal).
+
+use super::{lease_and_field, script, AcquireArgs, Grant, KindRules, UnlockScripts};
+use crate::script::ScriptCall;
+use crate::telemetry;
+use redis::Script;
+use std::sync::LazyLock;
+
+/// The `holds` function of a hash lock (how many holds a field has), for reconciles.
+pub(super) const HOLDS: &str = include_str!("reentrant/holds.lua");
+
+/// The batch renewal of hash locks, shared by the write and fair kinds.
+pub(super) static RENEW: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("reentrant/renew.lua")]));
+static ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("reentrant/acquire.lua")]));
+static FENCED_ACQUIRE: LazyLock<Script> =
+    LazyLock::new(|| script(&[include_str!("reentrant/fenced_acquire.lua")]));
+static UNLOCK: LazyLock<UnlockScripts> =
+    LazyLock::new(|| UnlockScripts::new(HOLDS, &[include_str!("reentrant/unlock.lua")]));
+
+/// The reentrant kind.
+pub(super) struct Reentrant;
+
+impl KindRules for Reentrant {
+    fn name(&self) -> &'static str {
+        "reentrant"
+    }
+
+    fn grant(&self) -> Grant {
+        Grant::Exclusive
+    }
+
+    fn acquire(&self, args: AcquireArgs<'_>) -> ScriptCall {
+        if !args.fenced {
+            return lease_and_field(&ACQUIRE, &args);
+        }
+        let mut call = ScriptCall::with_key(&FENCED_ACQUIRE, args.name.as_str());
+        call.key(args.name.fencing_token_key());
+        call.arg(args.lease_ms).arg(args.field);
+        call
+    }
+
+    fn unlock_scripts(&self) -> &'static UnlockScripts {
+        &UNLOCK
+    }
+
+    fn renew_script(&self) -> &'static Script {
+        &RENEW
+    }
+
+    fn scripts(&self) -> Vec<&'static Script> {
+        [&*ACQUIRE, &*FENCED_ACQUIRE, &*RENEW]
+            .into_iter()
+            .chain(UNLOCK.all())
+            .collect()
+    }
+
+    fn telemetry(&self) -> telemetry::Kind {
+        telemetry::Kind::Reentrant
+    }
+}
