@@ -28,17 +28,11 @@ pub(crate) async fn read_state(
         });
     }
     let hold_count = match field {
-        Some(field) if locked && kind == LockKind::Fast => {
-            let mut pipe = redis::pipe();
-            pipe.cmd("GET").arg(name.as_str());
-            let (holder,): (Option<String>,) = commands.query(pipe, name.clone()).await?;
-            u32::from(holder.as_deref() == Some(field.as_str()))
-        }
         Some(field) if locked => {
             let mut pipe = redis::pipe();
-            pipe.cmd("HGET").arg(name.as_str()).arg(field);
-            let (count,): (Option<u32>,) = commands.query(pipe, name.clone()).await?;
-            count.unwrap_or(0)
+            kind.read_holds(&mut pipe, &name, &field);
+            let (reply,): (Option<String>,) = commands.query(pipe, name.clone()).await?;
+            kind.holds_in(reply.as_deref(), &field)
         }
         _ => 0,
     };

@@ -8,7 +8,7 @@ use crate::hold_status::StatusSender;
 use crate::lock::direct::{run_acquire, TryReply};
 use crate::lock::direct_messages::AfterDirect;
 use crate::lock::guard::GuardLink;
-use crate::lock::{Acquire, AcquireFenced, LockGuard, LockKind, LockOwner};
+use crate::lock::{Acquire, AcquireFenced, LockGuard, LockOwner};
 use crate::node::{Subscription, Wake};
 use crate::queue_driver;
 use crate::reply::{Deferred, ReplySlot};
@@ -101,7 +101,7 @@ impl LockActor {
         if self.node.is_stopped() {
             return Deferred::ready(Err(LockError::Shutdown));
         }
-        if fenced && self.kind != LockKind::Reentrant {
+        if fenced && !self.kind.fences() {
             return Deferred::ready(Err(LockError::invalid_config(format!(
                 "lock `{}` is a {} lock; fencing tokens come with reentrant locks only",
                 self.name,

@@ -6,7 +6,7 @@
 
 use super::LockActor;
 use crate::error::LockError;
-use crate::lock::{ForceRelease, LockKind, LockOwner};
+use crate::lock::{ForceRelease, LockOwner};
 use crate::reply::{Deferred, ReplySlot};
 use actix::prelude::*;
 
@@ -123,13 +123,8 @@ impl Handler<ForcedOut> for LockActor {
         }
         let mut pipe = redis::pipe();
         for (owner, _) in &counted {
-            if self.kind == LockKind::Fast {
-                pipe.cmd("GET").arg(self.name.as_str());
-            } else {
-                pipe.cmd("HGET")
-                    .arg(self.name.as_str())
-                    .arg(self.field(*owner));
-            }
+            self.kind
+                .read_holds(&mut pipe, &self.name, &self.field(*owner));
         }
         let request = self
             .node
@@ -139,13 +134,10 @@ impl Handler<ForcedOut> for LockActor {
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
             for (i, (owner, holds)) in counted.into_iter().enumerate() {
                 let in_redis = match &result {
-                    Ok(values) => match values.get(i).cloned().flatten() {
-                        None => 0,
-                        Some(value) if act.kind == LockKind::Fast => {
-                            usize::from(value == act.field(owner))
-                        }
-                        Some(value) => value.parse().unwrap_or(0),
-                    },
+                    Ok(values) => {
+                        let reply = values.get(i).and_then(Option::as_deref);
+                        act.kind.holds_in(reply, &act.field(owner)) as usize
+                    }
                     Err(_) => 0,
                 };
                 let still = act.holders.get(&owner).map_or(0, |h| h.holds.len());

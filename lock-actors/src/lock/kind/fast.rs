@@ -37,6 +37,15 @@ impl KindRules for Fast {
         "string"
     }
 
+    /// The holder is the key's value: one hold or none.
+    fn read_holds(&self, pipe: &mut redis::Pipeline, name: &LockName, _field: &str) {
+        pipe.cmd("GET").arg(name.as_str());
+    }
+
+    fn holds_in(&self, reply: Option<&str>, field: &str) -> u32 {
+        u32::from(reply == Some(field))
+    }
+
     fn acquire(&self, args: AcquireArgs<'_>) -> ScriptCall {
         lease_and_field(&ACQUIRE, &args)
     }

@@ -87,6 +87,22 @@ pub(crate) trait KindRules: Sync + 'static {
         "hash"
     }
 
+    /// Whether its holds can draw fencing tokens.
+    fn fences(&self) -> bool {
+        false
+    }
+
+    /// Adds to `pipe` the read of how many holds `field` has (its reply is read by
+    /// [`holds_in`](Self::holds_in)): the Rust side of the kind's `holds.lua`.
+    fn read_holds(&self, pipe: &mut redis::Pipeline, name: &LockName, field: &str) {
+        pipe.cmd("HGET").arg(name.as_str()).arg(field);
+    }
+
+    /// How many holds `field` has, from the reply to [`read_holds`](Self::read_holds).
+    fn holds_in(&self, reply: Option<&str>, _field: &str) -> u32 {
+        reply.and_then(|count| count.parse().ok()).unwrap_or(0)
+    }
+
     /// The channel its unlocks are published on.
     fn channel(&self, name: &LockName) -> String {
         name.unlock_channel()
@@ -358,6 +374,21 @@ impl LockKind {
     /// Whether the same owner may take the lock again while holding it.
     pub(crate) fn reentrant(self) -> bool {
         self.rules().reentrant()
+    }
+
+    /// Whether its holds can draw fencing tokens.
+    pub(crate) fn fences(self) -> bool {
+        self.rules().fences()
+    }
+
+    /// Adds to `pipe` the read of how many holds `field` has; see [`holds_in`](Self::holds_in).
+    pub(crate) fn read_holds(self, pipe: &mut redis::Pipeline, name: &LockName, field: &str) {
+        self.rules().read_holds(pipe, name, field);
+    }
+
+    /// How many holds `field` has, from the reply to [`read_holds`](Self::read_holds).
+    pub(crate) fn holds_in(self, reply: Option<&str>, field: &str) -> u32 {
+        self.rules().holds_in(reply, field)
     }
 
     /// Whether holders of different owners may hold it at the same time.

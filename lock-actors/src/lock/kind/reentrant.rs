@@ -33,6 +33,10 @@ impl KindRules for Reentrant {
         Grant::Exclusive
     }
 
+    fn fences(&self) -> bool {
+        true
+    }
+
     fn acquire(&self, args: AcquireArgs<'_>) -> ScriptCall {
         if !args.fenced {
             return lease_and_field(&ACQUIRE, &args);
