@@ -3,19 +3,26 @@
 //! subscriptions, the head's sleep, each waiter's deadline and the watch on its asker — so
 //! both actors behave alike by construction. The queue decides; the actor says only how to
 //! try, how to subscribe, how a waiter times out and when the head may go.
+//!
+//! However many wait, an actor runs one deadline timer (at the earliest deadline) and one
+//! watch over every waiter's asker: actix polls every future an actor has spawned each
+//! time the actor wakes, so a timer and a watch per waiter would make every hand-over cost
+//! as much as the queue is long.
 
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::wait_queue::{Asker, Effect, WaitQueue, Waiter};
 use actix::prelude::*;
+use futures_util::future::{AbortHandle, Abortable, LocalBoxFuture};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::collections::{BTreeSet, HashMap};
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Poll, Waker};
 use std::time::Instant;
 
-/// What the driver needs of a waiter's data: its timers and its answer.
+/// What the driver needs of a waiter's data: a way to see its asker leave, and its answer.
 pub(crate) trait Queued: Asker {
-    /// Its deadline timer and the watch on its asker leaving, once it has to wait.
-    fn timers(&mut self) -> &mut Option<[SpawnHandle; 2]>;
-
     /// Resolves when its asker goes away (the acquire future was dropped).
     fn asker_left(&self) -> impl Future<Output = ()> + 'static;
 
@@ -34,6 +41,9 @@ pub(crate) trait QueueActor: Actor<Context = Context<Self>> {
 
     /// The head's sleep timer, while it sleeps.
     fn sleep_timer(&mut self) -> &mut Option<SpawnHandle>;
+
+    /// The waiters' deadlines and the watch on their askers.
+    fn timers(&mut self) -> &mut Timers;
 
     /// Sends waiter `id`'s try to Redis.
     fn attempt(&mut self, id: u64, ctx: &mut Context<Self>);
@@ -76,47 +86,162 @@ pub(crate) fn apply<A: QueueActor>(
             }
             Effect::ArmDeadline { id, at } => arm_deadline(act, id, at, ctx),
             Effect::TimedOut(waiter) => act.time_out(waiter, ctx),
-            Effect::Fail(mut waiter, error) => {
-                disarm(waiter.data.timers().take(), ctx);
+            Effect::Fail(waiter, error) => {
+                forget(act, waiter.id, ctx);
                 tracing::debug!(name = %act.name(), %error, "acquire failed");
                 waiter.data.fail(error);
             }
-            Effect::Withdrawn(mut waiter) => {
-                disarm(waiter.data.timers().take(), ctx);
+            Effect::Withdrawn(waiter) => {
+                forget(act, waiter.id, ctx);
                 tracing::debug!(name = %act.name(), "waiter withdrew");
             }
         }
     }
 }
 
-/// Arms waiter `id`'s deadline timer for `at` and the watch on its asker leaving (a
-/// dropped future), replacing any it had: a waiter whose asker left gives its place up at
-/// once, not when its deadline or the head's sleep ends.
+/// The deadlines of one actor's waiters and the watch on their askers.
+#[derive(Default)]
+pub(crate) struct Timers {
+    /// Armed deadlines, earliest first.
+    deadlines: BTreeSet<(Instant, u64)>,
+    /// The armed deadline of each waiter.
+    armed: HashMap<u64, Instant>,
+    /// The one timer, with the deadline it fires at.
+    timer: Option<(Instant, SpawnHandle)>,
+    /// Each watched waiter's asker: resolves with the waiter's id when the asker leaves, or
+    /// when the waiter left the queue (aborted). Only the futures woken since are polled.
+    askers: FuturesUnordered<LocalBoxFuture<'static, u64>>,
+    /// Ends the watch on a waiter's asker once the waiter has left the queue.
+    watched: HashMap<u64, AbortHandle>,
+    /// The watch over `askers` runs.
+    watching: bool,
+    /// The watch's waker: an asker added while it runs needs it to poll again.
+    waker: Option<Waker>,
+}
+
+/// Arms waiter `id`'s deadline for `at` (replacing the one it had) and watches its asker
+/// leaving (a dropped future): a waiter whose asker left gives its place up at once, not
+/// when its deadline or the head's sleep ends.
 pub(crate) fn arm_deadline<A: QueueActor>(act: &mut A, id: u64, at: Instant, ctx: &mut Context<A>) {
+    let watched = act.timers().watched.contains_key(&id);
     let Some(waiter) = act.queue().get(id) else {
         return;
     };
-    let left = at.saturating_duration_since(Instant::now());
-    let asker_left = waiter.data.asker_left();
-    let deadline = ctx.run_later(left, move |act, ctx| {
-        let effects = act.queue().expire(id);
-        act.drive(effects, ctx);
-    });
-    let gone = ctx.spawn(asker_left.into_actor(act).map(move |(), act, ctx| {
-        let effects = act.queue().gone(id);
-        act.drive(effects, ctx);
-    }));
-    if let Some(waiter) = act.queue().get_mut(id) {
-        disarm(waiter.data.timers().replace([deadline, gone]), ctx);
+    let asker_left = (!watched).then(|| waiter.data.asker_left());
+    let timers = act.timers();
+    if let Some(old) = timers.armed.insert(id, at) {
+        timers.deadlines.remove(&(old, id));
+    }
+    timers.deadlines.insert((at, id));
+    if let Some(asker_left) = asker_left {
+        let (abort, registration) = AbortHandle::new_pair();
+        timers.watched.insert(id, abort);
+        timers.askers.push(Box::pin(async move {
+            let _ = Abortable::new(asker_left, registration).await;
+            id
+        }));
+        if timers.watching {
+            if let Some(waker) = &timers.waker {
+                waker.wake_by_ref();
+            }
+        } else {
+            timers.watching = true;
+            ctx.spawn(AskerWatch);
+        }
+    }
+    rearm(act, ctx);
+}
+
+/// Waiter `id` left the queue: its deadline and the watch on its asker end (nothing of it
+/// may keep the actor alive).
+pub(crate) fn forget<A: QueueActor>(act: &mut A, id: u64, ctx: &mut Context<A>) {
+    let timers = act.timers();
+    if let Some(at) = timers.armed.remove(&id) {
+        timers.deadlines.remove(&(at, id));
+    }
+    if let Some(abort) = timers.watched.remove(&id) {
+        abort.abort();
+    }
+    if timers.deadlines.is_empty() {
+        if let Some((_, handle)) = timers.timer.take() {
+            ctx.cancel_future(handle);
+        }
     }
 }
 
-/// Cancels a waiter's deadline timer and the watch on its asker.
-pub(crate) fn disarm<A: Actor<Context = Context<A>>>(
-    timers: Option<[SpawnHandle; 2]>,
-    ctx: &mut Context<A>,
-) {
-    for timer in timers.into_iter().flatten() {
-        ctx.cancel_future(timer);
+/// Sets the one timer for the earliest deadline, unless it fires by then already.
+fn rearm<A: QueueActor>(act: &mut A, ctx: &mut Context<A>) {
+    let timers = act.timers();
+    let Some(&(next, _)) = timers.deadlines.first() else {
+        return;
+    };
+    if let Some((at, handle)) = timers.timer {
+        if at <= next {
+            return;
+        }
+        ctx.cancel_future(handle);
+    }
+    let after = next.saturating_duration_since(Instant::now());
+    let handle = ctx.run_later(after, |act, ctx| {
+        act.timers().timer = None;
+        expire_due(act, ctx);
+    });
+    act.timers().timer = Some((next, handle));
+}
+
+/// Ends every waiter whose deadline has come, then sets the timer for the next one.
+fn expire_due<A: QueueActor>(act: &mut A, ctx: &mut Context<A>) {
+    let now = Instant::now();
+    loop {
+        let timers = act.timers();
+        let Some(&(at, id)) = timers.deadlines.first() else {
+            break;
+        };
+        if at > now {
+            break;
+        }
+        timers.deadlines.remove(&(at, id));
+        timers.armed.remove(&id);
+        let effects = act.queue().expire(id);
+        act.drive(effects, ctx);
+    }
+    rearm(act, ctx);
+}
+
+/// The one watch over an actor's askers: hands the queue each waiter whose asker left;
+/// ends when no asker is watched (the next one watched starts it again).
+struct AskerWatch;
+
+impl<A: QueueActor> ActorFuture<A> for AskerWatch {
+    type Output = ();
+
+    fn poll(
+        self: Pin<&mut Self>,
+        act: &mut A,
+        ctx: &mut Context<A>,
+        task: &mut std::task::Context<'_>,
+    ) -> Poll<()> {
+        loop {
+            let timers = act.timers();
+            match timers.askers.poll_next_unpin(task) {
+                Poll::Ready(Some(id)) => {
+                    timers.watched.remove(&id);
+                    let effects = act.queue().gone(id);
+                    act.drive(effects, ctx);
+                }
+                Poll::Ready(None) => {
+                    timers.watching = false;
+                    timers.waker = None;
+                    return Poll::Ready(());
+                }
+                Poll::Pending => {
+                    let waker = task.waker();
+                    if !timers.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                        timers.waker = Some(waker.clone());
+                    }
+                    return Poll::Pending;
+                }
+            }
+        }
     }
 }

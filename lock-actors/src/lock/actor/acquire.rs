@@ -39,16 +39,17 @@ impl LockActor {
         token: Option<u64>,
         ctx: &mut Context<Self>,
     ) {
-        let Waiter { started, data, .. } = waiter;
+        let Waiter {
+            id, started, data, ..
+        } = waiter;
         let Waiting {
             owner,
             lease,
             reply,
-            deadline_timer,
             queued,
             ..
         } = data;
-        queue_driver::disarm(deadline_timer, ctx);
+        queue_driver::forget(self, id, ctx);
         let hold = self.direct.next_hold();
         let holder = self.holders.entry(owner).or_insert_with(|| Holder {
             holds: Vec::new(),
@@ -73,7 +74,7 @@ impl LockActor {
     }
 
     pub(super) fn time_out(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
-        queue_driver::disarm(waiter.data.deadline_timer, ctx);
+        queue_driver::forget(self, waiter.id, ctx);
         let waited = waiter.started.elapsed();
         // The last error seen (one retried within the wait, or the reconcile's that held
         // the waiter back) says more than "timed out": a busy lock clears it.
@@ -133,7 +134,6 @@ impl LockActor {
             lease: msg.lease,
             fenced,
             reply: reply.clone(),
-            deadline_timer: None,
             queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
         };
         let waiter = self.queue.waiter(Instant::now(), msg.wait, data);
@@ -348,7 +348,6 @@ impl Handler<AfterDirect> for LockActor {
             lease: msg.lease,
             fenced: msg.fenced,
             reply: reply.clone(),
-            deadline_timer: None,
             queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
         };
         let now = Instant::now();

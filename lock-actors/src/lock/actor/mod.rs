@@ -23,7 +23,7 @@ use crate::hold_status::{HoldStatus, StatusSender};
 use crate::keys::LockName;
 use crate::lease_list::Loss;
 use crate::node::{Node, Unsubscribe};
-use crate::queue_driver::{QueueActor, Queued};
+use crate::queue_driver::{QueueActor, Queued, Timers};
 use crate::registry::Registry;
 use crate::reply::{Detached, ReplySlot};
 use crate::runtime::{Closing, Errand};
@@ -84,6 +84,8 @@ pub struct LockActor {
     queue: WaitQueue<Waiting>,
     /// The head's timer (see `wait_queue::Effect::Sleep`).
     sleep: Option<SpawnHandle>,
+    /// The waiters' deadlines and the watch on their askers (one timer, one watch).
+    timers: Timers,
     /// Our own address while we have holders or waiters, so nobody's dropped handle stops us.
     keepalive: Option<Addr<LockActor>>,
     /// What the actor shares with fast-path callers (see `super::direct`).
@@ -169,9 +171,6 @@ pub(crate) struct Waiting {
     /// Draw a fencing token with the hold.
     fenced: bool,
     reply: ReplySlot<Result<LockGuard, LockError>>,
-    /// Its deadline timer and the watch on its asker leaving (a dropped future), once it
-    /// has to wait.
-    deadline_timer: Option<[SpawnHandle; 2]>,
     /// Counts it in the waiters gauge while it is queued; dropped before its asker hears
     /// the answer, so an asker never sees itself still counted.
     queued: telemetry::Queued,
@@ -184,10 +183,6 @@ impl Asker for Waiting {
 }
 
 impl Queued for Waiting {
-    fn timers(&mut self) -> &mut Option<[SpawnHandle; 2]> {
-        &mut self.deadline_timer
-    }
-
     fn asker_left(&self) -> impl std::future::Future<Output = ()> + 'static {
         self.reply.closed()
     }
@@ -211,6 +206,10 @@ impl QueueActor for LockActor {
 
     fn sleep_timer(&mut self) -> &mut Option<SpawnHandle> {
         &mut self.sleep
+    }
+
+    fn timers(&mut self) -> &mut Timers {
+        &mut self.timers
     }
 
     fn attempt(&mut self, id: u64, ctx: &mut Context<Self>) {
@@ -253,6 +252,7 @@ impl LockActor {
             holders: HashMap::new(),
             queue: WaitQueue::new(Retry::UnansweredFirstTry { grace }),
             sleep: None,
+            timers: Timers::default(),
             keepalive: None,
             watchdog: direct.watchdog.clone(),
             direct,

@@ -57,7 +57,6 @@ impl SemaphoreActor {
             permits,
             lease,
             reply,
-            deadline_timer: None,
             queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
         };
         let waiter = self.queue.waiter(Instant::now(), wait, data);
@@ -200,7 +199,7 @@ impl SemaphoreActor {
     }
 
     pub(super) fn time_out(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
-        queue_driver::disarm(waiter.data.deadline_timer, ctx);
+        queue_driver::forget(self, waiter.id, ctx);
         let waited = waiter.started.elapsed();
         let error = match waiter.last_error {
             Some(transient) if transient.is_transient() => transient,
@@ -222,14 +221,13 @@ impl SemaphoreActor {
         sent: Instant,
         ctx: &mut Context<Self>,
     ) {
+        queue_driver::forget(self, waiter.id, ctx);
         let Waiting {
             permits,
             lease,
             reply,
-            deadline_timer,
             queued,
         } = waiter.data;
-        queue_driver::disarm(deadline_timer, ctx);
         queued.leave();
         tracing::debug!(semaphore = %self.name, permits,
             waited = ?waiter.started.elapsed(), ?lease, "permits acquired");

@@ -16,7 +16,7 @@ use crate::config::positive_millis;
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::node::{Node, Unsubscribe};
-use crate::queue_driver::{QueueActor, Queued};
+use crate::queue_driver::{QueueActor, Queued, Timers};
 use crate::registry::Registry;
 use crate::reply::{Deferred, Detached, ReplySlot};
 use crate::runtime::{Closing, Errand};
@@ -76,6 +76,8 @@ pub struct SemaphoreActor {
     /// The local waiters, and what the head is doing.
     queue: WaitQueue<Waiting>,
     sleep: Option<SpawnHandle>,
+    /// The waiters' deadlines and the watch on their askers (one timer, one watch).
+    timers: Timers,
     /// Our own address while we are busy, so nobody's dropped handle stops us.
     keepalive: Option<Addr<SemaphoreActor>>,
     /// Plain permits out through guards made here: while any are, we stay alive to hear
@@ -105,9 +107,6 @@ pub(crate) struct Waiting {
     permits: u32,
     lease: Option<Duration>,
     reply: Reply,
-    /// Its deadline timer and the watch on its asker leaving (a dropped future), once it
-    /// has to wait.
-    deadline_timer: Option<[SpawnHandle; 2]>,
     /// Counts it in the waiters gauge while it is queued; dropped before its asker hears
     /// the answer, so an asker never sees itself still counted.
     queued: telemetry::Queued,
@@ -152,10 +151,6 @@ fn disarm(timer: Option<SpawnHandle>, ctx: &mut Context<SemaphoreActor>) {
 }
 
 impl Queued for Waiting {
-    fn timers(&mut self) -> &mut Option<[SpawnHandle; 2]> {
-        &mut self.deadline_timer
-    }
-
     fn asker_left(&self) -> impl std::future::Future<Output = ()> + 'static {
         self.reply.closed()
     }
@@ -179,6 +174,10 @@ impl QueueActor for SemaphoreActor {
 
     fn sleep_timer(&mut self) -> &mut Option<SpawnHandle> {
         &mut self.sleep
+    }
+
+    fn timers(&mut self) -> &mut Timers {
+        &mut self.timers
     }
 
     fn attempt(&mut self, id: u64, ctx: &mut Context<Self>) {
@@ -216,6 +215,7 @@ impl SemaphoreActor {
             id,
             queue: WaitQueue::new(Retry::TransientOnce),
             sleep: None,
+            timers: Timers::default(),
             keepalive: None,
             plain_out: 0,
             grants: HashMap::new(),
