@@ -1,11 +1,10 @@
 //! What a client's TLS settings are (trusted CA, client certificate, insecure mode), their
-//! checks, and the [`ClientConfig`] methods that set them (behind the `tls` feature). Data
+//! checks, and the [`ClientConfig`](super::ClientConfig) methods that set them (behind the `tls` feature). Data
 //! only: putting them on connections is the node layer's job (`node::tls`).
 
-use super::ClientConfig;
 use crate::error::LockError;
 
-/// The TLS settings of one [`ClientConfig`]: all unset by default (then `rediss://` trusts
+/// The TLS settings of one [`ClientConfig`](super::ClientConfig): all unset by default (then `rediss://` trusts
 /// the system's CA store and sends no client certificate).
 #[derive(Clone, Default)]
 pub(crate) struct TlsSettings {
@@ -108,7 +107,7 @@ impl TlsSettings {
 
 #[cfg(feature = "tls")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tls")))]
-impl ClientConfig {
+impl super::ClientConfig {
     /// Trusts the CA certificate(s) in `pem` (one or more PEM `CERTIFICATE` blocks) for
     /// `rediss://` connections, instead of the system's trust store: for servers whose
     /// certificates a private CA signed. Every node of a cluster and every sentinel and
@@ -158,7 +157,7 @@ impl ClientConfig {
     /// `rediss://` connections (any certificate is accepted, for any host). The traffic is
     /// still encrypted, but anyone who can intercept it can read and change it, passwords
     /// and locks included. Never use this in production: give the client the server's CA
-    /// with [`tls_ca_certificate`](ClientConfig::tls_ca_certificate) instead.
+    /// with [`tls_ca_certificate`](Self::tls_ca_certificate) instead.
     ///
     /// This is the only way to turn verification off: Redis's `rediss://host/#insecure`
     /// URL fragment is refused with [`LockError::InvalidConfig`], so a URL copied from an

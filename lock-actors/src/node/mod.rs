@@ -2,10 +2,10 @@
 //! `NodeSupervisor` actor), which routes the messages of each channel to the actors that
 //! listen on it. Knows channels and connections, not lock kinds.
 
-#[cfg(feature = "inspect")]
 pub(crate) mod cluster_resend;
 pub(crate) mod connection;
 pub(crate) mod identity;
+#[cfg(feature = "inspect")]
 mod keyspace;
 mod supervisor;
 pub(crate) mod tls;
