@@ -228,16 +228,18 @@ where
 mod tests {
     use super::*;
     use actix::prelude::*;
+    use std::sync::mpsc;
     use std::sync::{Arc, Barrier};
+    use std::time::Duration;
 
-    /// Counts the messages it handled; `Step` runs a step that blocks its thread at a
-    /// barrier twice, so a test can send while the actor is inside a step.
-    struct Counter {
-        handled: Arc<std::sync::atomic::AtomicUsize>,
+    /// Reports each message it handled on `handled`; `Step` runs a step that blocks its
+    /// thread at a barrier twice, so a test can send while the actor is inside a step.
+    struct Reporter {
+        handled: mpsc::Sender<()>,
         barrier: Arc<Barrier>,
     }
 
-    impl Actor for Counter {
+    impl Actor for Reporter {
         type Context = Context<Self>;
     }
 
@@ -246,7 +248,7 @@ mod tests {
         type Result = ();
     }
 
-    impl Handler<Step> for Counter {
+    impl Handler<Step> for Reporter {
         type Result = ();
         fn handle(&mut self, _: Step, ctx: &mut Context<Self>) {
             let barrier = self.barrier.clone();
@@ -263,25 +265,24 @@ mod tests {
         type Result = ();
     }
 
-    impl Handler<Detached<Bump>> for Counter {
+    impl Handler<Detached<Bump>> for Reporter {
         type Result = ();
         fn handle(&mut self, _: Detached<Bump>, _: &mut Context<Self>) {
-            self.handled
-                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let _ = self.handled.send(());
         }
     }
 
     #[test]
     fn a_posted_message_is_handled_when_its_sender_dropped_the_last_address_mid_step() {
-        let handled = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (handled, reports) = mpsc::channel();
         let barrier = Arc::new(Barrier::new(2));
         let _system = actix::System::new(); // what an arbiter needs; this thread only sends
         let arbiter = actix::Arbiter::new();
-        let (counter, step_barrier) = (handled.clone(), barrier.clone());
-        let (tx, rx) = std::sync::mpsc::channel();
+        let step_barrier = barrier.clone();
+        let (tx, rx) = mpsc::channel();
         arbiter.spawn(async move {
-            let addr = Counter::start(Counter {
-                handled: counter,
+            let addr = Reporter::start(Reporter {
+                handled,
                 barrier: step_barrier,
             });
             tx.send(addr).unwrap();
@@ -292,13 +293,9 @@ mod tests {
         post(&addr, Bump);
         drop(addr); // the last address
         barrier.wait();
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while handled.load(std::sync::atomic::Ordering::SeqCst) == 0
-            && std::time::Instant::now() < deadline
-        {
-            std::thread::sleep(std::time::Duration::from_millis(5)); // poll the other thread
-        }
+        // An actor that stops without handling it drops `handled`: the wait ends at once.
+        let outcome = reports.recv_timeout(Duration::from_secs(10));
         arbiter.stop();
-        assert_eq!(handled.load(std::sync::atomic::Ordering::SeqCst), 1);
+        assert_eq!(outcome, Ok(()), "the posted message was not handled");
     }
 }
