@@ -1,28 +1,24 @@
-//! The uncontended fast path: when a lock's actor has nothing to do, the caller sends the
-//! acquire and the unlock script itself, on the node's shared connection, and the actor is
-//! not involved at all.
+//! The uncontended fast path, carried out: when a lock's actor has nothing to do, the
+//! caller sends the acquire and the unlock script itself, on the node's shared connection,
+//! and the actor is not involved at all.
 //!
-//! The actor stays the owner of everything that needs waiting or settling. A `Direct` value,
-//! shared by the actor and the callers under one mutex, says who may act:
-//!
-//! - `Idle`: the actor has no holders, waiters or calls in flight; one caller may try.
-//! - `Trying`: that caller's acquire script is on the way. Others go through the actor.
-//! - `Held`: the hold it got sits in the slot, with its watchdog entry already registered.
-//! - `Unlocking`: its guard took it out of the slot and is sending the unlock itself.
-//! - `Actor`: the actor is in charge. Every actor handler first *absorbs* the slot (takes
-//!   the direct hold into its own holders) and sets `Actor`; the actor sets `Idle` again
-//!   once it is idle.
+//! What may be done directly, and what a call's outcome means for the lock, is decided by
+//! the lock's [`FastPath`] machine (`super::fast_path`), kept here under one mutex shared by
+//! the actor and its callers. This module only carries its decisions out: sends the scripts,
+//! makes the guards, registers watchdog entries, and tells the actor of a call in doubt.
 //!
 //! Whatever a caller cannot finish (its future is dropped mid-call, Redis does not answer)
 //! is handed to the actor as a doubt, which it settles with Redis by reconciling (see
 //! `LockActor::doubt`): nothing is ever left in Redis that nobody counts.
 
-use super::direct_messages::{Adopt, DirectHold, Doubt, SettleUnlock};
+use super::direct_messages::{DirectHold, Doubt, SettleUnlock};
+use super::fast_path::{
+    surely_held_until, AfterTry, AfterUnlock, FastPath, TryAnswer, UnlockAnswer,
+};
 use super::guard::{GuardLink, ReleaseHold, Reply};
 use super::kind::LockKind;
 use super::lease_entry::{HoldLost, WatchRegistry};
 use super::{Acquire, AcquireFenced, LockGuard, LockOwner, Released, RestartLease};
-use crate::config::clock_drift;
 use crate::error::LockError;
 use crate::hold_status::{HoldStatus, StatusSender};
 use crate::keys::LockName;
@@ -41,7 +37,6 @@ use std::time::{Duration, Instant};
 /// name the actor; the one actor that has all of it is `LockActor`.
 pub(crate) trait LockActorApi:
     Actor<Context = Context<Self>>
-    + Handler<Detached<Adopt>>
     + Handler<Detached<Doubt>>
     + Handler<Detached<SettleUnlock>>
     + Handler<ReleaseHold>
@@ -55,7 +50,6 @@ pub(crate) trait LockActorApi:
 
 impl<A> LockActorApi for A where
     A: Actor<Context = Context<A>>
-        + Handler<Detached<Adopt>>
         + Handler<Detached<Doubt>>
         + Handler<Detached<SettleUnlock>>
         + Handler<ReleaseHold>
@@ -65,51 +59,6 @@ impl<A> LockActorApi for A where
         + Handler<HoldLost>
         + Handler<RestartLease>
 {
-}
-
-/// Who may act on a lock right now (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mode {
-    Idle,
-    Trying,
-    Held,
-    Unlocking,
-    Actor,
-}
-
-struct State<A: Actor> {
-    mode: Mode,
-    slot: Option<DirectHold>,
-    /// The actor's address while a caller acts directly (`Trying`, `Held`, `Unlocking`):
-    /// the actor does not know of that hold, so this keeps it alive for the messages
-    /// about it (a doubt); and while any guard is out (`guards`), so that a guard's
-    /// release, unlock or re-entry reaches it (a guard keeps its lock's actor alive).
-    /// Cleared when neither holds, which also breaks the cycle actor -> `Direct` -> actor.
-    keepalive: Option<Addr<A>>,
-    /// Guards out (see [`GuardLink`]).
-    guards: usize,
-    /// Fast-path calls in flight (see [`Pending`]): each may still have to tell the actor
-    /// of a doubt, even after the actor took charge meanwhile.
-    calls: usize,
-}
-
-impl<A: Actor> State<A> {
-    fn set(&mut self, mode: Mode) {
-        self.mode = mode;
-        self.settle();
-    }
-
-    /// A caller acts directly or a guard is out: the actor's address must be kept.
-    fn needs_actor(&self) -> bool {
-        !matches!(self.mode, Mode::Idle | Mode::Actor) || self.guards > 0 || self.calls > 0
-    }
-
-    /// Lets the actor's address go once nobody needs it any more.
-    fn settle(&mut self) {
-        if !self.needs_actor() {
-            self.keepalive = None;
-        }
-    }
 }
 
 /// What a lock's actor and its callers share (one per actor).
@@ -127,7 +76,8 @@ pub(crate) struct Direct<A: Actor> {
     errands: Errands,
     /// Hold ids, drawn by the actor and by fast-path callers alike.
     next_hold: AtomicU64,
-    state: Mutex<State<A>>,
+    /// Who may act on the lock, the holds taken directly, and the actor's kept address.
+    state: Mutex<FastPath<DirectHold, Addr<A>>>,
 }
 
 /// How a fast-path acquire ended.
@@ -152,12 +102,6 @@ impl<A: LockActorApi> Direct<A> {
         kind: LockKind,
         name: LockName,
     ) -> Self {
-        // A fair lock's waiters must all go through the queue in Redis: never direct.
-        let mode = if kind.per_owner() {
-            Mode::Actor
-        } else {
-            Mode::Idle
-        };
         Direct {
             node: Arc::downgrade(node),
             watchdog_lease: node.config.watchdog_timeout,
@@ -166,17 +110,12 @@ impl<A: LockActorApi> Direct<A> {
             name,
             errands: node.arbiter.errands().clone(),
             next_hold: AtomicU64::new(1),
-            state: Mutex::new(State {
-                mode,
-                slot: None,
-                keepalive: None,
-                guards: 0,
-                calls: 0,
-            }),
+            // A fair lock's waiters must all go through the queue in Redis: never direct.
+            state: Mutex::new(FastPath::new(kind.per_owner())),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, State<A>> {
+    fn lock(&self) -> MutexGuard<'_, FastPath<DirectHold, Addr<A>>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -187,71 +126,18 @@ impl<A: LockActorApi> Direct<A> {
     /// Counts a guard out (see [`GuardLink`]): the actor's address is kept from now until
     /// the last guard is counted back. `actor` is asked only when none is kept yet.
     pub(crate) fn hand_out(&self, actor: impl FnOnce() -> Addr<A>) {
-        let mut state = self.lock();
-        state.guards += 1;
-        if state.keepalive.is_none() {
-            state.keepalive = Some(actor());
-        }
+        self.lock().hand_out(actor);
     }
 
-    /// Counts a guard back and returns the actor's address for its last message: the kept
-    /// one itself when that was the last guard and no caller acts directly, else a copy.
-    fn count_back(&self) -> Option<Addr<A>> {
-        let mut state = self.lock();
-        state.guards = state.guards.saturating_sub(1);
-        if state.needs_actor() {
-            state.keepalive.clone()
-        } else {
-            state.keepalive.take()
-        }
+    /// For the actor, at every turn: it is in charge now; takes the holds taken directly
+    /// into its care.
+    pub(crate) fn absorb(&self) -> Vec<DirectHold> {
+        self.lock().absorb()
     }
 
-    /// Counts a guard back whose last message needs no address (a direct unlock).
-    fn count_back_quietly(&self) {
-        let mut state = self.lock();
-        state.guards = state.guards.saturating_sub(1);
-        state.settle();
-    }
-
-    /// For the actor: it is in charge now; takes the direct hold, if any, into its care.
-    pub(crate) fn absorb(&self) -> Option<DirectHold> {
-        let mut state = self.lock();
-        state.set(Mode::Actor);
-        state.slot.take()
-    }
-
-    /// For the actor, once it is idle: callers may act directly again. A caller's hold or
-    /// call in flight is left alone.
+    /// For the actor, once it is idle: callers may act directly again.
     pub(crate) fn release_to_callers(&self) {
-        let mut state = self.lock();
-        if state.mode == Mode::Actor && !self.kind.per_owner() {
-            state.set(Mode::Idle);
-        }
-    }
-
-    /// Moves from `from` to `to` if the mode is still `from`.
-    fn shift(&self, from: Mode, to: Mode) -> bool {
-        let mut state = self.lock();
-        if state.mode == from {
-            state.set(to);
-            true
-        } else {
-            false
-        }
-    }
-
-    /// For a guard: takes its hold out of the slot to unlock it directly, if the hold is
-    /// there and nobody else acts. The unlock call counts as in flight from here: hand the
-    /// hold to [`Pending::new`] at once.
-    pub(crate) fn take_for_unlock(&self, hold: u64) -> Option<DirectHold> {
-        let mut state = self.lock();
-        if state.mode == Mode::Held && state.slot.as_ref().is_some_and(|d| d.hold == hold) {
-            state.set(Mode::Unlocking);
-            state.calls += 1; // settled by the `Pending` of the unlock
-            state.slot.take()
-        } else {
-            None
-        }
+        self.lock().actor_idle();
     }
 
     fn watchdog_lease(&self) -> Duration {
@@ -277,12 +163,12 @@ impl<A: LockActorApi> Direct<A> {
         self.node.upgrade().filter(|node| !node.is_stopped())
     }
 
-    /// Tries to take the lock for `owner` without the actor: with the watchdog (`fixed`
-    /// `None`; the hold stays on the fast path), or for a fixed lease (handed to the actor
-    /// at once, which ends it when the lease runs out).
+    /// Tries to take the lock for `owner` without the actor, with the watchdog (`fixed`
+    /// `None`) or for a fixed lease. The hold stays on the fast path (see
+    /// [`FastPath::place`]).
     ///
-    /// Takes the actor's address by value: it becomes the kept one (see `State::keepalive`)
-    /// unless one is kept already, so a fast acquire copies no address.
+    /// Takes the actor's address by value: it becomes the kept one unless one is kept
+    /// already, so a fast acquire copies no address.
     pub(crate) async fn try_acquire(
         self: &Arc<Self>,
         actor: Addr<A>,
@@ -293,121 +179,94 @@ impl<A: LockActorApi> Direct<A> {
         let Some(node) = self.node() else {
             return Tried::AskActor; // the actor says Shutdown
         };
-        let mut own = Some(actor);
-        {
-            let mut state = self.lock();
-            if state.mode != Mode::Idle {
-                return Tried::AskActor;
-            }
-            state.set(Mode::Trying);
-            state.calls += 1; // settled by `pending` below
-            if state.keepalive.is_none() {
-                state.keepalive = own.take();
-            }
+        if self.lock().begin_try(actor).is_err() {
+            return Tried::AskActor;
         }
         let lease = fixed.unwrap_or_else(|| self.watchdog_lease());
         let field = self.kind.field(node.owner_field(owner.id()));
         let lease_ms = lease.as_millis() as u64;
-        let mut pending = Pending::new(self.clone(), owner);
-        pending.lease = lease;
+        let mut pending = Pending::new(self.clone(), owner, lease);
         let sent = Instant::now();
         let reply = self.try_once(&node, &field, lease_ms, fenced).await;
-        // The kept address is there while the call counts as in flight: take from it what
-        // the outcome needs. A grant's guard is out from here (see `GuardLink`).
-        let (actor, weak) = {
-            let mut state = self.lock();
-            if matches!(reply, Ok((None, _))) {
-                state.guards += 1;
-                (None, state.keepalive.as_ref().map(Addr::downgrade))
-            } else {
-                (own.or_else(|| state.keepalive.clone()), None)
-            }
+        let answer = match &reply {
+            Ok((None, _)) => TryAnswer::Granted,
+            Ok((Some(_), _)) => TryAnswer::Busy,
+            Err(LockError::Unavailable { .. }) => TryAnswer::Unanswered,
+            Err(LockError::NotReplicated { .. }) => TryAnswer::NotReplicated,
+            Err(_) => TryAnswer::Refused,
         };
-        pending.settled();
-        drop(pending);
-        match reply {
+        // A grant's watchdog entry names the actor weakly (it must not keep it alive).
+        let (after, weak) = pending.answered(|state| {
+            let after = state.try_answered(answer);
+            (after, state.actor().map(Addr::downgrade))
+        });
+        let error = match reply {
             Ok((None, token)) => {
-                let (status, receiver) = StatusSender::held();
-                let watch_id = match (fixed, weak) {
-                    (None, Some(weak)) => Some({
-                        status.set_deadline(Some(sent + lease - clock_drift(lease)));
-                        self.watchdog.register(
-                            self.kind,
-                            self.name.clone(),
-                            owner,
-                            weak,
-                            status.loser(),
-                            sent + lease,
-                        )
-                    }),
-                    _ => None,
-                };
-                let hold = self.next_hold();
-                let taken = DirectHold {
-                    owner,
-                    hold,
-                    status,
-                    watch_id,
-                    lease: fixed,
-                    sent,
-                };
-                {
-                    let mut state = self.lock();
-                    let handed_over = if fixed.is_some() {
-                        // A fixed lease needs the actor's timer: it takes charge now.
-                        state.set(Mode::Actor);
-                        Some(taken)
-                    } else if state.mode == Mode::Trying {
-                        state.set(Mode::Held);
-                        state.slot = Some(taken);
-                        None
-                    } else {
-                        Some(taken) // the actor took charge meanwhile: it adopts the hold
-                    };
-                    // Kept: the guard counted above is out.
-                    if let (Some(taken), Some(actor)) = (handed_over, &state.keepalive) {
-                        post(actor, Adopt(taken));
-                    }
-                }
-                tracing::debug!(lock = %self.name, owner = owner.id(), "acquired directly");
-                let link: Arc<dyn GuardLink> = self.clone();
-                let guard = LockGuard::new(link, self.name.clone(), owner, hold, fixed, receiver)
-                    .with_token(token)
-                    .timed(HoldTimer::start(self.kind, &self.name, &node.config));
-                Tried::Acquired(guard)
+                let guard = self.grant(&node, owner, fixed, lease, sent, weak, token);
+                return Tried::Acquired(guard);
             }
-            Ok((Some(_), _)) => {
-                // Held by another owner: the actor queues the caller from here on.
-                self.shift(Mode::Trying, Mode::Actor);
-                match actor {
-                    Some(actor) => Tried::Busy(actor),
-                    None => Tried::AskActor, // never: it was kept while the call was out
-                }
+            Ok((Some(_), _)) => None,
+            Err(error) => Some(error),
+        };
+        match (after, error) {
+            (AfterTry::Queue(actor), _) => Tried::Busy(actor),
+            (AfterTry::DoubtAndQueue(actor), Some(error)) => {
+                self.doubt(&actor, owner, lease);
+                Tried::Failed(error, actor)
             }
-            Err(error @ LockError::Unavailable { .. }) => {
-                self.shift(Mode::Trying, Mode::Actor);
-                match actor {
-                    Some(actor) => {
-                        self.doubt(&actor, owner, lease);
-                        Tried::Failed(error, actor)
-                    }
-                    None => Tried::Error(error), // never, as above
-                }
-            }
-            Err(error @ LockError::NotReplicated { .. }) => {
+            (AfterTry::DoubtAndFail(actor), Some(error)) => {
                 // Taken in Redis but not on enough replicas: the actor's reconcile finds
                 // the hold it does not count, and gives it back.
-                self.shift(Mode::Trying, Mode::Actor);
-                if let Some(actor) = actor {
-                    self.doubt(&actor, owner, lease);
-                }
+                self.doubt(&actor, owner, lease);
                 Tried::Error(error)
             }
-            Err(error) => {
-                self.shift(Mode::Trying, Mode::Idle);
-                Tried::Error(error)
-            }
+            (_, Some(error)) => Tried::Error(error),
+            (_, None) => Tried::AskActor, // never: the actor was kept while the call was out
         }
+    }
+
+    /// Makes the guard of a hold taken directly (counted out already), and puts the hold in
+    /// the slot.
+    #[allow(clippy::too_many_arguments)]
+    fn grant(
+        self: &Arc<Self>,
+        node: &Node,
+        owner: LockOwner,
+        fixed: Option<Duration>,
+        lease: Duration,
+        sent: Instant,
+        actor: Option<actix::WeakAddr<A>>,
+        token: Option<u64>,
+    ) -> LockGuard {
+        let (status, receiver) = StatusSender::held();
+        let until = surely_held_until(sent, lease);
+        status.set_deadline(Some(until));
+        let watch_id = match (fixed, actor) {
+            (None, Some(actor)) => Some(self.watchdog.register(
+                self.kind,
+                self.name.clone(),
+                owner,
+                actor,
+                status.loser(),
+                sent + lease,
+            )),
+            _ => None,
+        };
+        let hold = self.next_hold();
+        let taken = DirectHold {
+            owner,
+            hold,
+            status,
+            watch_id,
+            lease: fixed,
+            sent,
+        };
+        self.lock().place(hold, fixed.map(|_| until), taken);
+        tracing::debug!(lock = %self.name, owner = owner.id(), "acquired directly");
+        let link: Arc<dyn GuardLink> = self.clone();
+        LockGuard::new(link, self.name.clone(), owner, hold, fixed, receiver)
+            .with_token(token)
+            .timed(HoldTimer::start(self.kind, &self.name, &node.config))
     }
 
     /// One acquire on the fast path. A free lock of a kind that can is taken with a plain
@@ -426,11 +285,11 @@ impl<A: LockActorApi> Direct<A> {
                 .acquire(&self.name, field, lease_ms, fenced, 0, commands.pubsub)
         };
         let Some(plain) = self.kind.plain_acquire(&self.name, field, lease_ms, fenced) else {
-            return run_acquire(commands.clone(), script(), None, self.name.clone()).await;
+            return run_acquire(commands.clone(), script(), self.name.clone()).await;
         };
         let reply = commands.clone().command(plain, self.name.clone()).await?;
         if reply != redis::Value::Okay {
-            return run_acquire(commands.clone(), script(), None, self.name.clone()).await;
+            return run_acquire(commands.clone(), script(), self.name.clone()).await;
         }
         commands
             .clone()
@@ -439,17 +298,17 @@ impl<A: LockActorApi> Direct<A> {
         Ok((None, None))
     }
 
-    /// Unlocks a hold taken out of the slot by [`take_for_unlock`](Self::take_for_unlock).
+    /// Unlocks a hold taken out of the slot by [`FastPath::begin_unlock`].
     ///
-    /// `pending` stands for this call (counted in flight by `take_for_unlock`): while it
-    /// is, the actor's address stays kept, so no copy of it is made for the common case.
+    /// `pending` stands for this call (counted in flight by `begin_unlock`): while it is,
+    /// the actor's address stays kept, so no copy of it is made for the common case.
     async fn unlock_directly(
         self: &Arc<Self>,
         mut pending: Pending<A>,
         taken: DirectHold,
     ) -> Result<Released, LockError> {
         let Some(node) = self.node() else {
-            pending.settled();
+            pending.answered(|state| state.unlock_answered(UnlockAnswer::Answered));
             // As the actor would say: after shutdown nothing is released (the hold expires
             // at its lease), whether or not the connection is still open for a moment.
             return Err(LockError::Shutdown);
@@ -473,16 +332,15 @@ impl<A: LockActorApi> Direct<A> {
             .eval::<Option<i64>>(call, self.name.clone())
             .await;
         drop(node);
-        // Kept while the call is in flight: a copy for the replies that need the actor.
-        let actor = match reply {
-            Ok(_) => None,
-            Err(_) => self.lock().keepalive.clone(),
+        let answer = match &reply {
+            Ok(_) => UnlockAnswer::Answered,
+            Err(LockError::Unavailable { .. }) => UnlockAnswer::Unanswered,
+            Err(_) => UnlockAnswer::Failed,
         };
-        pending.settled();
+        let after = pending.answered(|state| state.unlock_answered(answer));
         match reply {
             Ok(Some(_)) => {
                 taken.status.send_replace(HoldStatus::Released);
-                self.shift(Mode::Unlocking, Mode::Idle);
                 tracing::debug!(lock = %self.name, owner = owner.id(), "released directly");
                 Ok(Released::Unlocked)
             }
@@ -493,30 +351,28 @@ impl<A: LockActorApi> Direct<A> {
                     crate::telemetry::lost(self.kind, &self.name, &node.config);
                 }
                 taken.status.send_replace(HoldStatus::Lost);
-                self.shift(Mode::Unlocking, Mode::Idle);
                 Err(LockError::NotOwner {
                     name: self.name.to_string(),
                 })
             }
-            Err(error @ LockError::Unavailable { .. }) => {
-                taken.status.send_replace(HoldStatus::Released);
-                self.shift(Mode::Unlocking, Mode::Actor);
-                let settle = SettleUnlock {
-                    owner,
-                    lease,
-                    error,
-                };
-                let actor = actor.ok_or(LockError::Shutdown)?;
-                // Settled even if this future is dropped now.
-                send_detached(&actor, settle).await?
-            }
             Err(error) => {
                 taken.status.send_replace(HoldStatus::Released);
-                self.shift(Mode::Unlocking, Mode::Actor);
-                if let Some(actor) = actor {
-                    self.doubt(&actor, owner, lease);
+                match after {
+                    AfterUnlock::Settle(actor) => {
+                        let settle = SettleUnlock {
+                            owner,
+                            lease,
+                            error,
+                        };
+                        // Settled even if this future is dropped now.
+                        send_detached(&actor, settle).await?
+                    }
+                    AfterUnlock::Doubt(actor) => {
+                        self.doubt(&actor, owner, lease);
+                        Err(error)
+                    }
+                    AfterUnlock::Done => Err(error),
                 }
-                Err(error)
             }
         }
     }
@@ -524,7 +380,8 @@ impl<A: LockActorApi> Direct<A> {
 
 impl<A: LockActorApi> GuardLink for Direct<A> {
     fn release(&self, owner: LockOwner, hold: u64) {
-        if let Some(actor) = self.count_back() {
+        let actor = self.lock().count_back();
+        if let Some(actor) = actor {
             let errand = self.errands.start();
             post(
                 &actor,
@@ -538,13 +395,20 @@ impl<A: LockActorApi> GuardLink for Direct<A> {
     }
 
     fn unlock(self: Arc<Self>, owner: LockOwner, hold: u64) -> Reply<Released> {
-        if let Some(taken) = self.take_for_unlock(hold) {
+        let taken = {
+            let mut state = self.lock();
+            let taken = state.begin_unlock(hold, Instant::now());
+            if taken.is_some() {
+                state.count_back_quietly();
+            }
+            taken
+        };
+        if let Some(taken) = taken {
             // Straight to Redis: the hold is still on the fast path.
-            let pending = Pending::new(self.clone(), owner);
-            self.count_back_quietly();
+            let pending = Pending::new(self.clone(), owner, self.watchdog_lease());
             return Box::pin(async move { self.unlock_directly(pending, taken).await });
         }
-        let Some(actor) = self.count_back() else {
+        let Some(actor) = self.lock().count_back() else {
             return Box::pin(async { Err(LockError::Shutdown) });
         };
         let errand = self.errands.start();
@@ -562,7 +426,7 @@ impl<A: LockActorApi> GuardLink for Direct<A> {
 
     fn restart_lease(&self, owner: LockOwner, hold: u64, lease: Duration) -> Reply<bool> {
         let state = self.lock();
-        let Some(actor) = state.keepalive.as_ref() else {
+        let Some(actor) = state.actor() else {
             return Box::pin(async { Err(LockError::Shutdown) });
         };
         let request = actor.send(RestartLease { owner, hold, lease });
@@ -577,7 +441,7 @@ impl<A: LockActorApi> GuardLink for Direct<A> {
         fenced: bool,
     ) -> Reply<LockGuard> {
         let state = self.lock();
-        let Some(actor) = state.keepalive.as_ref() else {
+        let Some(actor) = state.actor() else {
             return Box::pin(async { Err(LockError::Shutdown) });
         };
         if fenced {
@@ -590,8 +454,9 @@ impl<A: LockActorApi> GuardLink for Direct<A> {
     }
 }
 
-/// A fast-path call under way: if its future is dropped before Redis answered, the call
-/// may or may not have run, so the actor is told to settle it.
+/// A direct call under way (counted in flight by the machine): if its future is dropped
+/// before Redis answered, the call may or may not have run, so the actor is told to settle
+/// it.
 struct Pending<A: LockActorApi> {
     direct: Arc<Direct<A>>,
     owner: LockOwner,
@@ -601,9 +466,7 @@ struct Pending<A: LockActorApi> {
 }
 
 impl<A: LockActorApi> Pending<A> {
-    /// Stands for a call already counted in flight (`calls`) under the state's lock.
-    fn new(direct: Arc<Direct<A>>, owner: LockOwner) -> Self {
-        let lease = direct.watchdog_lease();
+    fn new(direct: Arc<Direct<A>>, owner: LockOwner, lease: Duration) -> Self {
         Pending {
             direct,
             owner,
@@ -612,14 +475,10 @@ impl<A: LockActorApi> Pending<A> {
         }
     }
 
-    /// The call got its answer: it no longer counts as in flight.
-    fn settled(&mut self) {
-        if self.armed {
-            self.armed = false;
-            let mut state = self.direct.lock();
-            state.calls = state.calls.saturating_sub(1);
-            state.settle();
-        }
+    /// The call got its answer: tells the machine (`answer`), under its lock.
+    fn answered<R>(&mut self, answer: impl FnOnce(&mut FastPath<DirectHold, Addr<A>>) -> R) -> R {
+        self.armed = false;
+        answer(&mut self.direct.lock())
     }
 }
 
@@ -627,19 +486,13 @@ impl<A: LockActorApi> Drop for Pending<A> {
     fn drop(&mut self) {
         if self.armed {
             let mut state = self.direct.lock();
-            // Kept while the call counts as in flight.
-            if let Some(actor) = &state.keepalive {
-                self.direct.doubt(actor, self.owner, self.lease);
-            }
-            state.calls = state.calls.saturating_sub(1);
-            if matches!(state.mode, Mode::Trying | Mode::Unlocking) {
-                state.set(Mode::Actor);
-            } else {
-                state.settle();
+            if let Some(actor) = state.call_dropped() {
+                self.direct.doubt(&actor, self.owner, self.lease);
             }
         }
     }
 }
+
 /// A lock handle's own copy of its actor's address and fast-path state, so that a handle
 /// used again and again skips the registry, and its actor stays up while the handle lives
 /// (the registry only holds actors weakly: without it an idle actor stops after every
@@ -687,31 +540,19 @@ pub(crate) type TryReply = (Option<i64>, Option<u64>);
 /// Runs an acquire script and reads its reply. With replica-synced acquisition on, a
 /// grant counts only once enough replicas confirmed it: otherwise the reply is
 /// [`LockError::NotReplicated`], and the hold is still in Redis for the caller to give back.
-///
-/// `plain_first` (see [`LockKind::plain_acquire`]) is a command that takes a free lock
-/// without Lua; the script runs only when it did not (busy, or a key of another type).
 pub(crate) async fn run_acquire(
     commands: Commands,
     invocation: ScriptCall,
-    plain_first: Option<redis::Cmd>,
     name: LockName,
 ) -> Result<TryReply, LockError> {
-    let taken_plainly = match plain_first {
-        Some(cmd) => commands.clone().command(cmd, name.clone()).await? == redis::Value::Okay,
-        None => false,
-    };
-    let tried = if taken_plainly {
-        (None, None)
-    } else {
-        let reply = commands
-            .clone()
-            .eval::<redis::Value>(invocation, name.clone())
-            .await?;
-        tried(reply).ok_or_else(|| LockError::Unavailable {
-            node: commands.label().to_string(),
-            reason: "unexpected reply to the acquire script".into(),
-        })?
-    };
+    let reply = commands
+        .clone()
+        .eval::<redis::Value>(invocation, name.clone())
+        .await?;
+    let tried = tried(reply).ok_or_else(|| LockError::Unavailable {
+        node: commands.label().to_string(),
+        reason: "unexpected reply to the acquire script".into(),
+    })?;
     if tried.0.is_none() {
         commands.confirm_replicated(name).await?;
     }

@@ -1,5 +1,6 @@
-//! What the fast path (`lock/direct.rs`) hands to a lock's actor: a hold it took, and the
-//! messages by which the actor adopts that hold, takes over a busy or unanswered try, or
+//! What the fast path (`lock/direct.rs`) and a lock's actor share: a hold taken directly
+//! (it waits in the fast path's slot until the actor absorbs it), and the messages by which
+//! the actor queues a caller whose direct try found the lock busy or got no answer, or
 //! settles a call whose reply was lost. Below both, so neither names the other's module
 //! for them.
 
@@ -20,13 +21,6 @@ pub(crate) struct DirectHold {
     /// A fixed lease, and when the acquire that took it was sent.
     pub(crate) lease: Option<Duration>,
     pub(crate) sent: Instant,
-}
-
-/// A hold taken on the fast path after the actor took charge: count it as ours.
-pub(crate) struct Adopt(pub(crate) DirectHold);
-
-impl Message for Adopt {
-    type Result = ();
 }
 
 /// Take the lock after a fast-path try: it found the lock held by another owner (the

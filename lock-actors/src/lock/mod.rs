@@ -4,6 +4,7 @@
 mod actor;
 mod direct;
 mod direct_messages;
+mod fast_path;
 mod guard;
 mod kind;
 pub(crate) mod lease_entry;

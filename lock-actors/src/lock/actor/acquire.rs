@@ -219,12 +219,7 @@ impl LockActor {
             self.node.commands.pubsub,
         );
         let sent = Instant::now();
-        let request = run_acquire(
-            self.node.commands.clone(),
-            invocation,
-            None,
-            self.name.clone(),
-        );
+        let request = run_acquire(self.node.commands.clone(), invocation, self.name.clone());
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
             act.attempted(id, owner, lease, sent, result, ctx);
         }));

@@ -12,7 +12,8 @@ mod release;
 pub(crate) use forced::ForceReleaseIf;
 
 use super::direct::Direct;
-use super::direct_messages::{Adopt, DirectHold};
+use super::direct_messages::DirectHold;
+use super::fast_path::surely_held_until;
 use super::kind::LockKind;
 use super::kind::{actor_key, ActorKey};
 use super::lease_entry::{HoldLost, WatchRegistry};
@@ -25,7 +26,7 @@ use crate::lease_list::Loss;
 use crate::node::{Node, Unsubscribe};
 use crate::queue_driver::{QueueActor, Queued, Timers};
 use crate::registry::Registry;
-use crate::reply::{Detached, ReplySlot};
+use crate::reply::ReplySlot;
 use crate::runtime::{Closing, Errand};
 use crate::telemetry;
 use crate::wait_queue::{Asker, Effect, Retry, WaitQueue, Waiter, ERROR_RETRY};
@@ -274,10 +275,10 @@ impl LockActor {
         }
     }
 
-    /// Takes charge: no caller acts directly from now on, and a hold taken on the fast path
-    /// becomes one of ours. Every handler that reads or changes holders calls it first.
+    /// Takes charge: no caller acts directly from now on, and the holds taken on the fast
+    /// path become ours. Every handler that reads or changes holders calls it first.
     fn take_charge(&mut self, ctx: &mut Context<Self>) {
-        if let Some(taken) = self.direct.absorb() {
+        for taken in self.direct.absorb() {
             self.adopt(taken, ctx);
         }
     }
@@ -307,6 +308,8 @@ impl LockActor {
                 self.arm_lease_keeping(owner, sent, ctx);
             }
             None => {
+                let ended =
+                    lease.is_some_and(|lease| Instant::now() >= surely_held_until(sent, lease));
                 self.holders.insert(
                     owner,
                     Holder {
@@ -317,7 +320,11 @@ impl LockActor {
                         expiry: None,
                     },
                 );
-                if lease.is_some() {
+                if ended {
+                    // Its fixed lease ran out while it waited in the slot: as the expiry
+                    // timer would have, at once (a release that follows finds it gone).
+                    self.lose_and_clear(owner, "its fixed lease ran out", ctx);
+                } else if lease.is_some() {
                     self.arm_lease_keeping(owner, sent, ctx);
                 }
             }
@@ -487,7 +494,7 @@ impl Actor for LockActor {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        if let Some(watch_id) = self.direct.absorb().and_then(|taken| taken.watch_id) {
+        for watch_id in self.direct.absorb().into_iter().filter_map(|t| t.watch_id) {
             self.watchdog.unregister(watch_id);
         }
         if self.queue.ever_subscribed() {
@@ -573,14 +580,5 @@ impl Handler<WatchedUntil> for LockActor {
         self.take_charge(ctx);
         let watch_id = self.holders.get(&msg.owner)?.watch_id?;
         self.watchdog.valid_until(watch_id)
-    }
-}
-
-impl Handler<Detached<Adopt>> for LockActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: Detached<Adopt>, ctx: &mut Context<Self>) {
-        self.take_charge(ctx);
-        self.adopt(msg.message.0, ctx);
     }
 }

@@ -1,0 +1,615 @@
+//! Who may act on one lock right now: the decisions of the uncontended fast path, as a
+//! machine with no I/O (the caller and the lock actor carry out what it decides).
+//!
+//! One `FastPath` per lock actor, behind the mutex the actor and its callers share
+//! (`super::direct`). It is the one place that knows whether the lock is idle, being tried
+//! directly, held on the fast path, being unlocked directly, or in the actor's charge:
+//!
+//! - `Idle`: the actor has no holders, waiters or calls in flight; a caller may try.
+//! - `Trying`: a caller's acquire is on its way to Redis; other callers ask the actor.
+//! - `Held`: exactly one hold, taken directly, sits in the slot; its guard may unlock it
+//!   directly.
+//! - `Unlocking`: that guard took it out of the slot and sends the unlock itself.
+//! - `Actor`: the actor is in charge. At every turn it *absorbs* the slot (counts the holds
+//!   taken directly as its own) before it reads or changes its holders.
+//!
+//! A hold granted while the actor is in charge, or beside another one in the slot, stays in
+//! the slot: the actor absorbs it at its next turn, and nobody unlocks it directly (two holds
+//! of one key, each with its own lease, are kept by the actor, which knows the lease every
+//! remaining hold needs). So nothing is handed from a caller to the actor by message: the
+//! slot is the hand-over, under the same lock as the mode.
+//!
+//! The machine also counts the guards out and the direct calls in flight, and keeps the
+//! actor's address (`K`) while either is non-zero: a guard's release and a call's doubt must
+//! reach the actor even if every handle was dropped.
+
+use crate::config::clock_drift;
+use std::time::{Duration, Instant};
+
+/// Who may act on the lock (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Idle,
+    Trying,
+    Held,
+    Unlocking,
+    Actor,
+}
+
+/// How a direct acquire ended in Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum TryAnswer {
+    /// Taken.
+    Granted,
+    /// Held by another owner.
+    Busy,
+    /// No answer: it may have run.
+    Unanswered,
+    /// Taken, but not on enough replicas: it is in Redis, uncounted.
+    NotReplicated,
+    /// Refused for good (a key of another type, say): nothing was taken.
+    Refused,
+}
+
+/// What the caller does after its direct acquire was answered.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum AfterTry<K> {
+    /// Make the guard (counted out already) and [`place`](FastPath::place) the hold. The
+    /// actor's address is given for the watchdog entry, if one is kept.
+    Grant { actor: Option<K> },
+    /// The actor is in charge now: ask it to queue the caller (the first try is done).
+    Queue(K),
+    /// The actor is in charge now: tell it the call is in doubt, then ask it to queue the
+    /// caller with the error.
+    DoubtAndQueue(K),
+    /// The actor is in charge now: tell it the call is in doubt; report the error.
+    DoubtAndFail(K),
+    /// Report the error; nothing to settle.
+    Fail,
+}
+
+/// What the guard does after its direct unlock was answered.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum AfterUnlock<K> {
+    /// Released (or found lost): nothing more.
+    Done,
+    /// No answer: the actor (in charge now) finds out what Redis holds.
+    Settle(K),
+    /// Refused in a way that leaves the count in doubt: the actor reconciles it.
+    Doubt(K),
+}
+
+/// How a direct unlock ended in Redis.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnlockAnswer {
+    /// Redis answered (released, or the hold was found gone).
+    Answered,
+    /// No answer: it may have run.
+    Unanswered,
+    /// An error reply: it did not run as meant.
+    Failed,
+}
+
+/// A hold in the slot.
+struct Slotted<H> {
+    hold: u64,
+    until: Option<Instant>,
+    taken: H,
+}
+
+/// The fast path's state of one lock. `H` is a hold taken directly, `K` the actor's address.
+pub(crate) struct FastPath<H, K> {
+    mode: Mode,
+    /// Holds taken directly and not yet absorbed by the actor, each with its id and, for a
+    /// fixed lease, until when it is surely held.
+    slot: Vec<Slotted<H>>,
+    /// The actor's address while a caller acts directly, a guard is out or a call is in
+    /// flight; cleared when none is, which breaks the cycle actor -> state -> actor.
+    keepalive: Option<K>,
+    /// Guards out.
+    guards: usize,
+    /// Direct calls in flight (acquires and unlocks): each may still have to tell the
+    /// actor of a doubt, even after the actor took charge meanwhile.
+    calls: usize,
+    /// A per-owner kind (the fair lock): every waiter goes through the queue in Redis, so
+    /// nothing is ever done directly.
+    per_owner: bool,
+}
+
+impl<H, K: Clone> FastPath<H, K> {
+    pub(crate) fn new(per_owner: bool) -> Self {
+        FastPath {
+            mode: if per_owner { Mode::Actor } else { Mode::Idle },
+            slot: Vec::new(),
+            keepalive: None,
+            guards: 0,
+            calls: 0,
+            per_owner,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The kept address of the actor, if any.
+    pub(crate) fn actor(&self) -> Option<&K> {
+        self.keepalive.as_ref()
+    }
+
+    fn needs_actor(&self) -> bool {
+        !matches!(self.mode, Mode::Idle | Mode::Actor)
+            || self.guards > 0
+            || self.calls > 0
+            || !self.slot.is_empty()
+    }
+
+    /// Lets the actor's address go once nobody needs it any more.
+    fn settle(&mut self) {
+        if !self.needs_actor() {
+            self.keepalive = None;
+        }
+    }
+
+    fn keep(&mut self, actor: K) -> Option<K> {
+        if self.keepalive.is_none() {
+            self.keepalive = Some(actor);
+            None
+        } else {
+            Some(actor)
+        }
+    }
+
+    /// The mode once nobody acts directly: held if exactly one hold waits in the slot.
+    fn at_rest(&self) -> Mode {
+        match self.slot.len() {
+            0 => Mode::Idle,
+            1 => Mode::Held,
+            _ => Mode::Actor,
+        }
+    }
+
+    /// A caller wants the lock. `Ok`: try directly (the call counts in flight; the address
+    /// comes back if one was kept already). `Err`: ask the actor (address given back).
+    pub(crate) fn begin_try(&mut self, actor: K) -> Result<Option<K>, K> {
+        if self.mode != Mode::Idle {
+            return Err(actor);
+        }
+        self.mode = Mode::Trying;
+        self.calls += 1;
+        Ok(self.keep(actor))
+    }
+
+    /// The direct acquire was answered. A grant's guard counts as out from here.
+    pub(crate) fn try_answered(&mut self, answer: TryAnswer) -> AfterTry<K> {
+        self.calls = self.calls.saturating_sub(1);
+        let after = match answer {
+            TryAnswer::Granted => {
+                self.guards += 1;
+                AfterTry::Grant {
+                    actor: self.keepalive.clone(),
+                }
+            }
+            TryAnswer::Refused => {
+                if self.mode == Mode::Trying {
+                    self.mode = self.at_rest();
+                }
+                AfterTry::Fail
+            }
+            TryAnswer::Busy | TryAnswer::Unanswered | TryAnswer::NotReplicated => {
+                if self.mode == Mode::Trying {
+                    self.mode = Mode::Actor;
+                }
+                match (answer, self.keepalive.clone()) {
+                    (TryAnswer::Busy, Some(actor)) => AfterTry::Queue(actor),
+                    (TryAnswer::Unanswered, Some(actor)) => AfterTry::DoubtAndQueue(actor),
+                    (_, Some(actor)) => AfterTry::DoubtAndFail(actor),
+                    // Never: kept while the call was in flight.
+                    (_, None) => AfterTry::Fail,
+                }
+            }
+        };
+        self.settle();
+        after
+    }
+
+    /// Puts a granted hold in the slot. It stays on the fast path (`Held`) when the caller's
+    /// try was the only thing going on; otherwise the actor absorbs it at its next turn.
+    /// `until`: for a fixed lease, until when it is surely held.
+    pub(crate) fn place(&mut self, hold: u64, until: Option<Instant>, taken: H) {
+        self.slot.push(Slotted { hold, until, taken });
+        self.mode = match self.mode {
+            // The only hold, and nobody else acts: it stays on the fast path.
+            Mode::Idle | Mode::Trying => self.at_rest(),
+            // Beside another hold: the actor keeps both.
+            Mode::Held => Mode::Actor,
+            // `Unlocking` ends in `at_rest`; `Actor` absorbs it at its next turn.
+            other => other,
+        };
+    }
+
+    /// The caller's direct call was dropped before its answer: it may have run. Returns the
+    /// actor to tell of the doubt; the actor takes charge.
+    pub(crate) fn call_dropped(&mut self) -> Option<K> {
+        self.calls = self.calls.saturating_sub(1);
+        let actor = self.keepalive.clone();
+        if matches!(self.mode, Mode::Trying | Mode::Unlocking) {
+            self.mode = Mode::Actor;
+        }
+        self.settle();
+        actor
+    }
+
+    /// For a guard: takes its hold out of the slot to unlock it directly, if it is the one
+    /// hold there, nobody else acts, and (a fixed lease) it is surely held at `now`. The
+    /// unlock counts in flight from here. Otherwise the actor releases it: a fixed lease
+    /// that ran out is reported lost and cleared there, never unlocked as if still held.
+    pub(crate) fn begin_unlock(&mut self, hold: u64, now: Instant) -> Option<H> {
+        let only = match self.slot.as_slice() {
+            [only] => only,
+            _ => return None,
+        };
+        let surely_held = only.until.is_none_or(|until| now < until);
+        if self.mode == Mode::Held && only.hold == hold && surely_held {
+            self.mode = Mode::Unlocking;
+            self.calls += 1;
+            self.slot.pop().map(|slotted| slotted.taken)
+        } else {
+            None
+        }
+    }
+
+    /// The direct unlock was answered (or not).
+    pub(crate) fn unlock_answered(&mut self, answer: UnlockAnswer) -> AfterUnlock<K> {
+        self.calls = self.calls.saturating_sub(1);
+        let actor = self.keepalive.clone();
+        let after = match (answer, actor) {
+            (UnlockAnswer::Answered, _) => {
+                if self.mode == Mode::Unlocking {
+                    self.mode = self.at_rest();
+                }
+                AfterUnlock::Done
+            }
+            (answer, actor) => {
+                if self.mode == Mode::Unlocking {
+                    self.mode = Mode::Actor;
+                }
+                match (answer, actor) {
+                    (UnlockAnswer::Unanswered, Some(actor)) => AfterUnlock::Settle(actor),
+                    (_, Some(actor)) => AfterUnlock::Doubt(actor),
+                    (_, None) => AfterUnlock::Done, // never: kept while in flight
+                }
+            }
+        };
+        self.settle();
+        after
+    }
+
+    /// Counts a guard out; `actor` is asked only when no address is kept yet.
+    pub(crate) fn hand_out(&mut self, actor: impl FnOnce() -> K) {
+        self.guards += 1;
+        if self.keepalive.is_none() {
+            self.keepalive = Some(actor());
+        }
+    }
+
+    /// Counts a guard back; returns the actor's address for its last message (the kept one
+    /// itself when nobody needs it any more).
+    pub(crate) fn count_back(&mut self) -> Option<K> {
+        self.guards = self.guards.saturating_sub(1);
+        if self.needs_actor() {
+            self.keepalive.clone()
+        } else {
+            self.keepalive.take()
+        }
+    }
+
+    /// Counts a guard back whose last message needs no address (a direct unlock).
+    pub(crate) fn count_back_quietly(&mut self) {
+        self.guards = self.guards.saturating_sub(1);
+        self.settle();
+    }
+
+    /// For the actor, at every turn: it is in charge; takes the holds taken directly.
+    pub(crate) fn absorb(&mut self) -> Vec<H> {
+        self.mode = Mode::Actor;
+        let taken = std::mem::take(&mut self.slot);
+        self.settle();
+        taken.into_iter().map(|slotted| slotted.taken).collect()
+    }
+
+    /// For the actor, once it is idle: callers may act directly again. A direct call in
+    /// flight is left alone; a hold placed since the actor's last turn stays held directly.
+    pub(crate) fn actor_idle(&mut self) {
+        if self.mode == Mode::Actor && !self.per_owner {
+            self.mode = self.at_rest();
+        }
+        self.settle();
+    }
+}
+
+/// Until when a hold taken at `sent` for `lease` is surely held, as its guard times it: the
+/// lease less the clock-drift allowance (Redis's clock may run ahead of ours).
+pub(crate) fn surely_held_until(sent: Instant, lease: Duration) -> Instant {
+    sent + lease - clock_drift(lease)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type Machine = FastPath<&'static str, u32>;
+
+    fn idle() -> Machine {
+        FastPath::new(false)
+    }
+
+    #[test]
+    fn an_uncontended_acquire_and_unlock_stay_on_the_fast_path_and_let_the_actor_go() {
+        let mut m = idle();
+        assert_eq!(m.begin_try(7), Ok(None));
+        assert_eq!(m.mode(), Mode::Trying);
+        assert_eq!(m.actor(), Some(&7), "kept while the call is in flight");
+        assert_eq!(
+            m.try_answered(TryAnswer::Granted),
+            AfterTry::Grant { actor: Some(7) }
+        );
+        m.place(1, None, "h1");
+        assert_eq!(m.mode(), Mode::Held);
+        assert_eq!(m.begin_unlock(1, Instant::now()), Some("h1"));
+        m.count_back_quietly();
+        assert_eq!(m.mode(), Mode::Unlocking);
+        assert_eq!(m.actor(), Some(&7), "kept while the unlock is in flight");
+        assert_eq!(m.unlock_answered(UnlockAnswer::Answered), AfterUnlock::Done);
+        assert_eq!(m.mode(), Mode::Idle);
+        assert_eq!(
+            m.actor(),
+            None,
+            "nobody needs the actor: its address is let go"
+        );
+    }
+
+    #[test]
+    fn a_second_caller_asks_the_actor_while_one_tries_or_holds() {
+        let mut m = idle();
+        assert_eq!(m.begin_try(7), Ok(None));
+        assert_eq!(m.begin_try(7), Err(7));
+        m.try_answered(TryAnswer::Granted);
+        m.place(1, None, "h1");
+        assert_eq!(
+            m.begin_try(7),
+            Err(7),
+            "held directly: re-entry goes to the actor"
+        );
+    }
+
+    #[test]
+    fn a_busy_lock_puts_the_actor_in_charge_and_queues_the_caller() {
+        let mut m = idle();
+        m.begin_try(7).unwrap();
+        assert_eq!(m.try_answered(TryAnswer::Busy), AfterTry::Queue(7));
+        assert_eq!(m.mode(), Mode::Actor);
+        assert_eq!(m.begin_try(7), Err(7));
+        assert!(m.absorb().is_empty());
+        m.actor_idle();
+        assert_eq!(m.mode(), Mode::Idle);
+    }
+
+    #[test]
+    fn an_unanswered_try_is_a_doubt_for_the_actor() {
+        let mut m = idle();
+        m.begin_try(7).unwrap();
+        assert_eq!(
+            m.try_answered(TryAnswer::Unanswered),
+            AfterTry::DoubtAndQueue(7)
+        );
+        assert_eq!(m.mode(), Mode::Actor);
+        let mut m = idle();
+        m.begin_try(7).unwrap();
+        assert_eq!(
+            m.try_answered(TryAnswer::NotReplicated),
+            AfterTry::DoubtAndFail(7)
+        );
+        let mut m = idle();
+        m.begin_try(7).unwrap();
+        assert_eq!(m.try_answered(TryAnswer::Refused), AfterTry::Fail);
+        assert_eq!(
+            m.mode(),
+            Mode::Idle,
+            "nothing was taken: callers may try again"
+        );
+        assert_eq!(m.actor(), None);
+    }
+
+    #[test]
+    fn a_dropped_try_is_a_doubt_and_the_actor_takes_charge() {
+        let mut m = idle();
+        m.begin_try(7).unwrap();
+        assert_eq!(m.call_dropped(), Some(7));
+        assert_eq!(m.mode(), Mode::Actor);
+        assert_eq!(m.actor(), None, "the doubt carries its own address");
+    }
+
+    #[test]
+    fn a_grant_after_the_actor_took_charge_waits_in_the_slot_for_its_next_turn() {
+        let mut m = idle();
+        m.begin_try(7).unwrap();
+        // Another caller asked the actor meanwhile; it took charge.
+        assert!(m.absorb().is_empty());
+        assert_eq!(
+            m.try_answered(TryAnswer::Granted),
+            AfterTry::Grant { actor: Some(7) }
+        );
+        m.place(1, None, "h1");
+        assert_eq!(m.mode(), Mode::Actor);
+        assert_eq!(
+            m.begin_unlock(1, Instant::now()),
+            None,
+            "the actor releases it, not the guard"
+        );
+        assert_eq!(m.absorb(), vec!["h1"]);
+        // The guard is still out: the address stays.
+        m.actor_idle();
+        assert_eq!(m.mode(), Mode::Idle);
+        assert_eq!(m.actor(), Some(&7));
+        assert_eq!(m.count_back(), Some(7));
+        assert_eq!(m.actor(), None);
+    }
+
+    #[test]
+    fn a_grant_placed_between_the_actors_turns_stays_held_directly() {
+        let mut m = idle();
+        m.begin_try(7).unwrap();
+        m.absorb();
+        m.try_answered(TryAnswer::Granted);
+        m.place(1, None, "h1");
+        // The actor goes idle without another turn: the one hold is held directly.
+        m.actor_idle();
+        assert_eq!(m.mode(), Mode::Held);
+        assert_eq!(m.begin_unlock(1, Instant::now()), Some("h1"));
+    }
+
+    #[test]
+    fn two_holds_in_the_slot_are_never_unlocked_directly() {
+        // Two tries overlap (the actor took charge and went idle between them).
+        let mut m = idle();
+        m.begin_try(7).unwrap();
+        m.absorb();
+        m.actor_idle();
+        assert_eq!(m.mode(), Mode::Idle);
+        m.begin_try(7).unwrap();
+        m.try_answered(TryAnswer::Granted);
+        m.place(1, None, "h1");
+        assert_eq!(m.mode(), Mode::Held);
+        m.try_answered(TryAnswer::Granted);
+        m.place(2, None, "h2");
+        assert_eq!(m.mode(), Mode::Actor);
+        assert_eq!(m.begin_unlock(1, Instant::now()), None);
+        m.actor_idle();
+        assert_eq!(
+            m.mode(),
+            Mode::Actor,
+            "still two: the actor must absorb them"
+        );
+        assert_eq!(m.absorb(), vec!["h1", "h2"]);
+    }
+
+    #[test]
+    fn a_grant_placed_while_the_other_hold_is_unlocked_directly_is_held_after_it() {
+        let mut m = idle();
+        m.begin_try(7).unwrap();
+        m.absorb();
+        m.actor_idle();
+        m.begin_try(7).unwrap();
+        m.try_answered(TryAnswer::Granted);
+        m.place(1, None, "h1");
+        assert_eq!(m.begin_unlock(1, Instant::now()), Some("h1"));
+        m.try_answered(TryAnswer::Granted);
+        m.place(2, None, "h2");
+        assert_eq!(m.mode(), Mode::Unlocking);
+        assert_eq!(m.unlock_answered(UnlockAnswer::Answered), AfterUnlock::Done);
+        assert_eq!(m.mode(), Mode::Held);
+        assert_eq!(m.begin_unlock(2, Instant::now()), Some("h2"));
+    }
+
+    #[test]
+    fn an_unanswered_unlock_is_settled_by_the_actor() {
+        let mut m = idle();
+        m.begin_try(7).unwrap();
+        m.try_answered(TryAnswer::Granted);
+        m.place(1, None, "h1");
+        m.begin_unlock(1, Instant::now()).unwrap();
+        m.count_back_quietly();
+        assert_eq!(
+            m.unlock_answered(UnlockAnswer::Unanswered),
+            AfterUnlock::Settle(7)
+        );
+        assert_eq!(m.mode(), Mode::Actor);
+        let mut m = idle();
+        m.begin_try(7).unwrap();
+        m.try_answered(TryAnswer::Granted);
+        m.place(1, None, "h1");
+        m.begin_unlock(1, Instant::now()).unwrap();
+        assert_eq!(
+            m.unlock_answered(UnlockAnswer::Failed),
+            AfterUnlock::Doubt(7)
+        );
+    }
+
+    #[test]
+    fn a_dropped_unlock_is_a_doubt() {
+        let mut m = idle();
+        m.begin_try(7).unwrap();
+        m.try_answered(TryAnswer::Granted);
+        m.place(1, None, "h1");
+        m.begin_unlock(1, Instant::now()).unwrap();
+        m.count_back_quietly();
+        assert_eq!(m.call_dropped(), Some(7));
+        assert_eq!(m.mode(), Mode::Actor);
+        assert_eq!(m.actor(), None);
+    }
+
+    #[test]
+    fn a_per_owner_kind_never_acts_directly() {
+        let mut m: Machine = FastPath::new(true);
+        assert_eq!(m.begin_try(7), Err(7));
+        m.absorb();
+        m.actor_idle();
+        assert_eq!(m.mode(), Mode::Actor);
+    }
+
+    #[test]
+    fn the_actor_is_kept_while_a_guard_is_out_and_given_back_with_the_last_one() {
+        let mut m = idle();
+        m.hand_out(|| 7);
+        m.hand_out(|| unreachable!("kept already"));
+        assert_eq!(m.count_back(), Some(7));
+        assert_eq!(m.actor(), Some(&7));
+        assert_eq!(m.count_back(), Some(7), "the last guard's message gets it");
+        assert_eq!(m.actor(), None);
+    }
+
+    #[test]
+    fn a_fixed_lease_past_its_surely_held_time_is_released_by_the_actor_not_directly() {
+        // A fake clock: instants are offsets from one start.
+        let start = Instant::now();
+        let until = surely_held_until(start, Duration::from_millis(500));
+        let mut m = idle();
+        m.begin_try(7).unwrap();
+        m.try_answered(TryAnswer::Granted);
+        m.place(1, Some(until), "h1");
+        assert_eq!(m.mode(), Mode::Held);
+        assert_eq!(
+            m.begin_unlock(1, until),
+            None,
+            "at its end it is no longer surely held"
+        );
+        assert_eq!(
+            m.mode(),
+            Mode::Held,
+            "left for the actor to report lost and clear"
+        );
+        assert_eq!(
+            m.begin_unlock(1, until - Duration::from_millis(1)),
+            Some("h1"),
+            "still surely held a moment before"
+        );
+    }
+
+    #[test]
+    fn a_hold_is_surely_held_until_its_lease_less_the_drift_allowance() {
+        // A fake clock: the send time is any instant; only offsets from it matter.
+        let sent = Instant::now();
+        let lease = Duration::from_secs(30);
+        assert_eq!(
+            surely_held_until(sent, lease),
+            sent + Duration::from_millis(30_000 - 300 - 2)
+        );
+        let short = Duration::from_millis(100);
+        assert_eq!(
+            surely_held_until(sent + short, short),
+            sent + Duration::from_millis(200 - 1 - 2)
+        );
+    }
+}
