@@ -412,32 +412,45 @@ impl Lock {
                 }
             };
             match direct.try_acquire(actor, owner, self.fenced, lease).await {
-                Tried::Acquired(guard) => return Ok(guard),
-                Tried::Error(error) => return Err(error),
-                Tried::Busy(actor) => {
-                    let request = AfterDirect {
-                        owner,
-                        lease,
-                        wait,
-                        fenced: self.fenced,
-                        error: None,
-                    };
-                    return actor.send(request).await.map_err(|_| LockError::Shutdown)?;
-                }
-                Tried::Failed(error, actor) => {
-                    let request = AfterDirect {
-                        owner,
-                        lease,
-                        wait,
-                        fenced: self.fenced,
-                        error: Some(error),
-                    };
-                    return actor.send(request).await.map_err(|_| LockError::Shutdown)?;
-                }
-                Tried::AskActor => {}
+                Tried::Acquired(guard) => Ok(guard),
+                Tried::Error(error) => Err(error),
+                // The actor's paths, boxed: the fast path's future stays small, so moving it
+                // (into the caller's task, under the telemetry) copies little.
+                waited => Box::pin(self.through_actor(waited, owner, lease, wait)).await,
             }
         }
-        if self.fenced {
+    }
+
+    /// An acquire the fast path could not finish (`tried`): the actor queues or takes it.
+    async fn through_actor(
+        &self,
+        tried: Tried<LockActor>,
+        owner: LockOwner,
+        lease: Option<Duration>,
+        wait: Duration,
+    ) -> Result<LockGuard, LockError> {
+        let fenced = self.fenced;
+        let after_direct = |error| AfterDirect {
+            owner,
+            lease,
+            wait,
+            fenced,
+            error,
+        };
+        match tried {
+            Tried::Acquired(guard) => return Ok(guard),
+            Tried::Error(error) => return Err(error),
+            Tried::Busy(actor) => {
+                let request = after_direct(None);
+                return actor.send(request).await.map_err(|_| LockError::Shutdown)?;
+            }
+            Tried::Failed(error, actor) => {
+                let request = after_direct(Some(error));
+                return actor.send(request).await.map_err(|_| LockError::Shutdown)?;
+            }
+            Tried::AskActor => {}
+        }
+        if fenced {
             let request = AcquireFenced { owner, lease, wait };
             self.client
                 .ask::<LockActor, _>((self.kind, self.name.clone(), Some(owner)), request)

@@ -187,7 +187,9 @@ impl<A: LockActorApi> Direct<A> {
         let lease_ms = lease.as_millis() as u64;
         let mut pending = Pending::new(self.clone(), owner, lease);
         let sent = Instant::now();
-        let reply = self.try_once(&node, &field, lease_ms, fenced).await;
+        // Boxed: the Redis calls' futures are most of the size of an acquire's future, which
+        // is moved whole into the caller's task (and copied on every move).
+        let reply = Box::pin(self.try_once(&node, &field, lease_ms, fenced)).await;
         let answer = match &reply {
             Ok((None, _)) => TryAnswer::Granted,
             Ok((Some(_), _)) => TryAnswer::Busy,
@@ -284,12 +286,13 @@ impl<A: LockActorApi> Direct<A> {
             self.kind
                 .acquire(&self.name, field, lease_ms, fenced, 0, commands.pubsub)
         };
+        // After a plain command, the script's future is boxed: it is rarely needed.
         let Some(plain) = self.kind.plain_acquire(&self.name, field, lease_ms, fenced) else {
             return run_acquire(commands.clone(), script(), self.name.clone()).await;
         };
         let reply = commands.clone().command(plain, self.name.clone()).await?;
         if reply != redis::Value::Okay {
-            return run_acquire(commands.clone(), script(), self.name.clone()).await;
+            return Box::pin(run_acquire(commands.clone(), script(), self.name.clone())).await;
         }
         commands
             .clone()
