@@ -131,7 +131,7 @@ impl<A: LockActorApi> Direct<A> {
 
     /// For the actor, at every turn: it is in charge now; takes the holds taken directly
     /// into its care.
-    pub(crate) fn absorb(&self) -> Vec<DirectHold> {
+    pub(crate) fn absorb(&self) -> impl Iterator<Item = DirectHold> {
         self.lock().absorb()
     }
 

@@ -97,12 +97,49 @@ struct Slotted<H> {
     taken: H,
 }
 
+/// The holds in the slot: the first inline (a held lock costs no allocation for it), the
+/// rare others beside it. `more` is empty whenever `first` is.
+struct Slot<H> {
+    first: Option<Slotted<H>>,
+    more: Vec<Slotted<H>>,
+}
+
+impl<H> Slot<H> {
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.more.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.first.is_none()
+    }
+
+    fn push(&mut self, slotted: Slotted<H>) {
+        if self.first.is_none() {
+            self.first = Some(slotted);
+        } else {
+            self.more.push(slotted);
+        }
+    }
+
+    /// The one hold, when there is exactly one.
+    fn only(&self) -> Option<&Slotted<H>> {
+        self.first.as_ref().filter(|_| self.more.is_empty())
+    }
+
+    /// Every hold, in the order placed; the slot is empty after.
+    fn take_all(&mut self) -> impl Iterator<Item = H> {
+        let first = self.first.take();
+        let more = std::mem::take(&mut self.more);
+        first.into_iter().chain(more).map(|slotted| slotted.taken)
+    }
+}
+
 /// The fast path's state of one lock. `H` is a hold taken directly, `K` the actor's address.
 pub(crate) struct FastPath<H, K> {
     mode: Mode,
     /// Holds taken directly and not yet absorbed by the actor, each with its id and, for a
     /// fixed lease, until when it is surely held.
-    slot: Vec<Slotted<H>>,
+    slot: Slot<H>,
     /// The actor's address while a caller acts directly, a guard is out or a call is in
     /// flight; cleared when none is, which breaks the cycle actor -> state -> actor.
     keepalive: Option<K>,
@@ -120,7 +157,10 @@ impl<H, K: Clone> FastPath<H, K> {
     pub(crate) fn new(per_owner: bool) -> Self {
         FastPath {
             mode: if per_owner { Mode::Actor } else { Mode::Idle },
-            slot: Vec::new(),
+            slot: Slot {
+                first: None,
+                more: Vec::new(),
+            },
             keepalive: None,
             guards: 0,
             calls: 0,
@@ -246,15 +286,12 @@ impl<H, K: Clone> FastPath<H, K> {
     /// unlock counts in flight from here. Otherwise the actor releases it: a fixed lease
     /// that ran out is reported lost and cleared there, never unlocked as if still held.
     pub(crate) fn begin_unlock(&mut self, hold: u64, now: Instant) -> Option<H> {
-        let only = match self.slot.as_slice() {
-            [only] => only,
-            _ => return None,
-        };
+        let only = self.slot.only()?;
         let surely_held = only.until.is_none_or(|until| now < until);
         if self.mode == Mode::Held && only.hold == hold && surely_held {
             self.mode = Mode::Unlocking;
             self.calls += 1;
-            self.slot.pop().map(|slotted| slotted.taken)
+            self.slot.first.take().map(|slotted| slotted.taken)
         } else {
             None
         }
@@ -312,11 +349,11 @@ impl<H, K: Clone> FastPath<H, K> {
     }
 
     /// For the actor, at every turn: it is in charge; takes the holds taken directly.
-    pub(crate) fn absorb(&mut self) -> Vec<H> {
+    pub(crate) fn absorb(&mut self) -> impl Iterator<Item = H> {
         self.mode = Mode::Actor;
-        let taken = std::mem::take(&mut self.slot);
+        let taken = self.slot.take_all();
         self.settle();
-        taken.into_iter().map(|slotted| slotted.taken).collect()
+        taken
     }
 
     /// For the actor, once it is idle: callers may act directly again. A direct call in
@@ -391,7 +428,7 @@ mod tests {
         assert_eq!(m.try_answered(TryAnswer::Busy), AfterTry::Queue(7));
         assert_eq!(m.mode(), Mode::Actor);
         assert_eq!(m.begin_try(7), Err(7));
-        assert!(m.absorb().is_empty());
+        assert_eq!(m.absorb().count(), 0);
         m.actor_idle();
         assert_eq!(m.mode(), Mode::Idle);
     }
@@ -436,7 +473,7 @@ mod tests {
         let mut m = idle();
         m.begin_try(7).unwrap();
         // Another caller asked the actor meanwhile; it took charge.
-        assert!(m.absorb().is_empty());
+        assert_eq!(m.absorb().count(), 0);
         assert_eq!(
             m.try_answered(TryAnswer::Granted),
             AfterTry::Grant { actor: Some(7) }
@@ -448,7 +485,7 @@ mod tests {
             None,
             "the actor releases it, not the guard"
         );
-        assert_eq!(m.absorb(), vec!["h1"]);
+        assert_eq!(m.absorb().collect::<Vec<_>>(), vec!["h1"]);
         // The guard is still out: the address stays.
         m.actor_idle();
         assert_eq!(m.mode(), Mode::Idle);
@@ -461,7 +498,7 @@ mod tests {
     fn a_grant_placed_between_the_actors_turns_stays_held_directly() {
         let mut m = idle();
         m.begin_try(7).unwrap();
-        m.absorb();
+        assert_eq!(m.absorb().count(), 0);
         m.try_answered(TryAnswer::Granted);
         m.place(1, None, "h1");
         // The actor goes idle without another turn: the one hold is held directly.
@@ -475,7 +512,7 @@ mod tests {
         // Two tries overlap (the actor took charge and went idle between them).
         let mut m = idle();
         m.begin_try(7).unwrap();
-        m.absorb();
+        assert_eq!(m.absorb().count(), 0);
         m.actor_idle();
         assert_eq!(m.mode(), Mode::Idle);
         m.begin_try(7).unwrap();
@@ -492,14 +529,14 @@ mod tests {
             Mode::Actor,
             "still two: the actor must absorb them"
         );
-        assert_eq!(m.absorb(), vec!["h1", "h2"]);
+        assert_eq!(m.absorb().collect::<Vec<_>>(), vec!["h1", "h2"]);
     }
 
     #[test]
     fn a_grant_placed_while_the_other_hold_is_unlocked_directly_is_held_after_it() {
         let mut m = idle();
         m.begin_try(7).unwrap();
-        m.absorb();
+        assert_eq!(m.absorb().count(), 0);
         m.actor_idle();
         m.begin_try(7).unwrap();
         m.try_answered(TryAnswer::Granted);
@@ -554,7 +591,7 @@ mod tests {
     fn a_per_owner_kind_never_acts_directly() {
         let mut m: Machine = FastPath::new(true);
         assert_eq!(m.begin_try(7), Err(7));
-        m.absorb();
+        assert_eq!(m.absorb().count(), 0);
         m.actor_idle();
         assert_eq!(m.mode(), Mode::Actor);
     }
