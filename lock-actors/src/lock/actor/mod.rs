@@ -494,7 +494,7 @@ impl Actor for LockActor {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        for watch_id in self.direct.absorb().into_iter().filter_map(|t| t.watch_id) {
+        for watch_id in self.direct.absorb().filter_map(|t| t.watch_id) {
             self.watchdog.unregister(watch_id);
         }
         if self.queue.ever_subscribed() {
