@@ -382,6 +382,24 @@ mod tests {
         FastPath::new(false)
     }
 
+    /// A direct try granted and its hold placed.
+    fn take_directly(m: &mut Machine, hold: u64, until: Option<Instant>, taken: &'static str) {
+        m.begin_try(7).unwrap();
+        m.try_answered(TryAnswer::Granted);
+        m.place(hold, until, taken);
+    }
+
+    /// A try still in flight after the actor took charge and went idle again: the next
+    /// caller may try directly beside it.
+    fn after_an_overlapping_try() -> Machine {
+        let mut m = idle();
+        m.begin_try(7).unwrap();
+        assert_eq!(m.absorb().count(), 0);
+        m.actor_idle();
+        assert_eq!(m.mode(), Mode::Idle);
+        m
+    }
+
     #[test]
     fn an_uncontended_acquire_and_unlock_stay_on_the_fast_path_and_let_the_actor_go() {
         let mut m = idle();
@@ -510,14 +528,9 @@ mod tests {
     #[test]
     fn two_holds_in_the_slot_are_never_unlocked_directly() {
         // Two tries overlap (the actor took charge and went idle between them).
-        let mut m = idle();
-        m.begin_try(7).unwrap();
-        assert_eq!(m.absorb().count(), 0);
-        m.actor_idle();
+        let mut m = after_an_overlapping_try();
         assert_eq!(m.mode(), Mode::Idle);
-        m.begin_try(7).unwrap();
-        m.try_answered(TryAnswer::Granted);
-        m.place(1, None, "h1");
+        take_directly(&mut m, 1, None, "h1");
         assert_eq!(m.mode(), Mode::Held);
         m.try_answered(TryAnswer::Granted);
         m.place(2, None, "h2");
@@ -534,13 +547,8 @@ mod tests {
 
     #[test]
     fn a_grant_placed_while_the_other_hold_is_unlocked_directly_is_held_after_it() {
-        let mut m = idle();
-        m.begin_try(7).unwrap();
-        assert_eq!(m.absorb().count(), 0);
-        m.actor_idle();
-        m.begin_try(7).unwrap();
-        m.try_answered(TryAnswer::Granted);
-        m.place(1, None, "h1");
+        let mut m = after_an_overlapping_try();
+        take_directly(&mut m, 1, None, "h1");
         assert_eq!(m.begin_unlock(1, Instant::now()), Some("h1"));
         m.try_answered(TryAnswer::Granted);
         m.place(2, None, "h2");
@@ -553,9 +561,7 @@ mod tests {
     #[test]
     fn an_unanswered_unlock_is_settled_by_the_actor() {
         let mut m = idle();
-        m.begin_try(7).unwrap();
-        m.try_answered(TryAnswer::Granted);
-        m.place(1, None, "h1");
+        take_directly(&mut m, 1, None, "h1");
         m.begin_unlock(1, Instant::now()).unwrap();
         m.count_back_quietly();
         assert_eq!(
@@ -564,9 +570,7 @@ mod tests {
         );
         assert_eq!(m.mode(), Mode::Actor);
         let mut m = idle();
-        m.begin_try(7).unwrap();
-        m.try_answered(TryAnswer::Granted);
-        m.place(1, None, "h1");
+        take_directly(&mut m, 1, None, "h1");
         m.begin_unlock(1, Instant::now()).unwrap();
         assert_eq!(
             m.unlock_answered(UnlockAnswer::Failed),
@@ -577,9 +581,7 @@ mod tests {
     #[test]
     fn a_dropped_unlock_is_a_doubt() {
         let mut m = idle();
-        m.begin_try(7).unwrap();
-        m.try_answered(TryAnswer::Granted);
-        m.place(1, None, "h1");
+        take_directly(&mut m, 1, None, "h1");
         m.begin_unlock(1, Instant::now()).unwrap();
         m.count_back_quietly();
         assert_eq!(m.call_dropped(), Some(7));
@@ -613,9 +615,7 @@ mod tests {
         let start = Instant::now();
         let until = surely_held_until(start, Duration::from_millis(500));
         let mut m = idle();
-        m.begin_try(7).unwrap();
-        m.try_answered(TryAnswer::Granted);
-        m.place(1, Some(until), "h1");
+        take_directly(&mut m, 1, Some(until), "h1");
         assert_eq!(m.mode(), Mode::Held);
         assert_eq!(
             m.begin_unlock(1, until),
