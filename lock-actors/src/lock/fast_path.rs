@@ -54,9 +54,8 @@ pub(crate) enum TryAnswer {
 /// What the caller does after its direct acquire was answered.
 #[derive(Debug, PartialEq, Eq)]
 pub(crate) enum AfterTry<K> {
-    /// Make the guard (counted out already) and [`place`](FastPath::place) the hold. The
-    /// actor's address is given for the watchdog entry, if one is kept.
-    Grant { actor: Option<K> },
+    /// Make the guard (counted out already) and [`place`](FastPath::place) the hold.
+    Grant,
     /// The actor is in charge now: ask it to queue the caller (the first try is done).
     Queue(K),
     /// The actor is in charge now: tell it the call is in doubt, then ask it to queue the
@@ -227,9 +226,7 @@ impl<H, K: Clone> FastPath<H, K> {
         let after = match answer {
             TryAnswer::Granted => {
                 self.guards += 1;
-                AfterTry::Grant {
-                    actor: self.keepalive.clone(),
-                }
+                AfterTry::Grant
             }
             TryAnswer::Refused => {
                 if self.mode == Mode::Trying {
@@ -300,24 +297,18 @@ impl<H, K: Clone> FastPath<H, K> {
     /// The direct unlock was answered (or not).
     pub(crate) fn unlock_answered(&mut self, answer: UnlockAnswer) -> AfterUnlock<K> {
         self.calls = self.calls.saturating_sub(1);
-        let actor = self.keepalive.clone();
-        let after = match (answer, actor) {
-            (UnlockAnswer::Answered, _) => {
-                if self.mode == Mode::Unlocking {
-                    self.mode = self.at_rest();
-                }
-                AfterUnlock::Done
-            }
-            (answer, actor) => {
-                if self.mode == Mode::Unlocking {
-                    self.mode = Mode::Actor;
-                }
-                match (answer, actor) {
-                    (UnlockAnswer::Unanswered, Some(actor)) => AfterUnlock::Settle(actor),
-                    (_, Some(actor)) => AfterUnlock::Doubt(actor),
-                    (_, None) => AfterUnlock::Done, // never: kept while in flight
-                }
-            }
+        if self.mode == Mode::Unlocking {
+            self.mode = match answer {
+                UnlockAnswer::Answered => self.at_rest(),
+                _ => Mode::Actor,
+            };
+        }
+        // The address is kept while the call is in flight (so `None` never happens here).
+        let actor = || self.keepalive.clone();
+        let after = match answer {
+            UnlockAnswer::Answered => AfterUnlock::Done,
+            UnlockAnswer::Unanswered => actor().map_or(AfterUnlock::Done, AfterUnlock::Settle),
+            UnlockAnswer::Failed => actor().map_or(AfterUnlock::Done, AfterUnlock::Doubt),
         };
         self.settle();
         after
@@ -406,10 +397,7 @@ mod tests {
         assert_eq!(m.begin_try(7), Ok(None));
         assert_eq!(m.mode(), Mode::Trying);
         assert_eq!(m.actor(), Some(&7), "kept while the call is in flight");
-        assert_eq!(
-            m.try_answered(TryAnswer::Granted),
-            AfterTry::Grant { actor: Some(7) }
-        );
+        assert_eq!(m.try_answered(TryAnswer::Granted), AfterTry::Grant);
         m.place(1, None, "h1");
         assert_eq!(m.mode(), Mode::Held);
         assert_eq!(m.begin_unlock(1, Instant::now()), Some("h1"));
@@ -492,10 +480,7 @@ mod tests {
         m.begin_try(7).unwrap();
         // Another caller asked the actor meanwhile; it took charge.
         assert_eq!(m.absorb().count(), 0);
-        assert_eq!(
-            m.try_answered(TryAnswer::Granted),
-            AfterTry::Grant { actor: Some(7) }
-        );
+        assert_eq!(m.try_answered(TryAnswer::Granted), AfterTry::Grant);
         m.place(1, None, "h1");
         assert_eq!(m.mode(), Mode::Actor);
         assert_eq!(
