@@ -19,8 +19,10 @@ use redis::{
     Cmd, ErrorKind, FromRedisValue, InfoDict, Pipeline, RedisFuture, RedisResult, ServerErrorKind,
     Value,
 };
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use tokio::runtime::Handle;
 
 /// Which pub/sub the lock scripts publish on and waiters subscribe to, on one node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -31,10 +33,28 @@ pub(crate) enum PubSub {
     Sharded,
 }
 
-/// The command connection of one node. Every variant is one multiplexed connection per
-/// Redis server it talks to, however many locks and tasks use it.
+/// The command connection of one node, and the runtime it belongs to.
+///
+/// Every call is polled inside that runtime (see [`at_home`]), whichever task awaits it:
+/// the uncontended fast path and reads of a lock's state run in the caller's task, and a
+/// reconnect the redis crate starts from there would otherwise belong to the caller's
+/// runtime (its spawned task, its backoff timer, the new connection's socket and driver),
+/// and break the client for everyone once that runtime ends.
 #[derive(Clone)]
-pub(crate) enum Connection {
+pub(crate) struct Connection {
+    link: Link,
+    /// The runtime the connection was opened on: the client's actor thread.
+    home: Handle,
+    /// The response timeout, when it is timed here rather than by the redis crate (one
+    /// server): the timer is then the caller's, so the many calls of the fast path do not
+    /// all arm timers on the home runtime.
+    bound: Option<Duration>,
+}
+
+/// How a node is reached. Every variant is one multiplexed connection per Redis server it
+/// talks to, however many locks and tasks use it.
+#[derive(Clone)]
+pub(crate) enum Link {
     /// One server; reconnects on its own.
     Single(ConnectionManager),
     /// A cluster: commands go to the primary of their first key's slot.
@@ -44,13 +64,23 @@ pub(crate) enum Connection {
 }
 
 impl Connection {
+    /// How the node is reached.
+    pub(crate) fn link(&self) -> &Link {
+        &self.link
+    }
+
+    /// How the node is reached, for a call made on it directly.
+    pub(crate) fn link_mut(&mut self) -> &mut Link {
+        &mut self.link
+    }
+
     /// Connects to `config`'s deployment (bounded by the connect timeout).
     pub(crate) async fn open(config: &ClientConfig, label: &str) -> Result<Self, LockError> {
         let bounded = async {
             match config.deployment() {
                 Deployment::Standalone => {
                     let client = open_client(config, label)?;
-                    Ok(Connection::Single(manager(client, config).await?))
+                    Ok(Link::Single(manager(client, config, None).await?))
                 }
                 Deployment::Cluster { nodes } => {
                     // Never resent by the crate: see `cluster_resend`.
@@ -60,16 +90,20 @@ impl Connection {
                         .build()
                         .map_err(|e| config_error(label, &e))?;
                     let conn = client.get_async_connection().await?;
-                    Ok(Connection::Cluster(conn))
+                    Ok(Link::Cluster(conn))
                 }
                 Deployment::Sentinel { .. } => {
                     let sentinel = SentinelPrimary::open(config, label).await?;
-                    Ok(Connection::Sentinel(Arc::new(sentinel)))
+                    Ok(Link::Sentinel(Arc::new(sentinel)))
                 }
             }
         };
         match tokio::time::timeout(config.connect_timeout, bounded).await {
-            Ok(Ok(conn)) => Ok(conn),
+            Ok(Ok(link)) => Ok(Connection {
+                bound: matches!(link, Link::Single(_)).then_some(config.response_timeout),
+                link,
+                home: Handle::current(),
+            }),
             Ok(Err(Failure::Lock(e))) => Err(e),
             Ok(Err(Failure::Redis(e))) => Err(crate::denied::from_redis(&e, "", label)),
             Err(_) => Err(LockError::Unavailable {
@@ -89,7 +123,7 @@ impl Connection {
         mode: ShardedSubscriptionMode,
         label: &str,
     ) -> Result<PubSub, LockError> {
-        let Connection::Cluster(conn) = self else {
+        let Link::Cluster(conn) = &mut self.link else {
             return Ok(PubSub::Classic);
         };
         if mode == ShardedSubscriptionMode::Off {
@@ -125,8 +159,8 @@ impl Connection {
     ) -> RedisResult<usize> {
         let mut wait = redis::cmd("WAIT");
         wait.arg(replicas).arg(timeout.as_millis() as u64);
-        match self {
-            Connection::Cluster(conn) => {
+        match &mut self.link {
+            Link::Cluster(conn) => {
                 let route = Route::with_slot(Slot::for_key(name.as_str()), SlotAddr::Master);
                 let reply = conn
                     .route_command(
@@ -136,16 +170,86 @@ impl Connection {
                     .await?;
                 Ok(redis::from_redis_value(reply)?)
             }
-            other => wait.query_async(other).await,
+            _ => wait.query_async(self).await,
         }
     }
 
+    /// Sends one script call, loading the script first if the server's cache lost it
+    /// (`NOSCRIPT`).
+    pub(crate) async fn eval(&mut self, call: &ScriptCall) -> RedisResult<Value> {
+        bounded(self.bound, at_home(&self.home, self.link.eval(call))).await
+    }
+
+    /// Sends one command and turns an error reply into an error.
+    pub(crate) async fn send(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+        bounded(self.bound, at_home(&self.home, self.link.send(cmd))).await
+    }
+
+    /// Loads `script` into the script cache of every server commands may reach.
+    pub(crate) async fn load_script(&mut self, script: &redis::Script) -> RedisResult<()> {
+        bounded(
+            self.bound,
+            at_home(&self.home, self.link.load_script(script)),
+        )
+        .await
+    }
+}
+
+impl ConnectionLike for Connection {
+    fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
+        let call = at_home(&self.home, self.link.req_packed_command(cmd));
+        Box::pin(bounded(self.bound, call))
+    }
+
+    fn req_packed_commands<'a>(
+        &'a mut self,
+        pipeline: &'a Pipeline,
+        offset: usize,
+        count: usize,
+    ) -> RedisFuture<'a, Vec<Value>> {
+        let call = self.link.req_packed_commands(pipeline, offset, count);
+        Box::pin(bounded(self.bound, at_home(&self.home, call)))
+    }
+
+    fn get_db(&self) -> i64 {
+        self.link.get_db()
+    }
+}
+
+/// Polls `call` inside the runtime `home`: whatever it starts on the way (a spawned task,
+/// a timer, a socket) belongs to `home`, not to the runtime of the task that awaits it.
+/// The caller's own timers around the call stay the caller's.
+async fn at_home<F: Future>(home: &Handle, call: F) -> F::Output {
+    let mut call = std::pin::pin!(call);
+    std::future::poll_fn(|cx| {
+        let _home = home.enter();
+        call.as_mut().poll(cx)
+    })
+    .await
+}
+
+/// Bounds `call` by `limit`, if any, with a timer of the awaiting task's runtime; an
+/// expired call fails as the redis crate's own response timeout does.
+async fn bounded<T>(
+    limit: Option<Duration>,
+    call: impl Future<Output = RedisResult<T>>,
+) -> RedisResult<T> {
+    let Some(limit) = limit else {
+        return call.await;
+    };
+    match tokio::time::timeout(limit, call).await {
+        Ok(reply) => reply,
+        Err(_) => Err(std::io::Error::from(std::io::ErrorKind::TimedOut).into()),
+    }
+}
+
+impl Link {
     /// Sends one script call, loading the script first if the server's cache lost it
     /// (`NOSCRIPT`). On one server the request is sent straight on the connection manager,
     /// without the boxed future of `ConnectionLike` (the hot path of every uncontended
     /// acquire and unlock); clusters and Sentinel go through `ConnectionLike`, which routes
     /// by the first key and follows failovers.
-    pub(crate) async fn eval(&mut self, call: &ScriptCall) -> RedisResult<Value> {
+    async fn eval(&mut self, call: &ScriptCall) -> RedisResult<Value> {
         let evalsha = call.evalsha();
         let reply = self.send(&evalsha).await;
         match reply {
@@ -159,9 +263,9 @@ impl Connection {
 
     /// Sends one command (on one server without `ConnectionLike`'s boxed future) and turns
     /// an error reply into an error.
-    pub(crate) async fn send(&mut self, cmd: &Cmd) -> RedisResult<Value> {
+    async fn send(&mut self, cmd: &Cmd) -> RedisResult<Value> {
         let reply = match self {
-            Connection::Single(conn) => conn.send_packed_command(cmd).await,
+            Link::Single(conn) => conn.send_packed_command(cmd).await,
             other => other.req_packed_command(cmd).await,
         };
         // A script's error (NOSCRIPT, WRONGTYPE) comes back as a value: make it an error.
@@ -169,18 +273,18 @@ impl Connection {
     }
 
     /// Loads `script` into the script cache of every server commands may reach.
-    pub(crate) async fn load_script(&mut self, script: &redis::Script) -> RedisResult<()> {
+    async fn load_script(&mut self, script: &redis::Script) -> RedisResult<()> {
         // SCRIPT LOAD goes to every primary of a cluster (the redis crate routes it so).
         script.prepare_invoke().load_async(self).await.map(drop)
     }
 }
 
-impl ConnectionLike for Connection {
+impl ConnectionLike for Link {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
         match self {
-            Connection::Single(conn) => conn.req_packed_command(cmd),
-            Connection::Cluster(conn) => Box::pin(super::cluster_resend::send(conn, cmd)),
-            Connection::Sentinel(primary) => {
+            Link::Single(conn) => conn.req_packed_command(cmd),
+            Link::Cluster(conn) => Box::pin(super::cluster_resend::send(conn, cmd)),
+            Link::Sentinel(primary) => {
                 let primary = primary.clone();
                 Box::pin(async move {
                     let (generation, mut conn) = primary.current();
@@ -198,11 +302,11 @@ impl ConnectionLike for Connection {
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
         match self {
-            Connection::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
-            Connection::Cluster(conn) => Box::pin(super::cluster_resend::send_pipeline(
+            Link::Single(conn) => conn.req_packed_commands(pipeline, offset, count),
+            Link::Cluster(conn) => Box::pin(super::cluster_resend::send_pipeline(
                 conn, pipeline, offset, count,
             )),
-            Connection::Sentinel(primary) => {
+            Link::Sentinel(primary) => {
                 let primary = primary.clone();
                 Box::pin(async move {
                     let (generation, mut conn) = primary.current();
@@ -215,9 +319,9 @@ impl ConnectionLike for Connection {
 
     fn get_db(&self) -> i64 {
         match self {
-            Connection::Single(conn) => conn.get_db(),
-            Connection::Cluster(conn) => conn.get_db(),
-            Connection::Sentinel(primary) => primary.current().1.get_db(),
+            Link::Single(conn) => conn.get_db(),
+            Link::Cluster(conn) => conn.get_db(),
+            Link::Sentinel(primary) => primary.current().1.get_db(),
         }
     }
 }
@@ -252,7 +356,7 @@ impl SentinelPrimary {
         let mut sentinels = sentinel_client(config, label)?;
         let client = sentinels.async_get_client().await?;
         let address = client.get_connection_info().addr().to_string();
-        let conn = manager(client, config).await?;
+        let conn = manager(client, config, Some(config.response_timeout)).await?;
         Ok(SentinelPrimary {
             sentinels: tokio::sync::Mutex::new(sentinels),
             current: Mutex::new((0, address, conn)),
@@ -312,7 +416,11 @@ impl SentinelPrimary {
                 // reconnects by itself if the server closed it.
                 return Ok(None);
             }
-            Ok::<_, Failure>(Some((address, manager(client, &self.config).await?)))
+            let timeout = Some(self.config.response_timeout);
+            Ok::<_, Failure>(Some((
+                address,
+                manager(client, &self.config, timeout).await?,
+            )))
         };
         match tokio::time::timeout(self.config.connect_timeout, found).await {
             Ok(Ok(None)) => {
@@ -420,14 +528,16 @@ fn config_error(label: &str, e: &redis::RedisError) -> LockError {
     tls::url_error(label, e)
 }
 
-/// A reconnecting connection to one server, bounded by the configured timeouts.
+/// A reconnecting connection to one server, bounded by the connect timeout and, if given,
+/// `response_timeout`.
 async fn manager(
     client: redis::Client,
     config: &ClientConfig,
+    response_timeout: Option<Duration>,
 ) -> Result<ConnectionManager, Failure> {
     let manager_config = ConnectionManagerConfig::new()
         .set_connection_timeout(Some(config.connect_timeout))
-        .set_response_timeout(Some(config.response_timeout))
+        .set_response_timeout(response_timeout)
         .set_number_of_retries(1)
         .set_max_delay(Duration::from_millis(200));
     Ok(ConnectionManager::new_with_config(client, manager_config).await?)

@@ -1,7 +1,7 @@
 //! Which Redis server a node is, as the server itself reports it (not as its URL spells it).
 
 use crate::config::{ClientConfig, Deployment};
-use crate::node::connection::{info_per_node, Connection};
+use crate::node::connection::{info_per_node, Connection, Link};
 use redis::cluster_routing::{MultipleNodeRoutingInfo, RoutingInfo};
 use redis::{IntoConnectionInfo, RedisResult, Value};
 use std::sync::Arc;
@@ -66,12 +66,12 @@ impl ServerIdentity {
 async fn run_ids(conn: &mut Connection) -> RedisResult<Vec<String>> {
     let mut info = redis::cmd("INFO");
     info.arg("server");
-    let reply = match conn {
-        Connection::Cluster(cluster) => {
+    let reply = match conn.link_mut() {
+        Link::Cluster(cluster) => {
             let all = RoutingInfo::MultiNode((MultipleNodeRoutingInfo::AllMasters, None));
             cluster.route_command(info, all).await?
         }
-        other => other.send(&info).await?,
+        _ => conn.send(&info).await?,
     };
     let mut ids = Vec::new();
     collect_run_ids(&reply, &mut ids);

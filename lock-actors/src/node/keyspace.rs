@@ -3,7 +3,7 @@
 //! `SCAN` and pipelines sent to that server alone. Used by the lock inspector.
 
 use crate::error::LockError;
-use crate::node::connection::Connection;
+use crate::node::connection::{Connection, Link};
 use redis::cluster_routing::{RoutingInfo, SingleNodeRoutingInfo};
 use redis::{Pipeline, Value};
 
@@ -21,7 +21,7 @@ impl super::Commands {
     /// The servers holding this node's keys: one, or every primary of a cluster (from
     /// `CLUSTER SLOTS`, as the cluster reports their addresses).
     pub(crate) async fn shards(&self) -> Result<Vec<Shard>, LockError> {
-        let Connection::Cluster(conn) = &self.conn else {
+        let Link::Cluster(conn) = self.conn.link() else {
             return Ok(vec![Shard {
                 conn: self.conn.clone(),
                 address: None,
@@ -53,16 +53,17 @@ impl Shard {
     /// reply stays in its place (as [`Value::ServerError`]), a failed connection is an error.
     pub(crate) async fn pipeline(&mut self, pipe: &Pipeline) -> Result<Vec<Value>, LockError> {
         let count = pipe.len();
-        let replies = match (&mut self.conn, &self.address) {
-            (Connection::Cluster(conn), Some((host, port))) => {
+        let replies = match (self.conn.link_mut(), &self.address) {
+            (Link::Cluster(conn), Some((host, port))) => {
                 let route = SingleNodeRoutingInfo::ByAddress {
                     host: host.clone(),
                     port: *port,
                 };
                 conn.route_pipeline(pipe.clone(), 0, count, route).await
             }
-            (conn, _) => {
-                redis::aio::ConnectionLike::req_packed_commands(conn, pipe, 0, count).await
+            _ => {
+                redis::aio::ConnectionLike::req_packed_commands(&mut self.conn, pipe, 0, count)
+                    .await
             }
         };
         replies.map_err(|e| crate::denied::from_redis(&e, "", &self.label))

@@ -22,7 +22,7 @@ use crate::keys::LockName;
 use crate::runtime::ActorRuntime;
 use crate::script::ScriptCall;
 use actix::prelude::*;
-use connection::{Connection, PubSub, SubscriptionTarget};
+use connection::{Connection, Link, PubSub, SubscriptionTarget};
 use identity::ServerIdentity;
 use redis::{FromRedisValue, Script};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -49,9 +49,9 @@ pub(crate) struct Commands {
 impl Commands {
     /// Runs a script about lock `name`; Redis errors become [`LockError`]s.
     ///
-    /// The connection manager bounds every request by the response timeout (and a
-    /// reconnect by the connect timeout, tried twice), so no extra timer is armed here:
-    /// on the hot path that timer cost more than the actor hops.
+    /// The connection bounds every request by the response timeout (and a reconnect by
+    /// the connect timeout, tried twice), so no extra timer is armed here: on the hot path
+    /// that timer cost more than the actor hops.
     pub(crate) async fn eval<T: FromRedisValue>(
         mut self,
         call: ScriptCall,
@@ -140,7 +140,7 @@ impl Commands {
         let demoted = err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::ReadOnly);
         if err.is_timeout() {
             self.no_answer()
-        } else if demoted && !matches!(self.conn, Connection::Single(_)) {
+        } else if demoted && !matches!(self.conn.link(), Link::Single(_)) {
             // Behind a cluster or the sentinels, a read-only node is a primary a failover
             // demoted a moment ago: the connection follows the new one, so try again.
             LockError::Unavailable {
@@ -171,7 +171,7 @@ impl Commands {
 
     /// Whether this node is a Redis Cluster (a script's keys must then share a slot).
     pub(crate) fn is_cluster(&self) -> bool {
-        matches!(self.conn, Connection::Cluster(_))
+        matches!(self.conn.link(), Link::Cluster(_))
     }
 
     /// With replica-synced acquisition on: waits until enough replicas confirmed every
