@@ -500,21 +500,22 @@ impl<A: LockActorApi> Drop for Pending<A> {
 /// used again and again skips the registry, and its actor stays up while the handle lives
 /// (the registry only holds actors weakly: without it an idle actor stops after every
 /// unlock and the next acquire starts a new one on the actor thread). Per-owner kinds (the
-/// fair lock) keep nothing. A clone of the handle starts empty.
-pub(crate) struct DirectCache<A: Actor>(Mutex<Option<Kept<A>>>);
+/// fair lock) keep nothing. Clones of a handle share it (a RedLock clones its members'
+/// handles for every request: with a copy each, every acquire started five new actors).
+pub(crate) struct DirectCache<A: Actor>(Arc<Mutex<Option<Kept<A>>>>);
 
 /// An actor's address and what it shares with fast-path callers.
 type Kept<A> = (Addr<A>, Arc<Direct<A>>);
 
 impl<A: Actor> Default for DirectCache<A> {
     fn default() -> Self {
-        DirectCache(Mutex::new(None))
+        DirectCache(Arc::new(Mutex::new(None)))
     }
 }
 
 impl<A: Actor> Clone for DirectCache<A> {
     fn clone(&self) -> Self {
-        DirectCache::default()
+        DirectCache(self.0.clone())
     }
 }
 

@@ -8,10 +8,12 @@ use crate::compose::{release_all, Member};
 use crate::error::LockError;
 use crate::handle::AcquireOptions;
 use crate::lock::{LockGuard, LockOwner};
+use crate::node::Node;
 use futures_util::future::poll_fn;
 use rand::Rng;
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -203,29 +205,28 @@ impl RedLock {
         let started = Instant::now();
         let quorum = self.quorum();
         let drift = Self::clock_drift(lease);
-        let mut waiting: Vec<Option<oneshot::Receiver<Answer>>> = Vec::new();
+        // The requests are polled right here, in the caller's task (no hop to five threads
+        // and back); those still unanswered when the attempt ends go on on their node's
+        // actor thread (see `Requests`).
+        let mut requests = Requests::default();
         let mut answers: Vec<Option<Result<Answer, ()>>> = Vec::new();
         for (index, member) in self.members.iter().enumerate() {
-            let (slot, answer) = match in_flight.send(index, member, options) {
-                Request::Sent(reply) => (Some(reply), None),
-                Request::Refused(error) => (None, Some(Ok(Err(error)))),
+            let answer = match in_flight.request(index, member, options) {
+                Request::Ready(call) => {
+                    requests.push(index, call);
+                    None
+                }
+                Request::Refused(error) => Some(Ok(Err(error))),
                 // Silent for this attempt, as if it had timed out.
-                Request::StillInFlight => (None, Some(Err(()))),
+                Request::StillInFlight => Some(Err(())),
             };
-            waiting.push(slot);
             answers.push(answer);
         }
         let mut granted = 0;
         let expired = tokio::time::sleep_until((started + node_timeout).into());
         tokio::pin!(expired);
         let quorum_at = poll_fn(|cx| {
-            for (index, slot) in waiting.iter_mut().enumerate() {
-                let Some(reply) = slot else { continue };
-                let Poll::Ready(answer) = Pin::new(reply).poll(cx) else {
-                    continue;
-                };
-                *slot = None;
-                let answer = answer.unwrap_or(Err(LockError::Shutdown));
+            for (index, answer) in requests.poll_answers(cx) {
                 granted += usize::from(answer.is_ok());
                 answers[index] = Some(Ok(answer));
             }
@@ -234,13 +235,14 @@ impl RedLock {
             if granted >= quorum && now < started + lease - drift {
                 return Poll::Ready(Some(now));
             }
-            if waiting.iter().all(Option::is_none) || expired.as_mut().poll(cx).is_ready() {
+            if requests.is_empty() || expired.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(None);
             }
             Poll::Pending
         })
         .await;
         let elapsed = quorum_at.unwrap_or_else(Instant::now) - started;
+        let waiting = requests.hand_over(self.members.len());
         let mut members = Vec::new();
         let mut joining = Vec::new();
         let mut failure = Failure::default();
@@ -304,13 +306,83 @@ struct Granted {
     joining: Vec<(usize, oneshot::Receiver<Answer>)>,
 }
 
-/// How sending a request to one node went.
+/// How asking one node went.
 enum Request {
-    Sent(oneshot::Receiver<Answer>),
+    /// The acquire to poll (it runs once polled).
+    Ready(Call),
     /// The node cannot be asked (its client was shut down).
     Refused(LockError),
     /// The node has not answered an earlier request yet.
     StillInFlight,
+}
+
+/// One node's acquire, and the node whose actor thread finishes it if the attempt ends
+/// before it does.
+struct Call {
+    acquire: Pin<Box<dyn Future<Output = Answer> + Send>>,
+    node: Arc<Node>,
+}
+
+/// The requests of one attempt not answered yet, by member index. Those left when the
+/// attempt ends are carried on by their node's actor thread: handed over with a receiver for
+/// their answer ([`hand_over`](Requests::hand_over)), or, if the attempt is dropped, run to
+/// their end there (a grant that arrives then is a guard dropped on the spot, which
+/// releases it). A request is never abandoned while Redis may still run it.
+#[derive(Default)]
+struct Requests {
+    calls: Vec<(usize, Call)>,
+}
+
+impl Requests {
+    fn push(&mut self, index: usize, call: Call) {
+        self.calls.push((index, call));
+    }
+
+    fn is_empty(&self) -> bool {
+        self.calls.is_empty()
+    }
+
+    /// Polls every request; returns the answers that came in (taken out of the set).
+    fn poll_answers(&mut self, cx: &mut std::task::Context<'_>) -> Vec<(usize, Answer)> {
+        let mut answered = Vec::new();
+        self.calls
+            .retain_mut(|(index, call)| match call.acquire.as_mut().poll(cx) {
+                Poll::Ready(answer) => {
+                    answered.push((*index, answer));
+                    false
+                }
+                Poll::Pending => true,
+            });
+        answered
+    }
+
+    /// Hands the unanswered requests to their nodes' actor threads: a receiver for each
+    /// one's answer, by member index (`None` where there is nothing to wait for).
+    fn hand_over(&mut self, members: usize) -> Vec<Option<oneshot::Receiver<Answer>>> {
+        let mut waiting: Vec<Option<oneshot::Receiver<Answer>>> =
+            (0..members).map(|_| None).collect();
+        for (index, call) in self.calls.drain(..) {
+            let (reply, answer) = oneshot::channel();
+            let Call { acquire, node } = call;
+            if node.arbiter.spawn(async move {
+                let _ = reply.send(acquire.await);
+            }) {
+                waiting[index] = Some(answer);
+            }
+            // A node whose thread has stopped: its client is shut down, nothing runs there.
+        }
+        waiting
+    }
+}
+
+impl Drop for Requests {
+    fn drop(&mut self) {
+        for (_, Call { acquire, node }) in self.calls.drain(..) {
+            node.arbiter.spawn(async move {
+                drop(acquire.await);
+            });
+        }
+    }
 }
 
 /// The requests of one acquire call that outlived their node timeout, by member.
@@ -345,10 +417,8 @@ impl InFlight {
         }
     }
 
-    /// Sends the acquire to member `index` on its node's actor thread, unless an earlier
-    /// one is still unanswered. A reply nobody receives any more (this acquire is over) is
-    /// a guard dropped on the spot, which releases it.
-    fn send(&self, index: usize, member: &Member, options: AcquireOptions) -> Request {
+    /// The acquire to member `index`, unless an earlier one is still unanswered.
+    fn request(&self, index: usize, member: &Member, options: AcquireOptions) -> Request {
         if self.pending[index].is_some() {
             return Request::StillInFlight;
         }
@@ -356,16 +426,9 @@ impl InFlight {
             Ok(node) => node,
             Err(error) => return Request::Refused(error),
         };
-        let (reply, answer) = oneshot::channel();
         let lock = member.lock.clone();
-        let accepted = node.arbiter.spawn(async move {
-            let _ = reply.send(lock.acquire_with(options).await);
-        });
-        if accepted {
-            Request::Sent(answer)
-        } else {
-            Request::Refused(LockError::Shutdown)
-        }
+        let acquire = Box::pin(async move { lock.acquire_with(options).await });
+        Request::Ready(Call { acquire, node })
     }
 
     fn keep(&mut self, index: usize, reply: oneshot::Receiver<Answer>) {
