@@ -5,7 +5,7 @@
 
 mod support;
 
-use actix_distributed_lock::LockError;
+use actix_distributed_lock::{LockError, RedLock};
 use std::time::Duration;
 use support::{client, RedisServer};
 
@@ -59,5 +59,78 @@ fn a_reconnect_started_by_a_caller_whose_runtime_ended_does_not_break_the_client
             .await
             .expect("unlock after the server came back");
         client.close().await;
+    });
+}
+
+/// RedLock asks its nodes from the caller's task, and a node that has not answered when the
+/// attempt ends is still waited for. When the caller's runtime ends first, that request is
+/// dropped there, settled by its node's client, and the client goes on serving.
+#[test]
+fn a_redlock_request_left_in_flight_by_a_runtime_that_ended_is_settled() {
+    let mut servers: Vec<RedisServer> = (0..3).map(|_| RedisServer::start()).collect();
+    let main = tokio::runtime::Runtime::new().unwrap();
+    let clients: Vec<_> = main.block_on(async {
+        let mut clients = Vec::new();
+        for server in &servers {
+            clients.push(
+                support::client_with(server, |c| c.response_timeout(Duration::from_secs(1))).await,
+            );
+        }
+        clients
+    });
+    let lock = RedLock::new(&clients, "caller-runtime:redlock").unwrap();
+    // Every connection and script cache warm, so the pause below is the only delay.
+    main.block_on(async { lock.acquire().await.unwrap().unlock().await.unwrap() });
+
+    servers[2].pause();
+    {
+        let worker = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        worker.block_on(async {
+            let guard = lock.acquire_timeout(Duration::from_secs(5)).await.unwrap();
+            assert_eq!(guard.nodes_held(), 2, "the quorum without the paused node");
+            assert_eq!(
+                guard.nodes_pending(),
+                1,
+                "the paused node's answer is awaited"
+            );
+            guard.unlock().await.unwrap();
+        });
+        // The paused node's request is still out: the runtime ends under it.
+        drop(worker);
+    }
+    servers[2].resume();
+
+    main.block_on(async {
+        // The paused node runs the acquire it was sent once it wakes; nobody holds that
+        // grant, so it is given back.
+        support::eventually(
+            "the grant the paused node gave after the caller's runtime ended is released",
+            Duration::from_secs(15),
+            || async { servers[2].keys().await.is_empty() },
+        )
+        .await;
+        let guard = tokio::time::timeout(
+            Duration::from_secs(20),
+            lock.acquire_timeout(Duration::from_secs(15)),
+        )
+        .await
+        .expect("the clients never served again after the caller's runtime ended")
+        .expect("a RedLock acquire after the caller's runtime ended");
+        support::eventually(
+            "the hold is on every node",
+            Duration::from_secs(5),
+            || async { guard.nodes_held() == 3 },
+        )
+        .await;
+        guard.unlock().await.unwrap();
+        for client in &clients {
+            client.close().await;
+        }
+        for server in &servers {
+            assert!(server.keys().await.is_empty(), "a key was left behind");
+        }
     });
 }

@@ -4,9 +4,12 @@
 
 pub(crate) mod cluster_resend;
 pub(crate) mod connection;
+mod homed;
 pub(crate) mod identity;
 #[cfg(feature = "inspect")]
 mod keyspace;
+mod manager;
+mod sentinel;
 mod supervisor;
 pub(crate) mod tls;
 

@@ -8,12 +8,10 @@ use crate::compose::{release_all, Member};
 use crate::error::LockError;
 use crate::handle::AcquireOptions;
 use crate::lock::{LockGuard, LockOwner};
-use crate::node::Node;
 use futures_util::future::poll_fn;
 use rand::Rng;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
@@ -206,8 +204,8 @@ impl RedLock {
         let quorum = self.quorum();
         let drift = Self::clock_drift(lease);
         // The requests are polled right here, in the caller's task (no hop to five threads
-        // and back); those still unanswered when the attempt ends go on on their node's
-        // actor thread (see `Requests`).
+        // and back); those still unanswered when the attempt ends go on as tasks of the
+        // caller's runtime (see `Requests`).
         let mut requests = Requests::default();
         let mut answers: Vec<Option<Result<Answer, ()>>> = Vec::new();
         for (index, member) in self.members.iter().enumerate() {
@@ -316,18 +314,18 @@ enum Request {
     StillInFlight,
 }
 
-/// One node's acquire, and the node whose actor thread finishes it if the attempt ends
-/// before it does.
-struct Call {
-    acquire: Pin<Box<dyn Future<Output = Answer> + Send>>,
-    node: Arc<Node>,
-}
+/// One node's acquire.
+type Call = Pin<Box<dyn Future<Output = Answer> + Send>>;
 
 /// The requests of one attempt not answered yet, by member index. Those left when the
-/// attempt ends are carried on by their node's actor thread: handed over with a receiver for
-/// their answer ([`hand_over`](Requests::hand_over)), or, if the attempt is dropped, run to
-/// their end there (a grant that arrives then is a guard dropped on the spot, which
-/// releases it). A request is never abandoned while Redis may still run it.
+/// attempt ends are carried on as tasks of the caller's runtime: handed over with a
+/// receiver for their answer ([`hand_over`](Requests::hand_over)), or, if the attempt is
+/// dropped, run to their end (a grant that arrives then is a guard dropped on the spot,
+/// which releases it). They stay on the caller's runtime because what they hold (the
+/// response timer of a call in flight) belongs to it; should that runtime end first, each
+/// is dropped there, and a member acquire dropped in mid-call is settled by its own lock's
+/// actor, as any cancelled acquire is. A request is never abandoned while Redis may still
+/// run it.
 #[derive(Default)]
 struct Requests {
     calls: Vec<(usize, Call)>,
@@ -346,7 +344,7 @@ impl Requests {
     fn poll_answers(&mut self, cx: &mut std::task::Context<'_>) -> Vec<(usize, Answer)> {
         let mut answered = Vec::new();
         self.calls
-            .retain_mut(|(index, call)| match call.acquire.as_mut().poll(cx) {
+            .retain_mut(|(index, call)| match call.as_mut().poll(cx) {
                 Poll::Ready(answer) => {
                     answered.push((*index, answer));
                     false
@@ -363,13 +361,11 @@ impl Requests {
             (0..members).map(|_| None).collect();
         for (index, call) in self.calls.drain(..) {
             let (reply, answer) = oneshot::channel();
-            let Call { acquire, node } = call;
-            if node.arbiter.spawn(async move {
-                let _ = reply.send(acquire.await);
+            if carry_on(async move {
+                let _ = reply.send(call.await);
             }) {
                 waiting[index] = Some(answer);
             }
-            // A node whose thread has stopped: its client is shut down, nothing runs there.
         }
         waiting
     }
@@ -377,11 +373,23 @@ impl Requests {
 
 impl Drop for Requests {
     fn drop(&mut self) {
-        for (_, Call { acquire, node }) in self.calls.drain(..) {
-            node.arbiter.spawn(async move {
-                drop(acquire.await);
+        for (_, call) in self.calls.drain(..) {
+            carry_on(async move {
+                drop(call.await);
             });
         }
+    }
+}
+
+/// Runs `request` to its end as a task of the current runtime; false (and `request`
+/// dropped, which settles it) when there is none, as when a runtime drops its tasks.
+fn carry_on(request: impl Future<Output = ()> + Send + 'static) -> bool {
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) => {
+            runtime.spawn(request);
+            true
+        }
+        Err(_) => false,
     }
 }
 
@@ -422,13 +430,11 @@ impl InFlight {
         if self.pending[index].is_some() {
             return Request::StillInFlight;
         }
-        let node = match member.lock.client().node() {
-            Ok(node) => node,
-            Err(error) => return Request::Refused(error),
-        };
+        if let Err(error) = member.lock.client().node() {
+            return Request::Refused(error);
+        }
         let lock = member.lock.clone();
-        let acquire = Box::pin(async move { lock.acquire_with(options).await });
-        Request::Ready(Call { acquire, node })
+        Request::Ready(Box::pin(async move { lock.acquire_with(options).await }))
     }
 
     fn keep(&mut self, index: usize, reply: oneshot::Receiver<Answer>) {
