@@ -110,7 +110,9 @@ pub(crate) struct Timers {
     timer: Option<(Instant, SpawnHandle)>,
     /// Each watched waiter's asker: resolves with the waiter's id when the asker leaves, or
     /// when the waiter left the queue (aborted). Only the futures woken since are polled.
-    askers: FuturesUnordered<LocalBoxFuture<'static, u64>>,
+    /// Made when the first asker is watched and dropped when none is left: an empty set
+    /// still allocates, and most locks are held and released without a waiter.
+    askers: Option<FuturesUnordered<LocalBoxFuture<'static, u64>>>,
     /// Ends the watch on a waiter's asker once the waiter has left the queue.
     watched: HashMap<u64, AbortHandle>,
     /// The watch over `askers` runs.
@@ -136,7 +138,8 @@ pub(crate) fn arm_deadline<A: QueueActor>(act: &mut A, id: u64, at: Instant, ctx
     if let Some(asker_left) = asker_left {
         let (abort, registration) = AbortHandle::new_pair();
         timers.watched.insert(id, abort);
-        timers.askers.push(Box::pin(async move {
+        let askers = timers.askers.get_or_insert_with(FuturesUnordered::new);
+        askers.push(Box::pin(async move {
             let _ = Abortable::new(asker_left, registration).await;
             id
         }));
@@ -223,13 +226,18 @@ impl<A: QueueActor> ActorFuture<A> for AskerWatch {
     ) -> Poll<()> {
         loop {
             let timers = act.timers();
-            match timers.askers.poll_next_unpin(task) {
+            let next = match timers.askers.as_mut() {
+                Some(askers) => askers.poll_next_unpin(task),
+                None => Poll::Ready(None),
+            };
+            match next {
                 Poll::Ready(Some(id)) => {
                     timers.watched.remove(&id);
                     let effects = act.queue().gone(id);
                     act.drive(effects, ctx);
                 }
                 Poll::Ready(None) => {
+                    timers.askers = None;
                     timers.watching = false;
                     timers.waker = None;
                     return Poll::Ready(());

@@ -85,8 +85,9 @@ pub struct LockActor {
     queue: WaitQueue<Waiting>,
     /// The head's timer (see `wait_queue::Effect::Sleep`).
     sleep: Option<SpawnHandle>,
-    /// The waiters' deadlines and the watch on their askers (one timer, one watch).
-    timers: Timers,
+    /// The waiters' deadlines and the watch on their askers (one timer, one watch); made
+    /// when the first waiter comes (most locks never have one).
+    timers: Option<Box<Timers>>,
     /// Our own address while we have holders or waiters, so nobody's dropped handle stops us.
     keepalive: Option<Addr<LockActor>>,
     /// What the actor shares with fast-path callers (see `super::direct`).
@@ -210,7 +211,7 @@ impl QueueActor for LockActor {
     }
 
     fn timers(&mut self) -> &mut Timers {
-        &mut self.timers
+        self.timers.get_or_insert_with(Box::default)
     }
 
     fn attempt(&mut self, id: u64, ctx: &mut Context<Self>) {
@@ -253,7 +254,7 @@ impl LockActor {
             holders: HashMap::new(),
             queue: WaitQueue::new(Retry::UnansweredFirstTry { grace }),
             sleep: None,
-            timers: Timers::default(),
+            timers: None,
             keepalive: None,
             watchdog: direct.watchdog.clone(),
             direct,

@@ -76,8 +76,9 @@ pub struct SemaphoreActor {
     /// The local waiters, and what the head is doing.
     queue: WaitQueue<Waiting>,
     sleep: Option<SpawnHandle>,
-    /// The waiters' deadlines and the watch on their askers (one timer, one watch).
-    timers: Timers,
+    /// The waiters' deadlines and the watch on their askers (one timer, one watch); made
+    /// when the first waiter comes (most locks never have one).
+    timers: Option<Box<Timers>>,
     /// Our own address while we are busy, so nobody's dropped handle stops us.
     keepalive: Option<Addr<SemaphoreActor>>,
     /// Plain permits out through guards made here: while any are, we stay alive to hear
@@ -177,7 +178,7 @@ impl QueueActor for SemaphoreActor {
     }
 
     fn timers(&mut self) -> &mut Timers {
-        &mut self.timers
+        self.timers.get_or_insert_with(Box::default)
     }
 
     fn attempt(&mut self, id: u64, ctx: &mut Context<Self>) {
@@ -215,7 +216,7 @@ impl SemaphoreActor {
             id,
             queue: WaitQueue::new(Retry::TransientOnce),
             sleep: None,
-            timers: Timers::default(),
+            timers: None,
             keepalive: None,
             plain_out: 0,
             grants: HashMap::new(),
