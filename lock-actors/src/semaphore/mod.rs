@@ -36,7 +36,10 @@
 mod actor;
 mod grant;
 mod guard;
+pub(crate) mod kind;
 pub(crate) mod lease_entry;
+
+pub(crate) use kind::Kind;
 
 pub use actor::SemaphoreActor;
 pub(crate) use actor::SemaphoreRegistry;
@@ -67,23 +70,6 @@ pub(crate) static EXPIRABLE_ACQUIRE: LazyLock<PublishingScript> = script!("expir
 pub(crate) static EXPIRABLE_RELEASE: LazyLock<PublishingScript> = script!("expirable_release.lua");
 pub(crate) static RENEW: LazyLock<PublishingScript> = script!("renew.lua");
 pub(crate) static SETTLE: LazyLock<PublishingScript> = script!("settle.lua");
-
-/// The two semaphore kinds; each name has one actor per kind in use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) enum Kind {
-    Plain,
-    Expirable,
-}
-
-/// The kind as the `kind` label of metrics and spans.
-impl From<Kind> for crate::telemetry::Kind {
-    fn from(kind: Kind) -> Self {
-        match kind {
-            Kind::Plain => crate::telemetry::Kind::Semaphore,
-            Kind::Expirable => crate::telemetry::Kind::ExpirableSemaphore,
-        }
-    }
-}
 
 /// The zset of permit id → expiry of permit-expirable semaphore `name` (the mapped name):
 /// `{name}:timeout`, or `name:timeout` when the name has its own `{`.
@@ -129,7 +115,7 @@ impl SemaphoreKeys {
         } else {
             format!("redisson_sc:{{{name}}}")
         };
-        let timeouts = (kind == Kind::Expirable).then(|| timeouts_key(name));
+        let timeouts = kind.rules().timeouts_key(name);
         SemaphoreKeys {
             count: name.to_string(),
             channel,

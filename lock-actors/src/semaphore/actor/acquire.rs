@@ -8,10 +8,9 @@ use crate::error::LockError;
 use crate::hold_status::StatusSender;
 use crate::node::{Subscription, Wake};
 use crate::queue_driver;
-use crate::script::ScriptCall;
 use crate::semaphore::grant::Grant;
 use crate::semaphore::guard::{PermitGuard, PermitId, SemaphoreGuard};
-use crate::semaphore::{Kind, ACQUIRE, EXPIRABLE_ACQUIRE};
+use crate::semaphore::kind::Take;
 use crate::telemetry::{self, HoldTimer};
 use crate::wait_queue::{Effect, Gate, Granted, Waiter};
 use actix::prelude::*;
@@ -102,34 +101,15 @@ impl SemaphoreActor {
             return;
         };
         let (permits, lease) = (head.data.permits, head.data.lease);
-        let mut receipt = None;
-        let (invocation, ids) = match self.kind {
-            Kind::Plain => {
-                let mut invocation = ScriptCall::with_key(
-                    ACQUIRE.get(self.node.commands.pubsub),
-                    self.keys.count.as_str(),
-                );
-                let key = self.new_receipt();
-                invocation
-                    .key(key.as_str())
-                    .arg(permits)
-                    .arg(SETTLE_WINDOW.as_millis() as u64);
-                receipt = Some(key);
-                (invocation, Vec::new())
-            }
-            Kind::Expirable => {
-                let lease_ms = lease.unwrap_or(self.watchdog_lease()).as_millis() as u64;
-                let ids: Vec<PermitId> = (0..permits).map(|_| PermitId::random()).collect();
-                let mut invocation = self
-                    .keys
-                    .invocation(EXPIRABLE_ACQUIRE.get(self.node.commands.pubsub));
-                invocation.arg(lease_ms);
-                for permit in &ids {
-                    invocation.arg(permit.raw.as_slice());
-                }
-                (invocation, ids)
-            }
+        let rules = self.kind.rules();
+        let receipt = rules.takes_receipt().then(|| self.new_receipt());
+        let take = Take {
+            permits,
+            lease_ms: lease.unwrap_or(self.watchdog_lease()).as_millis() as u64,
+            receipt: receipt.as_deref(),
+            settle_window_ms: SETTLE_WINDOW.as_millis() as u64,
         };
+        let (invocation, ids) = rules.acquire_call(&self.keys, self.node.commands.pubsub, &take);
         let sent = Instant::now();
         let request = self
             .node

@@ -2,7 +2,7 @@
 //! loss, and their release by id. The node's renewal service (`crate::client::renewal`)
 //! renews the lease-less ones, which sit on its permit lease list while held here.
 
-use super::{disarm, refuse, Kind, SemaphoreActor};
+use super::{disarm, refuse, SemaphoreActor};
 use crate::config::clock_drift;
 use crate::error::LockError;
 use crate::hold_status::HoldStatus;
@@ -211,7 +211,7 @@ impl Handler<ReleasePermit> for SemaphoreActor {
     type Result = ResponseActFuture<Self, Result<(), LockError>>;
 
     fn handle(&mut self, msg: ReleasePermit, ctx: &mut Context<Self>) -> Self::Result {
-        if self.kind != Kind::Expirable {
+        if !self.kind.rules().by_id() {
             return refuse(self.wrong_kind("release a number of permits (ReleasePermits)"));
         }
         let Some(id) = PermitId::parse(&msg.permit_id) else {

@@ -233,10 +233,7 @@ impl SemaphoreActor {
     }
 
     fn wrong_kind(&self, hint: &str) -> LockError {
-        let kind = match self.kind {
-            Kind::Plain => "a plain semaphore",
-            Kind::Expirable => "a permit-expirable semaphore",
-        };
+        let kind = self.kind.rules().describe();
         LockError::invalid_config(format!("`{}` is {kind}: {hint}", self.name))
     }
 
@@ -274,13 +271,15 @@ impl SemaphoreActor {
     /// Returns permits that nobody will use (an acquire whose asker left, the rest of a lost
     /// grant, or an acquire whose answer was lost).
     fn give_back(&mut self, permits: u32, ids: Vec<PermitId>, ctx: &mut Context<Self>) {
-        let request: BoxedCount = match self.kind {
-            Kind::Plain => self.add_request(i64::from(permits)),
-            Kind::Expirable => {
-                let releasing = self.release_request(&ids);
-                Box::pin(async move { releasing.await.map(|(released, _)| released) })
-            }
-        };
+        let call =
+            self.kind
+                .rules()
+                .give_back_call(&self.keys, self.node.commands.pubsub, permits, &ids);
+        let request = self
+            .node
+            .commands
+            .clone()
+            .eval::<redis::Value>(call, self.name.clone());
         self.background += 1;
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
             act.background -= 1;
@@ -381,7 +380,7 @@ impl Handler<AcquirePermits> for SemaphoreActor {
     type Result = Deferred<Result<SemaphoreGuard, LockError>>;
 
     fn handle(&mut self, msg: AcquirePermits, ctx: &mut Context<Self>) -> Self::Result {
-        if self.kind != Kind::Plain {
+        if self.kind.rules().by_id() {
             return Deferred::ready(Err(self.wrong_kind("send AcquireExpirablePermits")));
         }
         if let Err(error) = self.check_permits(msg.permits) {
@@ -397,7 +396,7 @@ impl Handler<AcquireExpirablePermits> for SemaphoreActor {
     type Result = Deferred<Result<PermitGuard, LockError>>;
 
     fn handle(&mut self, msg: AcquireExpirablePermits, ctx: &mut Context<Self>) -> Self::Result {
-        if self.kind != Kind::Expirable {
+        if !self.kind.rules().by_id() {
             return Deferred::ready(Err(self.wrong_kind("send AcquirePermits")));
         }
         if let Err(error) = self.check_permits(msg.permits) {
@@ -426,7 +425,7 @@ impl Handler<ReleasePermits> for SemaphoreActor {
     type Result = ResponseActFuture<Self, Result<(), LockError>>;
 
     fn handle(&mut self, msg: ReleasePermits, ctx: &mut Context<Self>) -> Self::Result {
-        if self.kind != Kind::Plain {
+        if self.kind.rules().by_id() {
             return refuse(self.wrong_kind("release its permits by id (ReleasePermit)"));
         }
         if let Err(error) = self.check_permits(msg.permits) {
