@@ -354,7 +354,7 @@ impl Requests {
         answered
     }
 
-    /// Hands the unanswered requests to their nodes' actor threads: a receiver for each
+    /// Hands the unanswered requests to tasks of the caller's runtime: a receiver for each
     /// one's answer, by member index (`None` where there is nothing to wait for).
     fn hand_over(&mut self, members: usize) -> Vec<Option<oneshot::Receiver<Answer>>> {
         let mut waiting: Vec<Option<oneshot::Receiver<Answer>>> =
