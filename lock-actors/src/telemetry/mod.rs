@@ -10,6 +10,51 @@
 //!
 //! [`ClientConfig::metrics_lock_name_labels`]: crate::ClientConfig
 
+/// The one list of `kind` labels, in index order: every lock kind, then every semaphore
+/// kind. It makes [`Kind`] and the static metric keys of `record`; each kind's module maps
+/// its kind onto it (a test checks every kind's label is its name).
+///
+/// `with_kinds!(then)` expands to `then!(Variant "label", ...)`;
+/// `with_kinds!(then, arg)` to `then!(arg; Variant "label", ...)`.
+macro_rules! with_kinds {
+    ($then:ident $(, $arg:expr)?) => {
+        $then! {$($arg;)?
+            Reentrant "reentrant",
+            Fast "fast",
+            Read "read",
+            Write "write",
+            Fair "fair",
+            Semaphore "semaphore",
+            ExpirableSemaphore "expirable_semaphore"
+        }
+    };
+}
+
+macro_rules! kind_enum {
+    ($($variant:ident $label:literal),+) => {
+        /// The `kind` label: a lock kind, or a semaphore kind (each kind's module converts
+        /// its own kind into this one, so this module imports no lock kind).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub(crate) enum Kind {
+            $($variant),+
+        }
+
+        impl Kind {
+            /// How many kinds there are.
+            #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
+            pub(crate) const COUNT: usize = [$($label),+].len();
+
+            pub(crate) fn as_str(self) -> &'static str {
+                match self {
+                    $(Kind::$variant => $label),+
+                }
+            }
+        }
+    };
+}
+
+with_kinds!(kind_enum);
+
 #[cfg(feature = "metrics")]
 mod record;
 
@@ -20,33 +65,6 @@ use std::future::Future;
 use std::time::{Duration, Instant};
 use tracing::field::{debug, Empty};
 use tracing::Instrument;
-
-/// The `kind` label: a lock kind, or a semaphore kind (each kind's module converts its own
-/// kind into this one, so this module imports no lock kind).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Kind {
-    Reentrant = 0,
-    Fast = 1,
-    Read = 2,
-    Write = 3,
-    Fair = 4,
-    Semaphore = 5,
-    ExpirableSemaphore = 6,
-}
-
-impl Kind {
-    pub(crate) fn as_str(self) -> &'static str {
-        match self {
-            Kind::Reentrant => "reentrant",
-            Kind::Fast => "fast",
-            Kind::Read => "read",
-            Kind::Write => "write",
-            Kind::Fair => "fair",
-            Kind::Semaphore => "semaphore",
-            Kind::ExpirableSemaphore => "expirable_semaphore",
-        }
-    }
-}
 
 /// How an acquire ended (the `outcome` label and span field).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

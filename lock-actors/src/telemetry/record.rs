@@ -1,7 +1,7 @@
 //! The metrics themselves: names, static keys (so the hot path allocates nothing for its
 //! labels), descriptions, and the calls into the installed `metrics` recorder.
 
-use super::{Connection, Outcome, Series};
+use super::{Connection, Kind, Outcome, Series};
 use metrics::{Key, Label, Level, Metadata, Unit};
 use std::time::Duration;
 
@@ -24,36 +24,21 @@ const fn label(key: &'static str, value: &'static str) -> Label {
 
 /// One static key per kind, for metric `$name` labelled by `kind` only.
 macro_rules! by_kind {
-    ($name:expr) => {
-        [
-            by_kind!(@one $name, "reentrant"),
-            by_kind!(@one $name, "fast"),
-            by_kind!(@one $name, "read"),
-            by_kind!(@one $name, "write"),
-            by_kind!(@one $name, "fair"),
-            by_kind!(@one $name, "semaphore"),
-            by_kind!(@one $name, "expirable_semaphore"),
-        ]
-    };
     (@one $name:expr, $kind:literal) => {{
         static LABELS: [Label; 1] = [label("kind", $kind)];
         Key::from_static_parts($name, &LABELS)
     }};
+    ($name:expr; $($variant:ident $kind:literal),+) => {
+        [$(by_kind!(@one $name, $kind)),+]
+    };
 }
 
 /// One static key per kind and outcome, for the acquire wait histogram.
 macro_rules! by_kind_and_outcome {
-    ($name:expr) => {
-        [
-            by_kind_and_outcome!(@kind $name, "reentrant"),
-            by_kind_and_outcome!(@kind $name, "fast"),
-            by_kind_and_outcome!(@kind $name, "read"),
-            by_kind_and_outcome!(@kind $name, "write"),
-            by_kind_and_outcome!(@kind $name, "fair"),
-            by_kind_and_outcome!(@kind $name, "semaphore"),
-            by_kind_and_outcome!(@kind $name, "expirable_semaphore"),
-        ]
-    };
+    (@one $name:expr, $kind:literal, $outcome:literal) => {{
+        static LABELS: [Label; 2] = [label("kind", $kind), label("outcome", $outcome)];
+        Key::from_static_parts($name, &LABELS)
+    }};
     (@kind $name:expr, $kind:literal) => {
         [
             by_kind_and_outcome!(@one $name, $kind, "acquired"),
@@ -62,18 +47,17 @@ macro_rules! by_kind_and_outcome {
             by_kind_and_outcome!(@one $name, $kind, "cancelled"),
         ]
     };
-    (@one $name:expr, $kind:literal, $outcome:literal) => {{
-        static LABELS: [Label; 2] = [label("kind", $kind), label("outcome", $outcome)];
-        Key::from_static_parts($name, &LABELS)
-    }};
+    ($name:expr; $($variant:ident $kind:literal),+) => {
+        [$(by_kind_and_outcome!(@kind $name, $kind)),+]
+    };
 }
 
-static ACQUIRE_WAIT_KEYS: [[Key; 4]; 7] = by_kind_and_outcome!(ACQUIRE_WAIT);
-static HOLD_KEYS: [Key; 7] = by_kind!(HOLD);
-static CONTENDED_KEYS: [Key; 7] = by_kind!(CONTENDED);
-static TIMEOUT_KEYS: [Key; 7] = by_kind!(TIMEOUTS);
-static LOST_KEYS: [Key; 7] = by_kind!(LOST);
-static WAITER_KEYS: [Key; 7] = by_kind!(WAITERS);
+static ACQUIRE_WAIT_KEYS: [[Key; 4]; Kind::COUNT] = with_kinds!(by_kind_and_outcome, ACQUIRE_WAIT);
+static HOLD_KEYS: [Key; Kind::COUNT] = with_kinds!(by_kind, HOLD);
+static CONTENDED_KEYS: [Key; Kind::COUNT] = with_kinds!(by_kind, CONTENDED);
+static TIMEOUT_KEYS: [Key; Kind::COUNT] = with_kinds!(by_kind, TIMEOUTS);
+static LOST_KEYS: [Key; Kind::COUNT] = with_kinds!(by_kind, LOST);
+static WAITER_KEYS: [Key; Kind::COUNT] = with_kinds!(by_kind, WAITERS);
 static RENEWAL_FAILURES_KEY: Key = Key::from_static_name(RENEWAL_FAILURES);
 static RENEWAL_ROUND_KEY: Key = Key::from_static_name(RENEWAL_ROUND);
 static RECONNECT_KEYS: [Key; 2] = [
