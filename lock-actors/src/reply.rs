@@ -86,6 +86,13 @@ impl<T> ReplySlot<T> {
         }
     }
 
+    /// A slot whose reply goes down `tx`.
+    pub(crate) fn forwarding(tx: oneshot::Sender<T>) -> Self {
+        let slot = ReplySlot::new();
+        slot.forward(tx);
+        slot
+    }
+
     /// Sends the reply down `tx` (now, if it is made already).
     fn forward(&self, tx: oneshot::Sender<T>) {
         let mut state = self.0.borrow_mut();

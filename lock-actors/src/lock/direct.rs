@@ -8,10 +8,11 @@
 //! makes the guards, registers watchdog entries, and tells the actor of a call in doubt.
 //!
 //! Whatever a caller cannot finish (its future is dropped mid-call, Redis does not answer)
-//! is handed to the actor as a doubt, which it settles with Redis by reconciling (see
-//! `LockActor::doubt`): nothing is ever left in Redis that nobody counts.
+//! is recorded in the machine as a doubt, and the actor woken for it; the actor absorbs it
+//! and settles it with Redis by reconciling (see `LockActor::doubt`): nothing is ever left
+//! in Redis that nobody counts.
 
-use super::direct_messages::{DirectHold, Doubt, SettleUnlock};
+use super::direct_messages::{DirectHold, Doubted, Turn};
 use super::fast_path::{
     surely_held_until, AfterTry, AfterUnlock, FastPath, TryAnswer, UnlockAnswer,
 };
@@ -31,14 +32,14 @@ use actix::{Actor, Addr, Context, Handler};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
 
 /// What the lock actor answers, as the fast path and the guards need it. `Direct` is
 /// generic over it so that this module (below the actor, which builds `Direct`) does not
 /// name the actor; the one actor that has all of it is `LockActor`.
 pub(crate) trait LockActorApi:
     Actor<Context = Context<Self>>
-    + Handler<Detached<Doubt>>
-    + Handler<Detached<SettleUnlock>>
+    + Handler<Detached<Turn>>
     + Handler<ReleaseHold>
     + Handler<Detached<ReleaseHold>>
     + Handler<Acquire>
@@ -50,8 +51,7 @@ pub(crate) trait LockActorApi:
 
 impl<A> LockActorApi for A where
     A: Actor<Context = Context<A>>
-        + Handler<Detached<Doubt>>
-        + Handler<Detached<SettleUnlock>>
+        + Handler<Detached<Turn>>
         + Handler<ReleaseHold>
         + Handler<Detached<ReleaseHold>>
         + Handler<Acquire>
@@ -76,8 +76,9 @@ pub(crate) struct Direct<A: Actor> {
     errands: Errands,
     /// Hold ids, drawn by the actor and by fast-path callers alike.
     next_hold: AtomicU64,
-    /// Who may act on the lock, the holds taken directly, and the actor's kept address.
-    state: Mutex<FastPath<DirectHold, Addr<A>>>,
+    /// Who may act on the lock, the holds taken directly, the calls in doubt, and the
+    /// actor's kept address.
+    state: Mutex<FastPath<DirectHold, Doubted, Addr<A>>>,
 }
 
 /// How a fast-path acquire ended.
@@ -115,7 +116,7 @@ impl<A: LockActorApi> Direct<A> {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, FastPath<DirectHold, Addr<A>>> {
+    fn lock(&self) -> MutexGuard<'_, FastPath<DirectHold, Doubted, Addr<A>>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -130,8 +131,8 @@ impl<A: LockActorApi> Direct<A> {
     }
 
     /// For the actor, at every turn: it is in charge now; takes the holds taken directly
-    /// into its care.
-    pub(crate) fn absorb(&self) -> impl Iterator<Item = DirectHold> {
+    /// and the calls in doubt into its care.
+    pub(crate) fn absorb(&self) -> (impl Iterator<Item = DirectHold>, Vec<Doubted>) {
         self.lock().absorb()
     }
 
@@ -144,18 +145,29 @@ impl<A: LockActorApi> Direct<A> {
         self.watchdog_lease
     }
 
-    /// Tells the actor that a call for `owner` got no answer (it may have run, setting up
-    /// to `lease`): the actor settles it with Redis.
-    fn doubt(&self, actor: &Addr<A>, owner: LockOwner, lease: Duration) {
-        let errand = self.errands.start();
-        post(
-            actor,
-            Doubt {
-                owner,
-                lease,
-                errand,
-            },
-        );
+    /// The record of a call for `owner` that may have run (setting up to `lease`), counted
+    /// as an errand until the actor has settled it.
+    fn doubted(
+        &self,
+        owner: LockOwner,
+        lease: Duration,
+        settle: Option<(LockError, oneshot::Sender<Result<Released, LockError>>)>,
+    ) -> Doubted {
+        Doubted {
+            owner,
+            lease,
+            errand: self.errands.start(),
+            settle,
+        }
+    }
+
+    /// Wakes the actor for a doubt recorded in the machine. An actor that is gone (its
+    /// client stopped) settles nothing: the doubts go with it, as its holds do.
+    fn wake(&self, actor: &Addr<A>) {
+        post(actor, Turn);
+        if !actor.connected() {
+            drop(self.lock().absorb());
+        }
     }
 
     /// The node, while its client runs.
@@ -199,7 +211,7 @@ impl<A: LockActorApi> Direct<A> {
         };
         // A grant's watchdog entry names the actor weakly (it must not keep it alive).
         let (after, weak) = pending.answered(|state| {
-            let after = state.try_answered(answer);
+            let after = state.try_answered(answer, || self.doubted(owner, lease, None));
             (after, state.actor().map(Addr::downgrade))
         });
         let error = match reply {
@@ -213,13 +225,13 @@ impl<A: LockActorApi> Direct<A> {
         match (after, error) {
             (AfterTry::Queue(actor), _) => Tried::Busy(actor),
             (AfterTry::DoubtAndQueue(actor), Some(error)) => {
-                self.doubt(&actor, owner, lease);
+                self.wake(&actor);
                 Tried::Failed(error, actor)
             }
             (AfterTry::DoubtAndFail(actor), Some(error)) => {
                 // Taken in Redis but not on enough replicas: the actor's reconcile finds
                 // the hold it does not count, and gives it back.
-                self.doubt(&actor, owner, lease);
+                self.wake(&actor);
                 Tried::Error(error)
             }
             (_, Some(error)) => Tried::Error(error),
@@ -311,7 +323,12 @@ impl<A: LockActorApi> Direct<A> {
         taken: DirectHold,
     ) -> Result<Released, LockError> {
         let Some(node) = self.node() else {
-            pending.answered(|state| state.unlock_answered(UnlockAnswer::Answered));
+            let lease = self.watchdog_lease();
+            pending.answered(|state| {
+                state.unlock_answered(UnlockAnswer::Answered, || {
+                    self.doubted(taken.owner, lease, None)
+                })
+            });
             // As the actor would say: after shutdown nothing is released (the hold expires
             // at its lease), whether or not the connection is still open for a moment.
             return Err(LockError::Shutdown);
@@ -340,7 +357,21 @@ impl<A: LockActorApi> Direct<A> {
             Err(LockError::Unavailable { .. }) => UnlockAnswer::Unanswered,
             Err(_) => UnlockAnswer::Failed,
         };
-        let after = pending.answered(|state| state.unlock_answered(answer));
+        // An unanswered unlock's caller awaits its settlement here.
+        let mut settled = None;
+        let after = pending.answered(|state| {
+            state.unlock_answered(answer, || {
+                let settle = match (&reply, answer) {
+                    (Err(error), UnlockAnswer::Unanswered) => {
+                        let (tx, rx) = oneshot::channel();
+                        settled = Some(rx);
+                        Some((error.clone(), tx))
+                    }
+                    _ => None,
+                };
+                self.doubted(owner, lease, settle)
+            })
+        });
         match reply {
             Ok(Some(_)) => {
                 taken.status.send_replace(HoldStatus::Released);
@@ -360,21 +391,17 @@ impl<A: LockActorApi> Direct<A> {
             }
             Err(error) => {
                 taken.status.send_replace(HoldStatus::Released);
-                match after {
-                    AfterUnlock::Settle(actor) => {
-                        let settle = SettleUnlock {
-                            owner,
-                            lease,
-                            error,
-                        };
+                match (after, settled) {
+                    (AfterUnlock::Settle(actor), Some(settled)) => {
+                        self.wake(&actor);
                         // Settled even if this future is dropped now.
-                        send_detached(&actor, settle).await?
+                        settled.await.unwrap_or(Err(LockError::Shutdown))
                     }
-                    AfterUnlock::Doubt(actor) => {
-                        self.doubt(&actor, owner, lease);
+                    (AfterUnlock::Settle(actor) | AfterUnlock::Doubt(actor), _) => {
+                        self.wake(&actor);
                         Err(error)
                     }
-                    AfterUnlock::Done => Err(error),
+                    (AfterUnlock::Done, _) => Err(error),
                 }
             }
         }
@@ -458,8 +485,8 @@ impl<A: LockActorApi> GuardLink for Direct<A> {
 }
 
 /// A direct call under way (counted in flight by the machine): if its future is dropped
-/// before Redis answered, the call may or may not have run, so the actor is told to settle
-/// it.
+/// before Redis answered, the call may or may not have run, so it is recorded as a doubt
+/// for the actor to settle.
 struct Pending<A: LockActorApi> {
     direct: Arc<Direct<A>>,
     owner: LockOwner,
@@ -479,7 +506,10 @@ impl<A: LockActorApi> Pending<A> {
     }
 
     /// The call got its answer: tells the machine (`answer`), under its lock.
-    fn answered<R>(&mut self, answer: impl FnOnce(&mut FastPath<DirectHold, Addr<A>>) -> R) -> R {
+    fn answered<R>(
+        &mut self,
+        answer: impl FnOnce(&mut FastPath<DirectHold, Doubted, Addr<A>>) -> R,
+    ) -> R {
         self.armed = false;
         answer(&mut self.direct.lock())
     }
@@ -488,9 +518,10 @@ impl<A: LockActorApi> Pending<A> {
 impl<A: LockActorApi> Drop for Pending<A> {
     fn drop(&mut self) {
         if self.armed {
-            let mut state = self.direct.lock();
-            if let Some(actor) = state.call_dropped() {
-                self.direct.doubt(&actor, self.owner, self.lease);
+            let doubt = self.direct.doubted(self.owner, self.lease, None);
+            let actor = self.direct.lock().call_dropped(doubt);
+            if let Some(actor) = actor {
+                self.direct.wake(&actor);
             }
         }
     }

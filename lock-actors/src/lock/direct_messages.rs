@@ -1,8 +1,8 @@
 //! What the fast path (`lock/direct.rs`) and a lock's actor share: a hold taken directly
-//! (it waits in the fast path's slot until the actor absorbs it), and the messages by which
-//! the actor queues a caller whose direct try found the lock busy or got no answer, or
-//! settles a call whose reply was lost. Below both, so neither names the other's module
-//! for them.
+//! and a call in doubt (each waits in the fast path's machine until the actor absorbs it),
+//! the empty message that wakes the actor for them, and the request by which the actor
+//! queues a caller whose direct try found the lock busy or got no answer. Below both, so
+//! neither names the other's module for them.
 
 use super::{LockGuard, LockOwner, Released};
 use crate::error::LockError;
@@ -10,6 +10,7 @@ use crate::hold_status::StatusSender;
 use crate::runtime::Errand;
 use actix::Message;
 use std::time::{Duration, Instant};
+use tokio::sync::oneshot;
 
 /// A hold taken on the fast path, not (yet) known to the actor.
 pub(crate) struct DirectHold {
@@ -40,28 +41,25 @@ impl Message for AfterDirect {
     type Result = Result<LockGuard, LockError>;
 }
 
-/// A fast-path call about `owner` got no answer (or its caller left): it may or may not
-/// have run; settle `owner`'s count with Redis.
-pub(crate) struct Doubt {
+/// A fast-path call about `owner` that may or may not have run (no answer, or its caller
+/// left): recorded in the fast path's machine for the actor to settle `owner`'s count with
+/// Redis.
+pub(crate) struct Doubted {
     pub(crate) owner: LockOwner,
+    /// What the call would have set (how long a stray hold could last).
     pub(crate) lease: Duration,
-    /// Counts the settlement as under way until Redis has answered it, so a client's
-    /// close waits for it.
+    /// Counts the settlement as under way until Redis has answered it, so a client's close
+    /// waits for it.
     pub(crate) errand: Errand,
+    /// An unlock that got no answer: its caller awaits what Redis turns out to hold, or the
+    /// error if Redis stays silent for a response timeout.
+    pub(crate) settle: Option<(LockError, oneshot::Sender<Result<Released, LockError>>)>,
 }
 
-impl Message for Doubt {
+/// Wakes the actor for a turn: something waits for it in the fast path's machine (a doubt
+/// to settle). Carries nothing: the machine holds what is to be done.
+pub(crate) struct Turn;
+
+impl Message for Turn {
     type Result = ();
-}
-
-/// A fast-path unlock got no answer: report what Redis turns out to hold once it answers,
-/// or `error` if it stays silent for a response timeout.
-pub(crate) struct SettleUnlock {
-    pub(crate) owner: LockOwner,
-    pub(crate) lease: Duration,
-    pub(crate) error: LockError,
-}
-
-impl Message for SettleUnlock {
-    type Result = Result<Released, LockError>;
 }

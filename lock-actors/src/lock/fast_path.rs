@@ -16,12 +16,16 @@
 //! A hold granted while the actor is in charge, or beside another one in the slot, stays in
 //! the slot: the actor absorbs it at its next turn, and nobody unlocks it directly (two holds
 //! of one key, each with its own lease, are kept by the actor, which knows the lease every
-//! remaining hold needs). So nothing is handed from a caller to the actor by message: the
-//! slot is the hand-over, under the same lock as the mode.
+//! remaining hold needs). A direct call that may or may not have run (no answer, or its
+//! caller left) is recorded the same way, as a *doubt* (`D`) the actor absorbs and settles
+//! with Redis; recording one puts the actor in charge, and it stays in charge until it has
+//! absorbed every doubt, so no caller acts directly on a count that is in question. So
+//! nothing is handed from a caller to the actor by message: the slot is the hand-over,
+//! under the same lock as the mode, and the caller only wakes the actor with an empty turn.
 //!
 //! The machine also counts the guards out and the direct calls in flight, and keeps the
-//! actor's address (`K`) while either is non-zero: a guard's release and a call's doubt must
-//! reach the actor even if every handle was dropped.
+//! actor's address (`K`) while either is non-zero or a hold or doubt waits for it: a guard's
+//! release and a doubt must reach the actor even if every handle was dropped.
 
 use crate::config::clock_drift;
 use std::time::{Duration, Instant};
@@ -58,10 +62,11 @@ pub(crate) enum AfterTry<K> {
     Grant,
     /// The actor is in charge now: ask it to queue the caller (the first try is done).
     Queue(K),
-    /// The actor is in charge now: tell it the call is in doubt, then ask it to queue the
-    /// caller with the error.
+    /// The call is recorded as a doubt and the actor is in charge: wake it, then ask it to
+    /// queue the caller with the error.
     DoubtAndQueue(K),
-    /// The actor is in charge now: tell it the call is in doubt; report the error.
+    /// The call is recorded as a doubt and the actor is in charge: wake it; report the
+    /// error.
     DoubtAndFail(K),
     /// Report the error; nothing to settle.
     Fail,
@@ -72,9 +77,11 @@ pub(crate) enum AfterTry<K> {
 pub(crate) enum AfterUnlock<K> {
     /// Released (or found lost): nothing more.
     Done,
-    /// No answer: the actor (in charge now) finds out what Redis holds.
+    /// No answer: recorded as a doubt whose settlement the caller awaits; wake the actor
+    /// (in charge now), which finds out what Redis holds.
     Settle(K),
-    /// Refused in a way that leaves the count in doubt: the actor reconciles it.
+    /// Refused in a way that leaves the count in doubt: recorded; wake the actor, which
+    /// reconciles it.
     Doubt(K),
 }
 
@@ -133,12 +140,16 @@ impl<H> Slot<H> {
     }
 }
 
-/// The fast path's state of one lock. `H` is a hold taken directly, `K` the actor's address.
-pub(crate) struct FastPath<H, K> {
+/// The fast path's state of one lock. `H` is a hold taken directly, `D` a direct call in
+/// doubt, `K` the actor's address.
+pub(crate) struct FastPath<H, D, K> {
     mode: Mode,
     /// Holds taken directly and not yet absorbed by the actor, each with its id and, for a
     /// fixed lease, until when it is surely held.
     slot: Slot<H>,
+    /// Direct calls that may or may not have run, for the actor to settle, in the order
+    /// recorded.
+    doubts: Vec<D>,
     /// The actor's address while a caller acts directly, a guard is out or a call is in
     /// flight; cleared when none is, which breaks the cycle actor -> state -> actor.
     keepalive: Option<K>,
@@ -152,7 +163,7 @@ pub(crate) struct FastPath<H, K> {
     per_owner: bool,
 }
 
-impl<H, K: Clone> FastPath<H, K> {
+impl<H, D, K: Clone> FastPath<H, D, K> {
     pub(crate) fn new(per_owner: bool) -> Self {
         FastPath {
             mode: if per_owner { Mode::Actor } else { Mode::Idle },
@@ -160,6 +171,7 @@ impl<H, K: Clone> FastPath<H, K> {
                 first: None,
                 more: Vec::new(),
             },
+            doubts: Vec::new(),
             keepalive: None,
             guards: 0,
             calls: 0,
@@ -182,6 +194,13 @@ impl<H, K: Clone> FastPath<H, K> {
             || self.guards > 0
             || self.calls > 0
             || !self.slot.is_empty()
+            || !self.doubts.is_empty()
+    }
+
+    /// Records a call in doubt: the actor takes charge, and keeps it until it absorbed it.
+    fn record_doubt(&mut self, doubt: D) {
+        self.doubts.push(doubt);
+        self.mode = Mode::Actor;
     }
 
     /// Lets the actor's address go once nobody needs it any more.
@@ -220,8 +239,14 @@ impl<H, K: Clone> FastPath<H, K> {
         Ok(self.keep(actor))
     }
 
-    /// The direct acquire was answered. A grant's guard counts as out from here.
-    pub(crate) fn try_answered(&mut self, answer: TryAnswer) -> AfterTry<K> {
+    /// The direct acquire was answered. A grant's guard counts as out from here. `doubt`
+    /// makes the record of a call that may have taken the lock uncounted (no answer, or
+    /// taken without enough replicas).
+    pub(crate) fn try_answered(
+        &mut self,
+        answer: TryAnswer,
+        doubt: impl FnOnce() -> D,
+    ) -> AfterTry<K> {
         self.calls = self.calls.saturating_sub(1);
         let after = match answer {
             TryAnswer::Granted => {
@@ -237,6 +262,9 @@ impl<H, K: Clone> FastPath<H, K> {
             TryAnswer::Busy | TryAnswer::Unanswered | TryAnswer::NotReplicated => {
                 if self.mode == Mode::Trying {
                     self.mode = Mode::Actor;
+                }
+                if answer != TryAnswer::Busy {
+                    self.record_doubt(doubt());
                 }
                 match (answer, self.keepalive.clone()) {
                     (TryAnswer::Busy, Some(actor)) => AfterTry::Queue(actor),
@@ -266,16 +294,12 @@ impl<H, K: Clone> FastPath<H, K> {
         };
     }
 
-    /// The caller's direct call was dropped before its answer: it may have run. Returns the
-    /// actor to tell of the doubt; the actor takes charge.
-    pub(crate) fn call_dropped(&mut self) -> Option<K> {
+    /// The caller's direct call was dropped before its answer: it may have run. Records
+    /// `doubt`; the actor takes charge. Returns the actor to wake.
+    pub(crate) fn call_dropped(&mut self, doubt: D) -> Option<K> {
         self.calls = self.calls.saturating_sub(1);
-        let actor = self.keepalive.clone();
-        if matches!(self.mode, Mode::Trying | Mode::Unlocking) {
-            self.mode = Mode::Actor;
-        }
-        self.settle();
-        actor
+        self.record_doubt(doubt);
+        self.keepalive.clone()
     }
 
     /// For a guard: takes its hold out of the slot to unlock it directly, if it is the one
@@ -294,14 +318,22 @@ impl<H, K: Clone> FastPath<H, K> {
         }
     }
 
-    /// The direct unlock was answered (or not).
-    pub(crate) fn unlock_answered(&mut self, answer: UnlockAnswer) -> AfterUnlock<K> {
+    /// The direct unlock was answered (or not). `doubt` makes the record of one that leaves
+    /// the count in question.
+    pub(crate) fn unlock_answered(
+        &mut self,
+        answer: UnlockAnswer,
+        doubt: impl FnOnce() -> D,
+    ) -> AfterUnlock<K> {
         self.calls = self.calls.saturating_sub(1);
         if self.mode == Mode::Unlocking {
             self.mode = match answer {
                 UnlockAnswer::Answered => self.at_rest(),
                 _ => Mode::Actor,
             };
+        }
+        if answer != UnlockAnswer::Answered {
+            self.record_doubt(doubt());
         }
         // The address is kept while the call is in flight (so `None` never happens here).
         let actor = || self.keepalive.clone();
@@ -339,18 +371,22 @@ impl<H, K: Clone> FastPath<H, K> {
         self.settle();
     }
 
-    /// For the actor, at every turn: it is in charge; takes the holds taken directly.
-    pub(crate) fn absorb(&mut self) -> impl Iterator<Item = H> {
+    /// For the actor, at every turn: it is in charge; takes the holds taken directly and
+    /// the calls in doubt, each in the order recorded.
+    pub(crate) fn absorb(&mut self) -> (impl Iterator<Item = H>, Vec<D>) {
         self.mode = Mode::Actor;
         let taken = self.slot.take_all();
+        let doubts = std::mem::take(&mut self.doubts);
         self.settle();
-        taken
+        (taken, doubts)
     }
 
-    /// For the actor, once it is idle: callers may act directly again. A direct call in
-    /// flight is left alone; a hold placed since the actor's last turn stays held directly.
+    /// For the actor, once it is idle: callers may act directly again, unless a doubt was
+    /// recorded since its last turn (it absorbs it at the turn it was woken for). A direct
+    /// call in flight is left alone; a hold placed since the actor's last turn stays held
+    /// directly.
     pub(crate) fn actor_idle(&mut self) {
-        if self.mode == Mode::Actor && !self.per_owner {
+        if self.mode == Mode::Actor && !self.per_owner && self.doubts.is_empty() {
             self.mode = self.at_rest();
         }
         self.settle();
@@ -367,7 +403,7 @@ pub(crate) fn surely_held_until(sent: Instant, lease: Duration) -> Instant {
 mod tests {
     use super::*;
 
-    type Machine = FastPath<&'static str, u32>;
+    type Machine = FastPath<&'static str, &'static str, u32>;
 
     fn idle() -> Machine {
         FastPath::new(false)
@@ -376,7 +412,7 @@ mod tests {
     /// A direct try granted and its hold placed.
     fn take_directly(m: &mut Machine, hold: u64, until: Option<Instant>, taken: &'static str) {
         m.begin_try(7).unwrap();
-        m.try_answered(TryAnswer::Granted);
+        m.try_answered(TryAnswer::Granted, || "d");
         m.place(hold, until, taken);
     }
 
@@ -385,7 +421,7 @@ mod tests {
     fn after_an_overlapping_try() -> Machine {
         let mut m = idle();
         m.begin_try(7).unwrap();
-        assert_eq!(m.absorb().count(), 0);
+        assert_eq!(m.absorb().0.count(), 0);
         m.actor_idle();
         assert_eq!(m.mode(), Mode::Idle);
         m
@@ -397,14 +433,17 @@ mod tests {
         assert_eq!(m.begin_try(7), Ok(None));
         assert_eq!(m.mode(), Mode::Trying);
         assert_eq!(m.actor(), Some(&7), "kept while the call is in flight");
-        assert_eq!(m.try_answered(TryAnswer::Granted), AfterTry::Grant);
+        assert_eq!(m.try_answered(TryAnswer::Granted, || "d"), AfterTry::Grant);
         m.place(1, None, "h1");
         assert_eq!(m.mode(), Mode::Held);
         assert_eq!(m.begin_unlock(1, Instant::now()), Some("h1"));
         m.count_back_quietly();
         assert_eq!(m.mode(), Mode::Unlocking);
         assert_eq!(m.actor(), Some(&7), "kept while the unlock is in flight");
-        assert_eq!(m.unlock_answered(UnlockAnswer::Answered), AfterUnlock::Done);
+        assert_eq!(
+            m.unlock_answered(UnlockAnswer::Answered, || "d"),
+            AfterUnlock::Done
+        );
         assert_eq!(m.mode(), Mode::Idle);
         assert_eq!(
             m.actor(),
@@ -418,7 +457,7 @@ mod tests {
         let mut m = idle();
         assert_eq!(m.begin_try(7), Ok(None));
         assert_eq!(m.begin_try(7), Err(7));
-        m.try_answered(TryAnswer::Granted);
+        m.try_answered(TryAnswer::Granted, || "d");
         m.place(1, None, "h1");
         assert_eq!(
             m.begin_try(7),
@@ -431,10 +470,10 @@ mod tests {
     fn a_busy_lock_puts_the_actor_in_charge_and_queues_the_caller() {
         let mut m = idle();
         m.begin_try(7).unwrap();
-        assert_eq!(m.try_answered(TryAnswer::Busy), AfterTry::Queue(7));
+        assert_eq!(m.try_answered(TryAnswer::Busy, || "d"), AfterTry::Queue(7));
         assert_eq!(m.mode(), Mode::Actor);
         assert_eq!(m.begin_try(7), Err(7));
-        assert_eq!(m.absorb().count(), 0);
+        assert_eq!(m.absorb().0.count(), 0);
         m.actor_idle();
         assert_eq!(m.mode(), Mode::Idle);
     }
@@ -444,19 +483,19 @@ mod tests {
         let mut m = idle();
         m.begin_try(7).unwrap();
         assert_eq!(
-            m.try_answered(TryAnswer::Unanswered),
+            m.try_answered(TryAnswer::Unanswered, || "d"),
             AfterTry::DoubtAndQueue(7)
         );
         assert_eq!(m.mode(), Mode::Actor);
         let mut m = idle();
         m.begin_try(7).unwrap();
         assert_eq!(
-            m.try_answered(TryAnswer::NotReplicated),
+            m.try_answered(TryAnswer::NotReplicated, || "d"),
             AfterTry::DoubtAndFail(7)
         );
         let mut m = idle();
         m.begin_try(7).unwrap();
-        assert_eq!(m.try_answered(TryAnswer::Refused), AfterTry::Fail);
+        assert_eq!(m.try_answered(TryAnswer::Refused, || "d"), AfterTry::Fail);
         assert_eq!(
             m.mode(),
             Mode::Idle,
@@ -469,9 +508,89 @@ mod tests {
     fn a_dropped_try_is_a_doubt_and_the_actor_takes_charge() {
         let mut m = idle();
         m.begin_try(7).unwrap();
-        assert_eq!(m.call_dropped(), Some(7));
+        assert_eq!(m.call_dropped("d"), Some(7));
         assert_eq!(m.mode(), Mode::Actor);
-        assert_eq!(m.actor(), None, "the doubt carries its own address");
+        assert_eq!(
+            m.actor(),
+            Some(&7),
+            "kept until the actor absorbed the doubt"
+        );
+        m.actor_idle();
+        assert_eq!(
+            m.mode(),
+            Mode::Actor,
+            "not idle before the doubt is absorbed"
+        );
+        let (holds, doubts) = m.absorb();
+        assert_eq!((holds.count(), doubts), (0, vec!["d"]));
+        assert_eq!(m.actor(), None, "nobody needs the actor any more");
+        m.actor_idle();
+        assert_eq!(m.mode(), Mode::Idle);
+    }
+
+    #[test]
+    fn only_a_call_that_may_have_run_uncounted_is_recorded_as_a_doubt() {
+        for (answer, doubted) in [
+            (TryAnswer::Granted, false),
+            (TryAnswer::Busy, false),
+            (TryAnswer::Refused, false),
+            (TryAnswer::Unanswered, true),
+            (TryAnswer::NotReplicated, true),
+        ] {
+            let mut m = idle();
+            m.begin_try(7).unwrap();
+            let mut made = false;
+            m.try_answered(answer, || {
+                made = true;
+                "d"
+            });
+            assert_eq!(made, doubted, "{answer:?}");
+            assert_eq!(m.absorb().1.len(), usize::from(doubted), "{answer:?}");
+        }
+        for (answer, doubted) in [
+            (UnlockAnswer::Answered, false),
+            (UnlockAnswer::Unanswered, true),
+            (UnlockAnswer::Failed, true),
+        ] {
+            let mut m = idle();
+            take_directly(&mut m, 1, None, "h1");
+            m.begin_unlock(1, Instant::now()).unwrap();
+            m.count_back_quietly();
+            m.unlock_answered(answer, || "d");
+            assert_eq!(m.absorb().1.len(), usize::from(doubted), "{answer:?}");
+        }
+    }
+
+    #[test]
+    fn a_doubt_recorded_while_a_hold_is_held_directly_puts_both_in_the_actors_care() {
+        // A try overlapping the direct hold is dropped: nobody may unlock directly until
+        // the actor has settled the doubt beside the hold.
+        let mut m = after_an_overlapping_try();
+        take_directly(&mut m, 1, None, "h1");
+        assert_eq!(m.mode(), Mode::Held);
+        assert_eq!(m.call_dropped("d1"), Some(7));
+        assert_eq!(m.mode(), Mode::Actor);
+        assert_eq!(m.begin_unlock(1, Instant::now()), None);
+        assert_eq!(m.begin_try(7), Err(7));
+        let (holds, doubts) = m.absorb();
+        assert_eq!(holds.collect::<Vec<_>>(), vec!["h1"]);
+        assert_eq!(doubts, vec!["d1"]);
+    }
+
+    #[test]
+    fn doubts_are_absorbed_in_the_order_recorded() {
+        let mut m = idle();
+        m.begin_try(7).unwrap();
+        m.try_answered(TryAnswer::Unanswered, || "first");
+        // The actor went idle before its turn: the doubt keeps it in charge.
+        m.actor_idle();
+        assert_eq!(m.begin_try(7), Err(7));
+        let mut m2 = after_an_overlapping_try();
+        m2.begin_try(7).unwrap();
+        m2.call_dropped("first");
+        m2.call_dropped("second");
+        assert_eq!(m2.absorb().1, vec!["first", "second"]);
+        assert_eq!(m.absorb().1, vec!["first"]);
     }
 
     #[test]
@@ -479,8 +598,8 @@ mod tests {
         let mut m = idle();
         m.begin_try(7).unwrap();
         // Another caller asked the actor meanwhile; it took charge.
-        assert_eq!(m.absorb().count(), 0);
-        assert_eq!(m.try_answered(TryAnswer::Granted), AfterTry::Grant);
+        assert_eq!(m.absorb().0.count(), 0);
+        assert_eq!(m.try_answered(TryAnswer::Granted, || "d"), AfterTry::Grant);
         m.place(1, None, "h1");
         assert_eq!(m.mode(), Mode::Actor);
         assert_eq!(
@@ -488,7 +607,7 @@ mod tests {
             None,
             "the actor releases it, not the guard"
         );
-        assert_eq!(m.absorb().collect::<Vec<_>>(), vec!["h1"]);
+        assert_eq!(m.absorb().0.collect::<Vec<_>>(), vec!["h1"]);
         // The guard is still out: the address stays.
         m.actor_idle();
         assert_eq!(m.mode(), Mode::Idle);
@@ -501,8 +620,8 @@ mod tests {
     fn a_grant_placed_between_the_actors_turns_stays_held_directly() {
         let mut m = idle();
         m.begin_try(7).unwrap();
-        assert_eq!(m.absorb().count(), 0);
-        m.try_answered(TryAnswer::Granted);
+        assert_eq!(m.absorb().0.count(), 0);
+        m.try_answered(TryAnswer::Granted, || "d");
         m.place(1, None, "h1");
         // The actor goes idle without another turn: the one hold is held directly.
         m.actor_idle();
@@ -517,7 +636,7 @@ mod tests {
         assert_eq!(m.mode(), Mode::Idle);
         take_directly(&mut m, 1, None, "h1");
         assert_eq!(m.mode(), Mode::Held);
-        m.try_answered(TryAnswer::Granted);
+        m.try_answered(TryAnswer::Granted, || "d");
         m.place(2, None, "h2");
         assert_eq!(m.mode(), Mode::Actor);
         assert_eq!(m.begin_unlock(1, Instant::now()), None);
@@ -527,7 +646,7 @@ mod tests {
             Mode::Actor,
             "still two: the actor must absorb them"
         );
-        assert_eq!(m.absorb().collect::<Vec<_>>(), vec!["h1", "h2"]);
+        assert_eq!(m.absorb().0.collect::<Vec<_>>(), vec!["h1", "h2"]);
     }
 
     #[test]
@@ -535,10 +654,13 @@ mod tests {
         let mut m = after_an_overlapping_try();
         take_directly(&mut m, 1, None, "h1");
         assert_eq!(m.begin_unlock(1, Instant::now()), Some("h1"));
-        m.try_answered(TryAnswer::Granted);
+        m.try_answered(TryAnswer::Granted, || "d");
         m.place(2, None, "h2");
         assert_eq!(m.mode(), Mode::Unlocking);
-        assert_eq!(m.unlock_answered(UnlockAnswer::Answered), AfterUnlock::Done);
+        assert_eq!(
+            m.unlock_answered(UnlockAnswer::Answered, || "d"),
+            AfterUnlock::Done
+        );
         assert_eq!(m.mode(), Mode::Held);
         assert_eq!(m.begin_unlock(2, Instant::now()), Some("h2"));
     }
@@ -550,7 +672,7 @@ mod tests {
         m.begin_unlock(1, Instant::now()).unwrap();
         m.count_back_quietly();
         assert_eq!(
-            m.unlock_answered(UnlockAnswer::Unanswered),
+            m.unlock_answered(UnlockAnswer::Unanswered, || "d"),
             AfterUnlock::Settle(7)
         );
         assert_eq!(m.mode(), Mode::Actor);
@@ -558,7 +680,7 @@ mod tests {
         take_directly(&mut m, 1, None, "h1");
         m.begin_unlock(1, Instant::now()).unwrap();
         assert_eq!(
-            m.unlock_answered(UnlockAnswer::Failed),
+            m.unlock_answered(UnlockAnswer::Failed, || "d"),
             AfterUnlock::Doubt(7)
         );
     }
@@ -569,8 +691,9 @@ mod tests {
         take_directly(&mut m, 1, None, "h1");
         m.begin_unlock(1, Instant::now()).unwrap();
         m.count_back_quietly();
-        assert_eq!(m.call_dropped(), Some(7));
+        assert_eq!(m.call_dropped("d"), Some(7));
         assert_eq!(m.mode(), Mode::Actor);
+        assert_eq!(m.absorb().1, vec!["d"]);
         assert_eq!(m.actor(), None);
     }
 
@@ -578,7 +701,7 @@ mod tests {
     fn a_per_owner_kind_never_acts_directly() {
         let mut m: Machine = FastPath::new(true);
         assert_eq!(m.begin_try(7), Err(7));
-        assert_eq!(m.absorb().count(), 0);
+        assert_eq!(m.absorb().0.count(), 0);
         m.actor_idle();
         assert_eq!(m.mode(), Mode::Actor);
     }

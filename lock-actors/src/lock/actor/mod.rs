@@ -276,11 +276,17 @@ impl LockActor {
         }
     }
 
-    /// Takes charge: no caller acts directly from now on, and the holds taken on the fast
-    /// path become ours. Every handler that reads or changes holders calls it first.
+    /// Takes charge: no caller acts directly from now on, the holds taken on the fast path
+    /// become ours, and its calls in doubt are settled with Redis (after the holds: a doubt
+    /// compares Redis's count with ours). Every handler that reads or changes holders calls
+    /// it first.
     fn take_charge(&mut self, ctx: &mut Context<Self>) {
-        for taken in self.direct.absorb() {
+        let (holds, doubts) = self.direct.absorb();
+        for taken in holds {
             self.adopt(taken, ctx);
+        }
+        for doubted in doubts {
+            self.settle_doubted(doubted, ctx);
         }
     }
 
@@ -475,6 +481,7 @@ impl Drop for LockActor {
     /// A hold still on the fast path dies with us (the client stopped): its guard hears of
     /// it as a loss, as for every hold the actor had.
     fn drop(&mut self) {
+        // Its doubts too: whoever awaits a settlement hears `Shutdown`.
         drop(self.direct.absorb());
     }
 }
@@ -495,7 +502,7 @@ impl Actor for LockActor {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        for watch_id in self.direct.absorb().filter_map(|t| t.watch_id) {
+        for watch_id in self.direct.absorb().0.filter_map(|t| t.watch_id) {
             self.watchdog.unregister(watch_id);
         }
         if self.queue.ever_subscribed() {

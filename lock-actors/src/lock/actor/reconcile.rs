@@ -3,9 +3,9 @@
 
 use super::{LockActor, Reconcile};
 use crate::error::LockError;
-use crate::lock::direct_messages::{Doubt, SettleUnlock};
+use crate::lock::direct_messages::{Doubted, Turn};
 use crate::lock::{LockOwner, Released};
-use crate::reply::{Deferred, Detached, ReplySlot};
+use crate::reply::{Detached, ReplySlot};
 use crate::runtime::Errand;
 use crate::wait_queue::ERROR_RETRY;
 use actix::prelude::*;
@@ -93,34 +93,34 @@ impl LockActor {
     }
 }
 
-impl Handler<Detached<Doubt>> for LockActor {
+impl LockActor {
+    /// Settles a fast-path call in doubt, absorbed from the machine: an unlock that got no
+    /// answer is reported to its caller once settled; any other call is reconciled.
+    pub(super) fn settle_doubted(&mut self, doubted: Doubted, ctx: &mut Context<Self>) {
+        let Doubted {
+            owner,
+            lease,
+            errand,
+            settle,
+        } = doubted;
+        match settle {
+            Some((error, reply)) => {
+                let reply = ReplySlot::forwarding(reply);
+                self.await_settlement(owner, lease, error, reply, 0, errand, ctx);
+            }
+            None => self.doubt(owner, lease, None, errand, ctx),
+        }
+    }
+}
+
+/// The fast path recorded something for us (a doubt): take charge, which absorbs it, and
+/// carry it out.
+impl Handler<Detached<Turn>> for LockActor {
     type Result = ();
 
-    fn handle(&mut self, msg: Detached<Doubt>, ctx: &mut Context<Self>) {
-        let msg = msg.message;
+    fn handle(&mut self, _: Detached<Turn>, ctx: &mut Context<Self>) {
         self.take_charge(ctx);
-        self.doubt(msg.owner, msg.lease, None, msg.errand, ctx);
         self.drive(Vec::new(), ctx);
         self.refresh_keepalive(ctx);
-    }
-}
-
-impl Handler<SettleUnlock> for LockActor {
-    type Result = Deferred<Result<Released, LockError>>;
-
-    fn handle(&mut self, msg: SettleUnlock, ctx: &mut Context<Self>) -> Self::Result {
-        self.take_charge(ctx);
-        let slot = ReplySlot::new();
-        self.settle_unlock(msg.owner, msg.lease, msg.error, slot.clone(), 0, ctx);
-        Deferred(slot)
-    }
-}
-
-impl Handler<Detached<SettleUnlock>> for LockActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: Detached<SettleUnlock>, ctx: &mut Context<Self>) {
-        let deferred = <Self as Handler<SettleUnlock>>::handle(self, msg.message, ctx);
-        Detached::<SettleUnlock>::answer(msg.reply, deferred);
     }
 }

@@ -303,14 +303,30 @@ impl LockActor {
         remaining: u32,
         ctx: &mut Context<Self>,
     ) {
-        tracing::warn!(lock = %self.name, %error, "unlock got no answer; settling it");
         let errand = self.node.arbiter.errands().start();
+        self.await_settlement(owner, lease, error, reply, remaining, errand, ctx);
+        self.drive(Vec::new(), ctx);
+        self.refresh_keepalive(ctx);
+    }
+
+    /// Records an unlock that got no answer as a doubt whose settlement `reply` gets (what
+    /// Redis turns out to hold, or `error` once Redis stayed silent a response timeout).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn await_settlement(
+        &mut self,
+        owner: LockOwner,
+        lease: Duration,
+        error: LockError,
+        reply: ReplySlot<Result<Released, LockError>>,
+        remaining: u32,
+        errand: Errand,
+        ctx: &mut Context<Self>,
+    ) {
+        tracing::warn!(lock = %self.name, %error, "unlock got no answer; settling it");
         self.doubt(owner, lease, Some((reply.clone(), remaining)), errand, ctx);
         ctx.run_later(self.node.config.response_timeout, move |_, _| {
             let _ = reply.send(Err(error));
         });
-        self.drive(Vec::new(), ctx);
-        self.refresh_keepalive(ctx);
     }
 }
 
