@@ -297,6 +297,46 @@ async fn every_kind_is_reachable_through_the_attribute() {
     assert_eq!(server.keys().await, Vec::<String>::new());
 }
 
+#[distributed_lock("plain:<id>", client = client, kind = reentrant)]
+async fn plain_job(client: &LockClient, id: u64) -> Result<bool, LockError> {
+    client.lock(&format!("plain:{id}"))?.is_locked().await
+}
+
+#[distributed_lock("fenced:<id>", client = client, kind = fenced)]
+async fn fenced_job(client: &LockClient, id: u64) -> Result<bool, LockError> {
+    client
+        .fenced_lock(&format!("fenced:{id}"))?
+        .is_locked()
+        .await
+}
+
+/// The kinds this file uses the attribute with, by the name `kind = …` spells (the fns
+/// above and below): the runtime's list of attribute kinds must be exactly these, so a kind
+/// added to the runtime's list without being reachable by its name fails here (a name the
+/// attribute accepts without a runtime variant fails to compile).
+const KINDS_USED_HERE: [&str; 8] = [
+    "reentrant",
+    "fair",
+    "read",
+    "write",
+    "fenced",
+    "fast",
+    "semaphore",
+    "expirable_semaphore",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_attribute_reaches_every_kind_the_runtime_lists_by_its_name() {
+    use actix_distributed_lock::__private::Kind;
+    let names: Vec<&str> = Kind::ALL.iter().map(|kind| kind.name()).collect();
+    assert_eq!(names, KINDS_USED_HERE);
+    let server = RedisServer::start();
+    let client = support::client(&server).await;
+    assert!(plain_job(&client, 1).await.unwrap());
+    assert!(fenced_job(&client, 1).await.unwrap());
+    assert_eq!(server.keys().await, vec!["redisson_lock_token:{fenced:1}"]);
+}
+
 /// Counts how many bodies run at once under a two-permit semaphore.
 #[distributed_lock("pool:<id>", client = client, kind = semaphore, wait = "10s")]
 async fn use_pool(
