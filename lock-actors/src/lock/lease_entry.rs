@@ -148,6 +148,25 @@ pub(crate) fn renewed_for(answer: i64, lease: Duration) -> Option<Duration> {
     }
 }
 
+/// The lease an owner's remaining holds need from `now`, set on the key when one of its
+/// holds is released: the longest of what each fixed lease has left (`Some(until)`: when it
+/// ends) and `watchdog` for a hold the watchdog keeps (`None`), at least 1 ms. `None` when
+/// no hold remains.
+pub(crate) fn kept_lease(
+    holds: impl IntoIterator<Item = Option<Instant>>,
+    now: Instant,
+    watchdog: Duration,
+) -> Option<Duration> {
+    holds
+        .into_iter()
+        .map(|until| match until {
+            Some(until) => until.saturating_duration_since(now),
+            None => watchdog,
+        })
+        .max()
+        .map(|left| left.max(Duration::from_millis(1)))
+}
+
 /// Runs a renewal batch (every key in `first`'s slot); with replica-synced acquisition on,
 /// it counts only once enough replicas confirmed it (else the batch failed).
 pub(crate) async fn renew_confirmed(

@@ -8,6 +8,8 @@ mod fast_path;
 mod guard;
 mod kind;
 pub(crate) mod lease_entry;
+#[cfg(test)]
+mod model;
 mod owner;
 mod state;
 

@@ -16,7 +16,7 @@ use super::direct_messages::DirectHold;
 use super::fast_path::surely_held_until;
 use super::kind::LockKind;
 use super::kind::{actor_key, ActorKey};
-use super::lease_entry::{HoldLost, WatchRegistry};
+use super::lease_entry::{kept_lease, HoldLost, WatchRegistry};
 use super::state::read_state;
 use super::{GetState, LockGuard, LockOwner, LockState, Released};
 use crate::error::LockError;
@@ -352,18 +352,13 @@ impl LockActor {
     /// remain (a watchdog-leased hold counts a whole watchdog lease, as its next renewal
     /// sets). `None` when the owner holds nothing here.
     fn kept_lease(&self, owner: LockOwner) -> Option<Duration> {
-        let now = Instant::now();
-        let watchdog = self.watchdog_lease();
-        self.holders
+        let holds = self
+            .holders
             .get(&owner)?
             .holds
             .iter()
-            .map(|hold| match hold.until {
-                Some(until) => until.saturating_duration_since(now),
-                None => watchdog,
-            })
-            .max()
-            .map(|left| left.max(Duration::from_millis(1)))
+            .map(|hold| hold.until);
+        kept_lease(holds, Instant::now(), self.watchdog_lease())
     }
 
     fn refresh_keepalive(&mut self, ctx: &mut Context<Self>) {

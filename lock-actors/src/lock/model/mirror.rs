@@ -1,0 +1,303 @@
+//! Each reentrant script and its Rust mirror (`super::store`), run side by side on a real
+//! Redis over generated inputs: the same starting key (owners' hold counts and a TTL, or no
+//! key), the same call, then the same reply, the same hold counts and the same TTL (within
+//! the time the round trip took). The scripts as they were before the lease-truth fixes
+//! are checked against their mirrors the same way, so the counterexamples the model finds
+//! on them are the old scripts', not the mirror's.
+
+use super::store::{Scripts, Store};
+use crate::keys::LockName;
+use crate::lock::kind::LockKind;
+use crate::node::connection::PubSub;
+use crate::script::ScriptCall;
+use rand::{Rng, SeedableRng};
+use redis::aio::MultiplexedConnection;
+use redis::Script;
+use std::collections::BTreeMap;
+use std::process::{Child, Command, Stdio};
+use std::sync::LazyLock;
+use std::time::Duration;
+
+/// How far a real key's PTTL may trail the mirror's (the calls' round trips).
+const TTL_SLACK_MS: i64 = 150;
+
+/// `reentrant/acquire.lua` before the fixes: a re-entry set the key's TTL to its lease.
+static ACQUIRE_BEFORE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "if redis.call('exists', KEYS[1]) == 0 or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
+            redis.call('hincrby', KEYS[1], ARGV[2], 1)
+            redis.call('pexpire', KEYS[1], ARGV[1])
+            return nil
+        end
+        return redis.call('pttl', KEYS[1])",
+    )
+});
+
+/// `reentrant/renew.lua` before the fixes: a renewal set the key's TTL to the lease and
+/// answered `1`.
+static RENEW_BEFORE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        "local renewed = {}
+        for i = 1, #KEYS do
+            local held = redis.pcall('hexists', KEYS[i], ARGV[i + 1])
+            if held == 1 then
+                redis.call('pexpire', KEYS[i], ARGV[1])
+                renewed[i] = 1
+            else
+                renewed[i] = 0
+            end
+        end
+        return renewed",
+    )
+});
+
+/// A redis-server of its own on a free loopback port, stopped on drop.
+struct Server {
+    child: Child,
+    port: u16,
+    _dir: std::path::PathBuf,
+}
+
+impl Server {
+    fn start() -> Server {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .expect("a free port")
+            .port();
+        let dir = std::env::temp_dir().join(format!("lock-model-mirror-{port}"));
+        std::fs::create_dir_all(&dir).expect("a data directory");
+        let child = Command::new("redis-server")
+            .args([
+                "--port",
+                &port.to_string(),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+            ])
+            .arg("--appendonly")
+            .arg("no")
+            .arg("--dir")
+            .arg(&dir)
+            .stdout(Stdio::null())
+            .spawn()
+            .expect("redis-server on the PATH (scripts/test installs it)");
+        Server {
+            child,
+            port,
+            _dir: dir,
+        }
+    }
+
+    async fn connect(&self) -> MultiplexedConnection {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();
+        for _ in 0..200 {
+            if let Ok(mut connection) = client.get_multiplexed_async_connection().await {
+                let pong: redis::RedisResult<String> =
+                    redis::cmd("PING").query_async(&mut connection).await;
+                if pong.is_ok() {
+                    return connection;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        panic!("redis-server on port {} did not answer", self.port);
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// One generated call.
+#[derive(Debug, Clone, Copy)]
+enum Call {
+    Acquire { owner: u8, lease: u64 },
+    Renew { owner: u8, lease: u64 },
+    Unlock { owner: u8, lease: u64 },
+}
+
+fn field(owner: u8) -> String {
+    format!("mirror-client:{owner}")
+}
+
+/// Puts `store` (at time 0) into Redis under `key`.
+async fn set_up(connection: &mut MultiplexedConnection, key: &str, store: &Store) {
+    let _: () = redis::cmd("DEL")
+        .arg(key)
+        .query_async(connection)
+        .await
+        .unwrap();
+    for (owner, count) in &store.fields {
+        let _: () = redis::cmd("HSET")
+            .arg(key)
+            .arg(field(*owner))
+            .arg(*count)
+            .query_async(connection)
+            .await
+            .unwrap();
+    }
+    if let (false, Some(at)) = (store.fields.is_empty(), store.expires_at) {
+        let _: () = redis::cmd("PEXPIRE")
+            .arg(key)
+            .arg(at)
+            .query_async(connection)
+            .await
+            .unwrap();
+    }
+}
+
+/// The key's hold counts and PTTL as Redis has them.
+async fn read_back(connection: &mut MultiplexedConnection, key: &str) -> (BTreeMap<u8, u32>, i64) {
+    let fields: BTreeMap<String, u32> = redis::cmd("HGETALL")
+        .arg(key)
+        .query_async(connection)
+        .await
+        .unwrap();
+    let pttl: i64 = redis::cmd("PTTL")
+        .arg(key)
+        .query_async(connection)
+        .await
+        .unwrap();
+    let fields = fields
+        .into_iter()
+        .map(|(name, count)| {
+            let owner = name.rsplit(':').next().unwrap().parse().unwrap();
+            (owner, count)
+        })
+        .collect();
+    (fields, pttl)
+}
+
+/// Runs `call` as the Lua script of `scripts`; the reply as the mirror gives it.
+async fn run_lua(
+    connection: &mut MultiplexedConnection,
+    scripts: Scripts,
+    name: &LockName,
+    call: Call,
+) -> Option<i64> {
+    let kind = LockKind::Reentrant;
+    let invocation = match (scripts, call) {
+        (Scripts::Current, Call::Acquire { owner, lease }) => {
+            kind.acquire(name, &field(owner), lease, false, 0, PubSub::Classic)
+        }
+        (Scripts::Before, Call::Acquire { owner, lease }) => {
+            let mut invocation = ScriptCall::with_key(&ACQUIRE_BEFORE, name.as_str());
+            invocation.arg(lease).arg(field(owner));
+            invocation
+        }
+        (_, Call::Renew { owner, lease }) => {
+            let script = match scripts {
+                Scripts::Current => kind.renew_script(),
+                Scripts::Before => &RENEW_BEFORE,
+            };
+            let mut invocation = ScriptCall::new(script);
+            invocation.arg(lease);
+            kind.add_renewal(&mut invocation, name, &field(owner));
+            invocation
+        }
+        (_, Call::Unlock { owner, lease }) => {
+            kind.unlock(name, &field(owner), lease, PubSub::Classic)
+        }
+    };
+    let _: String = invocation
+        .script()
+        .prepare_invoke()
+        .load_async(connection)
+        .await
+        .unwrap();
+    let reply: redis::Value = invocation.evalsha().query_async(connection).await.unwrap();
+    match reply {
+        redis::Value::Nil => None,
+        redis::Value::Int(n) => Some(n),
+        redis::Value::Array(items) => match items.as_slice() {
+            [redis::Value::Int(n)] => Some(*n),
+            other => panic!("unexpected renewal reply {other:?}"),
+        },
+        other => panic!("unexpected reply {other:?}"),
+    }
+}
+
+/// Runs `call` on the mirror at time 0.
+fn run_mirror(store: &mut Store, scripts: Scripts, call: Call) -> Option<i64> {
+    match call {
+        Call::Acquire { owner, lease } => store.acquire(scripts, 0, owner, lease),
+        Call::Renew { owner, lease } => Some(store.renew(scripts, 0, owner, lease)),
+        Call::Unlock { owner, lease } => store.unlock(0, owner, lease),
+    }
+}
+
+fn generate(rng: &mut impl Rng) -> (Store, Call) {
+    let mut store = Store::default();
+    for owner in 1..=2u8 {
+        let count = rng.random_range(0..=3u32);
+        if count > 0 {
+            store.fields.insert(owner, count);
+        }
+    }
+    // A TTL long enough not to run out during the round trips, or (rarely) none.
+    store.expires_at = (!rng.random_bool(0.1)).then(|| rng.random_range(300..8_000i64));
+    let owner = rng.random_range(1..=3u8);
+    let lease = match rng.random_range(0..4) {
+        0 => 1_000,
+        1 => 3_000,
+        2 => 4_500,
+        _ => rng.random_range(300..9_000),
+    };
+    let call = match rng.random_range(0..3) {
+        0 => Call::Acquire { owner, lease },
+        1 => Call::Renew { owner, lease },
+        _ => Call::Unlock { owner, lease },
+    };
+    (store, call)
+}
+
+async fn cross_check(scripts: Scripts, cases: usize) {
+    let server = Server::start();
+    let mut connection = server.connect().await;
+    let name = LockName::new("model-mirror", 512).unwrap();
+    let key = name.as_str().to_string();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(0x5eed);
+    for case in 0..cases {
+        let (start, call) = generate(&mut rng);
+        set_up(&mut connection, &key, &start).await;
+        let lua = run_lua(&mut connection, scripts, &name, call).await;
+        let (fields, pttl) = read_back(&mut connection, &key).await;
+        let mut mirror = start.clone();
+        let mirrored = run_mirror(&mut mirror, scripts, call);
+        let context = format!("case {case} ({scripts:?}): {start:?}, {call:?}");
+        // A PTTL in a reply trails the mirror's by the round trip, like the key's.
+        match (lua, mirrored) {
+            (Some(real), Some(model)) if real > 1 && model > 1 => {
+                assert!(
+                    (model - real) >= 0 && (model - real) <= TTL_SLACK_MS,
+                    "reply {real} vs {model}: {context}"
+                )
+            }
+            (real, model) => assert_eq!(real, model, "reply: {context}"),
+        }
+        assert_eq!(fields, mirror.fields, "hold counts: {context}");
+        let model_pttl = mirror.pttl(0);
+        if model_pttl < 0 || pttl < 0 {
+            assert_eq!(pttl, model_pttl, "TTL: {context}");
+        } else {
+            assert!(
+                model_pttl - pttl >= 0 && model_pttl - pttl <= TTL_SLACK_MS,
+                "TTL {pttl} vs the mirror's {model_pttl}: {context}"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_reentrant_scripts_and_their_mirrors_agree_on_a_real_redis() {
+    cross_check(Scripts::Current, 2_000).await;
+}
+
+#[tokio::test]
+async fn the_scripts_before_the_lease_truth_fixes_and_their_mirrors_agree_on_a_real_redis() {
+    cross_check(Scripts::Before, 2_000).await;
+}

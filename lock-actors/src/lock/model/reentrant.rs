@@ -1,0 +1,440 @@
+//! The reentrant lock under mixed leases: each client is one owner that takes the lock
+//! with the watchdog or with a fixed lease, re-enters with either, lets its watchdog renew
+//! (or pauses it: a renewal may come at any time, or never), and unlocks its holds in any
+//! order, while the model's clock advances and Redis expires the key.
+//!
+//! What a client believes follows the library's rules ([`Rules::Current`]): a fixed-lease
+//! hold is surely held until `surely_held_until(sent, lease)`; the owner's watchdog holds
+//! until their last renewal's send time plus what `renewed_for` makes of its answer, less
+//! the drift allowance; an unlock sets what `kept_lease` says the remaining holds need.
+//! [`Rules::Before`] restates the rules as they were before the key's TTL became the truth
+//! (one deadline per owner: the watchdog's while any hold is watched, else the last hold's
+//! lease), to show the checker finds the defects those rules had.
+
+use super::store::{Scripts, Store};
+use crate::config::clock_drift;
+use crate::lock::fast_path::surely_held_until;
+use crate::lock::lease_entry::{kept_lease, renewed_for};
+use stateright::{Checker, Model, Property};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+/// The watchdog lease, in model milliseconds.
+const WATCHDOG: u64 = 3_000;
+/// The fixed leases a client may ask for: shorter and longer than the watchdog's.
+const FIXED: [u64; 2] = [1_000, 4_500];
+/// The longest lease of all.
+const LONGEST: u64 = 4_500;
+/// One tick of the model's clock.
+const STEP: i64 = 1_000;
+/// How long a renewal may be on its way before the watchdog gives it up (and sends
+/// another): the library's response timeout is far shorter than the lease, so a renewal
+/// arrives within a tick of its send, or is lost.
+const RENEWAL_PATIENCE: i64 = 2 * STEP;
+
+/// Which client rules the model's clients follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Rules {
+    /// The library's, imported.
+    Current,
+    /// As they were before the lease-truth fixes (restated: that code is gone).
+    Before,
+}
+
+/// Model milliseconds (relative to `now`, which the model keeps at 0) as the library's
+/// instants, and back in microseconds (the drift allowance is not a whole number of
+/// milliseconds).
+fn origin() -> Instant {
+    static ORIGIN: OnceLock<Instant> = OnceLock::new();
+    // An hour after the first call: model instants up to an hour in the past are valid.
+    *ORIGIN.get_or_init(|| Instant::now() + Duration::from_secs(3_600))
+}
+
+fn at(ms: i64) -> Instant {
+    let offset = Duration::from_millis(ms.unsigned_abs());
+    if ms < 0 {
+        origin() - offset
+    } else {
+        origin() + offset
+    }
+}
+
+fn micros(instant: Instant) -> i64 {
+    match instant.checked_duration_since(origin()) {
+        Some(after) => after.as_micros() as i64,
+        None => -(origin().duration_since(instant).as_micros() as i64),
+    }
+}
+
+/// One hold as its client knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+struct Hold {
+    /// A fixed lease and when its acquire was sent; `None`: kept by the watchdog.
+    fixed: Option<(u64, i64)>,
+}
+
+/// One client: one owner, its holds, until when its watchdog surely holds (µs), and the
+/// send time of its renewal in flight.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+struct Client {
+    holds: Vec<Hold>,
+    watched_until: Option<i64>,
+    renewing: Option<i64>,
+}
+
+/// The model's state, with every instant relative to now.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct State {
+    store: Store,
+    clients: Vec<Client>,
+}
+
+impl State {
+    /// `STEP` passes: every instant moves back by it, the key expires, a renewal out for
+    /// too long is given up.
+    fn tick(&mut self) {
+        self.store.expires_at = self.store.expires_at.map(|at| at - STEP);
+        self.store.expire(0);
+        for client in &mut self.clients {
+            for hold in &mut client.holds {
+                // A hold sent a longest lease ago or more is past its lease whatever it is
+                // (and forgotten once it counts): older send times all look the same.
+                if let Some((_, sent)) = &mut hold.fixed {
+                    *sent = (*sent - STEP).max(-(LONGEST as i64));
+                }
+            }
+            client.watched_until = client.watched_until.map(|until| until - STEP * 1_000);
+            client.renewing = client
+                .renewing
+                .map(|sent| sent - STEP)
+                .filter(|&sent| sent > -RENEWAL_PATIENCE);
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Action {
+    /// Client `0` acquires (or re-enters) with a fixed lease or the watchdog (`None`).
+    Acquire(usize, Option<u64>),
+    /// Client `0`'s watchdog sends a renewal of its holds.
+    SendRenewal(usize),
+    /// Client `0`'s renewal reaches Redis (any time after it was sent) and its answer
+    /// comes back.
+    RenewalArrives(usize),
+    /// Client `0`'s renewal is lost on the way (the watchdog sends another later).
+    RenewalLost(usize),
+    /// Client `0` unlocks its hold `1`.
+    Unlock(usize, usize),
+    /// The clock advances one step.
+    Tick,
+}
+
+/// The model: which scripts and rules, how many clients, how deep their re-entries go.
+/// Time needs no bound: every instant in the state is relative to now and bounded by the
+/// longest lease, so the state space is finite and explored whole.
+pub(crate) struct ReentrantModel {
+    pub(crate) scripts: Scripts,
+    pub(crate) rules: Rules,
+    pub(crate) clients: usize,
+    pub(crate) max_holds: usize,
+    /// Checks only the property of this name (a shortest counterexample for it).
+    pub(crate) only: Option<&'static str>,
+}
+
+impl ReentrantModel {
+    /// Until when a client believes its holds are held (µs, relative to now): one deadline
+    /// per owner, as the lock actor keeps it (`arm_lease_keeping`): the watchdog's while
+    /// any hold is watched; else the latest end of its fixed leases, less the drift
+    /// allowance of the longest ([`Rules::Before`]: of the latest hold's lease alone).
+    fn believed_until(&self, client: &Client, _hold: &Hold) -> i64 {
+        if let Some(until) = client.watched_until {
+            return until;
+        }
+        let fixed = client.holds.iter().filter_map(|hold| hold.fixed);
+        let (lease, end) = match self.rules {
+            Rules::Current => (
+                fixed.clone().map(|(lease, _)| lease).max(),
+                fixed.map(|(lease, sent)| sent + lease as i64).max(),
+            ),
+            Rules::Before => match client.holds.last().and_then(|last| last.fixed) {
+                Some((lease, sent)) => (Some(lease), Some(sent + lease as i64)),
+                None => (None, None),
+            },
+        };
+        match (lease, end) {
+            (Some(lease), Some(end)) => micros(at(end) - clock_drift(Duration::from_millis(lease))),
+            _ => i64::MIN,
+        }
+    }
+
+    /// Until when client `c` believes each of its holds valid now.
+    fn believed<'a>(&'a self, state: &'a State, c: usize) -> impl Iterator<Item = i64> + 'a {
+        let client = &state.clients[c];
+        client
+            .holds
+            .iter()
+            .map(move |hold| self.believed_until(client, hold))
+            .filter(|&until| until > 0)
+    }
+
+    /// The lease an unlock leaves the owner's remaining holds.
+    fn kept(&self, client: &Client) -> u64 {
+        let kept = match self.rules {
+            Rules::Current => kept_lease(
+                client
+                    .holds
+                    .iter()
+                    .map(|hold| hold.fixed.map(|(lease, sent)| at(sent + lease as i64))),
+                at(0),
+                Duration::from_millis(WATCHDOG),
+            ),
+            Rules::Before => None,
+        };
+        kept.map_or(WATCHDOG, |kept| kept.as_millis() as u64)
+    }
+
+    /// A client one of whose holds is no longer believed held reports the owner lost, as
+    /// the library does: every hold of the owner is dropped, and as many owner-checked
+    /// unlocks as it had holds clear what Redis may still count for it (with a 1 ms lease
+    /// while some remain), so no stray count outlives the loss.
+    fn lose_expired(&self, state: &mut State) {
+        for c in 0..state.clients.len() {
+            let client = &state.clients[c];
+            if client
+                .holds
+                .iter()
+                .all(|hold| self.believed_until(client, hold) > 0)
+            {
+                continue;
+            }
+            let holds = client.holds.len();
+            state.clients[c] = Client::default();
+            for _ in 0..holds {
+                if state.store.unlock(0, c as u8 + 1, 1) != Some(0) {
+                    break;
+                }
+            }
+        }
+    }
+}
+
+impl Model for ReentrantModel {
+    type State = State;
+    type Action = Action;
+
+    fn init_states(&self) -> Vec<State> {
+        vec![State {
+            store: Store::default(),
+            clients: vec![Client::default(); self.clients],
+        }]
+    }
+
+    fn actions(&self, state: &State, actions: &mut Vec<Action>) {
+        for (c, client) in state.clients.iter().enumerate() {
+            if client.holds.len() < self.max_holds {
+                actions.push(Action::Acquire(c, None));
+                for lease in FIXED {
+                    actions.push(Action::Acquire(c, Some(lease)));
+                }
+            }
+            match client.renewing {
+                None if client.watched_until.is_some() => actions.push(Action::SendRenewal(c)),
+                None => {}
+                Some(_) => {
+                    actions.push(Action::RenewalArrives(c));
+                    actions.push(Action::RenewalLost(c));
+                }
+            }
+            for h in 0..client.holds.len() {
+                actions.push(Action::Unlock(c, h));
+            }
+        }
+        actions.push(Action::Tick);
+    }
+
+    fn next_state(&self, last: &State, action: Action) -> Option<State> {
+        let mut state = last.clone();
+        let owner = |c: usize| c as u8 + 1;
+        match action {
+            Action::Acquire(c, fixed) => {
+                let lease = fixed.unwrap_or(WATCHDOG);
+                if state
+                    .store
+                    .acquire(self.scripts, 0, owner(c), lease)
+                    .is_some()
+                {
+                    return None; // busy: nothing changes (waiting is another model's)
+                }
+                let client = &mut state.clients[c];
+                client.holds.push(Hold {
+                    fixed: fixed.map(|lease| (lease, 0)),
+                });
+                if fixed.is_none() && client.watched_until.is_none() {
+                    let lease = Duration::from_millis(WATCHDOG);
+                    client.watched_until = Some(micros(surely_held_until(at(0), lease)));
+                }
+            }
+            Action::SendRenewal(c) => state.clients[c].renewing = Some(0),
+            Action::RenewalLost(c) => state.clients[c].renewing = None,
+            Action::RenewalArrives(c) => {
+                let sent = state.clients[c].renewing.take()?;
+                let answer = state.store.renew(self.scripts, 0, owner(c), WATCHDOG);
+                let lease = Duration::from_millis(WATCHDOG);
+                let client = &mut state.clients[c];
+                if client.watched_until.is_none() {
+                    return Some(state); // nothing watched any more: the answer is moot
+                }
+                let renewed = match self.rules {
+                    Rules::Current => renewed_for(answer, lease),
+                    Rules::Before => (answer == 1).then_some(lease),
+                };
+                match renewed {
+                    Some(valid_for) => {
+                        // Timed from the send: the answer may have taken any time to come.
+                        let until = micros(at(sent) + valid_for - clock_drift(lease));
+                        client.watched_until = Some(until);
+                    }
+                    // Lost: its guards hear of it; the client forgets the watched holds.
+                    None => {
+                        client.holds.retain(|hold| hold.fixed.is_some());
+                        client.watched_until = None;
+                    }
+                }
+            }
+            Action::Unlock(c, h) => {
+                let client = &mut state.clients[c];
+                client.holds.remove(h);
+                if !client.holds.iter().any(|hold| hold.fixed.is_none()) {
+                    client.watched_until = None;
+                }
+                let lease = self.kept(client);
+                if state.store.unlock(0, owner(c), lease).is_none() {
+                    // Not the owner any more: reported lost.
+                    state.clients[c] = Client::default();
+                }
+            }
+            Action::Tick => state.tick(),
+        }
+        self.lose_expired(&mut state);
+        if self.rules == Rules::Current {
+            // Which hold came first does not matter to these rules: one order per set.
+            for client in &mut state.clients {
+                client.holds.sort();
+            }
+        }
+        Some(state)
+    }
+
+    fn properties(&self) -> Vec<Property<Self>> {
+        let mut properties = vec![
+            Property::always(
+                "Redis keeps every hold at least as long as its client believes it held",
+                |model: &ReentrantModel, state: &State| {
+                    let store = &state.store;
+                    (0..state.clients.len()).all(|c| {
+                        model.believed(state, c).all(|until| {
+                            store.fields.contains_key(&(c as u8 + 1))
+                                && store.expires_at.is_none_or(|at| at * 1_000 >= until)
+                        })
+                    })
+                },
+            ),
+            Property::always(
+                "at most one owner holds on the model's clock",
+                |model: &ReentrantModel, state: &State| {
+                    (0..state.clients.len())
+                        .filter(|&c| model.believed(state, c).next().is_some())
+                        .count()
+                        <= 1
+                },
+            ),
+            Property::sometimes(
+                "an owner holds with mixed leases",
+                |model: &ReentrantModel, state: &State| {
+                    (0..state.clients.len()).any(|c| {
+                        let holds = &state.clients[c].holds;
+                        holds.iter().any(|h| h.fixed.is_some())
+                            && holds.iter().any(|h| h.fixed.is_none())
+                            && model.believed(state, c).count() == holds.len()
+                    })
+                },
+            ),
+            Property::sometimes(
+                "the second owner holds",
+                |model: &ReentrantModel, state: &State| model.believed(state, 1).next().is_some(),
+            ),
+        ];
+        if let Some(only) = self.only {
+            properties.retain(|property| property.name == only);
+        }
+        properties
+    }
+}
+
+/// The two safety properties.
+const KEPT: &str = "Redis keeps every hold at least as long as its client believes it held";
+const ONE_OWNER: &str = "at most one owner holds on the model's clock";
+
+/// The bounds: CI's, or deeper with `LOCK_MODEL_DEPTH=deep`.
+fn model(scripts: Scripts, rules: Rules) -> ReentrantModel {
+    let deep = std::env::var("LOCK_MODEL_DEPTH").is_ok_and(|depth| depth == "deep");
+    ReentrantModel {
+        scripts,
+        rules,
+        clients: if deep { 3 } else { 2 },
+        max_holds: 3,
+        only: None,
+    }
+}
+
+fn check(model: ReentrantModel, label: &str) -> impl Checker<ReentrantModel> {
+    let checker = model.checker().spawn_bfs().join();
+    eprintln!(
+        "model {label}: {} states ({} unique), depth {}",
+        checker.state_count(),
+        checker.unique_state_count(),
+        checker.max_depth()
+    );
+    checker
+}
+
+/// A shortest trace that breaks `property` (breadth-first, checking only it).
+fn counterexample(scripts: Scripts, rules: Rules, property: &'static str) -> Vec<Action> {
+    let model = ReentrantModel {
+        only: Some(property),
+        ..model(scripts, rules)
+    };
+    let label = format!("{scripts:?} scripts, {rules:?} rules: {property}");
+    let trace = check(model, &label)
+        .assert_any_discovery(property)
+        .into_actions();
+    eprintln!("  broken by {trace:?}");
+    trace
+}
+
+#[test]
+fn the_reentrant_lock_under_mixed_leases_keeps_every_property() {
+    check(model(Scripts::Current, Rules::Current), "reentrant").assert_properties();
+}
+
+#[test]
+fn the_rules_and_scripts_before_the_lease_truth_fixes_let_a_re_entry_cut_a_watched_hold() {
+    // A watched hold, then a re-entry with a shorter fixed lease: the old acquire set the
+    // key's TTL to that lease under the watched hold...
+    let cut = counterexample(Scripts::Before, Rules::Before, KEPT);
+    assert_eq!(
+        cut,
+        [Action::Acquire(0, None), Action::Acquire(0, Some(1_000))]
+    );
+    // ...so once it ran out, another owner took the lock while the first still held it.
+    let two = counterexample(Scripts::Before, Rules::Before, ONE_OWNER);
+    assert_eq!(two.last(), Some(&Action::Acquire(1, None)), "{two:?}");
+}
+
+#[test]
+fn the_current_rules_on_the_old_scripts_are_caught_too() {
+    // The scripts alone: the library's rules cannot make up for a re-entry that cuts the
+    // key's TTL.
+    counterexample(Scripts::Before, Rules::Current, KEPT);
+    counterexample(Scripts::Before, Rules::Current, ONE_OWNER);
+}

@@ -1,0 +1,120 @@
+//! One reentrant lock key as the model's Redis holds it, and the reentrant kind's scripts
+//! as pure functions over it: the Rust mirrors of `lock/kind/reentrant/*.lua`, as they are
+//! ([`Scripts::Current`]) and as they were before the key's TTL became the truth
+//! ([`Scripts::Before`]: the re-entry and the renewal set the lease outright, the renewal
+//! answered `1`). `super::mirror` runs each Lua script and its mirror on a real Redis over
+//! generated inputs and compares them, so the model cannot drift from the scripts.
+//!
+//! Time is the model's clock in milliseconds (relative: the model keeps `now` at 0 and
+//! shifts every instant back as time passes); a key whose expiry is at or before `now` is
+//! gone, as in Redis.
+
+use std::collections::BTreeMap;
+
+/// Which scripts the model's Redis runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Scripts {
+    /// The scripts of this crate as they are.
+    Current,
+    /// The re-entry and renewal as they were before the lease-truth fixes: both set the
+    /// key's TTL to their own lease, whatever the other holds sharing it need.
+    Before,
+}
+
+/// The lock's hash: owner → hold count, and when the key expires (`None`: never).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub(crate) struct Store {
+    pub(crate) fields: BTreeMap<u8, u32>,
+    pub(crate) expires_at: Option<i64>,
+}
+
+impl Store {
+    /// Drops the key if it has expired by `now`.
+    pub(crate) fn expire(&mut self, now: i64) {
+        if self.expires_at.is_some_and(|at| at <= now) {
+            self.fields.clear();
+            self.expires_at = None;
+        }
+    }
+
+    fn exists(&self) -> bool {
+        !self.fields.is_empty()
+    }
+
+    /// `PTTL`: -2 without the key, -1 without an expiry.
+    pub(crate) fn pttl(&self, now: i64) -> i64 {
+        match (self.exists(), self.expires_at) {
+            (false, _) => -2,
+            (true, None) => -1,
+            (true, Some(at)) => at - now,
+        }
+    }
+
+    fn pexpire(&mut self, now: i64, ms: i64) {
+        self.expires_at = Some(now + ms.max(0));
+    }
+
+    /// `reentrant/acquire.lua`: `None` taken (or re-entered), `Some(pttl)` held by another.
+    pub(crate) fn acquire(
+        &mut self,
+        scripts: Scripts,
+        now: i64,
+        owner: u8,
+        lease: u64,
+    ) -> Option<i64> {
+        self.expire(now);
+        if !self.exists() {
+            self.fields.insert(owner, 1);
+            self.pexpire(now, lease as i64);
+            return None;
+        }
+        if let Some(count) = self.fields.get_mut(&owner) {
+            *count += 1;
+            let ttl = match scripts {
+                Scripts::Current => self.pttl(now).max(lease as i64),
+                Scripts::Before => lease as i64,
+            };
+            self.pexpire(now, ttl);
+            return None;
+        }
+        Some(self.pttl(now))
+    }
+
+    /// `reentrant/renew.lua` for one key: the key's PTTL after the renewal (`Before`: `1`),
+    /// or 0 when the owner holds nothing.
+    pub(crate) fn renew(&mut self, scripts: Scripts, now: i64, owner: u8, lease: u64) -> i64 {
+        self.expire(now);
+        if !self.fields.contains_key(&owner) {
+            return 0;
+        }
+        match scripts {
+            Scripts::Current => {
+                let left = self.pttl(now);
+                if left != -1 && left < lease as i64 {
+                    self.pexpire(now, lease as i64);
+                    return lease as i64;
+                }
+                left
+            }
+            Scripts::Before => {
+                self.pexpire(now, lease as i64);
+                1
+            }
+        }
+    }
+
+    /// `reentrant/unlock.lua`: `None` not the owner, `Some(0)` still held (the key's TTL
+    /// set to `lease`, what the owner's other holds need), `Some(1)` freed.
+    pub(crate) fn unlock(&mut self, now: i64, owner: u8, lease: u64) -> Option<i64> {
+        self.expire(now);
+        let count = self.fields.get_mut(&owner)?;
+        if *count > 1 {
+            *count -= 1;
+            self.pexpire(now, lease as i64);
+            return Some(0);
+        }
+        self.fields.clear();
+        self.expires_at = None;
+        Some(1)
+    }
+}
