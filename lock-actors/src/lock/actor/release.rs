@@ -276,7 +276,18 @@ impl LockActor {
                     Ok(Released::Unlocked)
                 }
                 Err(error @ LockError::Unavailable { .. }) => {
-                    act.settle_unlock(owner, lease, error, reply.clone(), remaining, ctx);
+                    let errand = act.node.arbiter.errands().start();
+                    act.await_settlement(
+                        owner,
+                        lease,
+                        error,
+                        reply.clone(),
+                        remaining,
+                        errand,
+                        ctx,
+                    );
+                    act.drive(Vec::new(), ctx);
+                    act.refresh_keepalive(ctx);
                     return;
                 }
                 Err(error) => {
@@ -291,26 +302,10 @@ impl LockActor {
         Deferred(slot)
     }
 
-    /// An unlock got no answer: it may or may not have run. Settle it with Redis and
-    /// report that, or report `error` if Redis stays silent for a response timeout (the
-    /// settlement goes on; at worst the lock expires at its lease).
-    pub(super) fn settle_unlock(
-        &mut self,
-        owner: LockOwner,
-        lease: Duration,
-        error: LockError,
-        reply: ReplySlot<Result<Released, LockError>>,
-        remaining: u32,
-        ctx: &mut Context<Self>,
-    ) {
-        let errand = self.node.arbiter.errands().start();
-        self.await_settlement(owner, lease, error, reply, remaining, errand, ctx);
-        self.drive(Vec::new(), ctx);
-        self.refresh_keepalive(ctx);
-    }
-
-    /// Records an unlock that got no answer as a doubt whose settlement `reply` gets (what
-    /// Redis turns out to hold, or `error` once Redis stayed silent a response timeout).
+    /// An unlock got no answer: it may or may not have run. Records it as a doubt to settle
+    /// with Redis; `reply` gets what Redis turns out to hold, or `error` if Redis stays
+    /// silent for a response timeout (the settlement goes on; at worst the lock expires at
+    /// its lease).
     #[allow(clippy::too_many_arguments)]
     pub(super) fn await_settlement(
         &mut self,
