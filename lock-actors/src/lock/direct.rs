@@ -5,7 +5,7 @@
 //! What may be done directly, and what a call's outcome means for the lock, is decided by
 //! the lock's [`FastPath`] machine (`super::fast_path`), kept here under one mutex shared by
 //! the actor and its callers. This module only carries its decisions out: sends the scripts,
-//! makes the guards, registers watchdog entries, and tells the actor of a call in doubt.
+//! makes the guards, registers watchdog entries, and wakes the actor for a call in doubt.
 //!
 //! Whatever a caller cannot finish (its future is dropped mid-call, Redis does not answer)
 //! is recorded in the machine as a doubt, and the actor woken for it; the actor absorbs it
