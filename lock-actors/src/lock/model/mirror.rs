@@ -5,6 +5,7 @@
 //! are checked against their mirrors the same way, so the counterexamples the model finds
 //! on them are the old scripts', not the mirror's.
 
+use super::server::Server;
 use super::store::{Scripts, Store};
 use crate::keys::LockName;
 use crate::lock::kind::LockKind;
@@ -14,9 +15,7 @@ use rand::{Rng, SeedableRng};
 use redis::aio::MultiplexedConnection;
 use redis::Script;
 use std::collections::BTreeMap;
-use std::process::{Child, Command, Stdio};
 use std::sync::LazyLock;
-use std::time::Duration;
 
 /// How far a real key's PTTL may trail the mirror's (the calls' round trips, on a loaded
 /// machine). The leases and TTLs generated differ by more wherever the scripts differ.
@@ -51,67 +50,6 @@ static RENEW_BEFORE: LazyLock<Script> = LazyLock::new(|| {
         return renewed",
     )
 });
-
-/// A redis-server of its own on a free loopback port, stopped on drop.
-struct Server {
-    child: Child,
-    port: u16,
-    _dir: std::path::PathBuf,
-}
-
-impl Server {
-    fn start() -> Server {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .expect("a free port")
-            .port();
-        let dir = std::env::temp_dir().join(format!("lock-model-mirror-{port}"));
-        std::fs::create_dir_all(&dir).expect("a data directory");
-        let child = Command::new("redis-server")
-            .args([
-                "--port",
-                &port.to_string(),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-            ])
-            .arg("--appendonly")
-            .arg("no")
-            .arg("--dir")
-            .arg(&dir)
-            .stdout(Stdio::null())
-            .spawn()
-            .expect("redis-server on the PATH (scripts/test installs it)");
-        Server {
-            child,
-            port,
-            _dir: dir,
-        }
-    }
-
-    async fn connect(&self) -> MultiplexedConnection {
-        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();
-        for _ in 0..200 {
-            if let Ok(mut connection) = client.get_multiplexed_async_connection().await {
-                let pong: redis::RedisResult<String> =
-                    redis::cmd("PING").query_async(&mut connection).await;
-                if pong.is_ok() {
-                    return connection;
-                }
-            }
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        panic!("redis-server on port {} did not answer", self.port);
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
 
 /// One generated call.
 #[derive(Debug, Clone, Copy)]

@@ -16,6 +16,8 @@
 //! renewals delayed or lost, paused clients, unlocks in any order). Still to come: the
 //! other kinds, waiters and wake-ups, Redisson peers, and closing clients.
 
+mod clock;
 mod mirror;
 mod reentrant;
+mod server;
 mod store;

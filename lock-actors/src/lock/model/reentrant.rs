@@ -11,13 +11,13 @@
 //! (one deadline per owner: the watchdog's while any hold is watched, else the last hold's
 //! lease), to show the checker finds the defects those rules had.
 
+use super::clock::{at, micros};
 use super::store::{Scripts, Store};
 use crate::config::clock_drift;
 use crate::lock::fast_path::surely_held_until;
 use crate::lock::lease_entry::{kept_lease, renewed_for};
 use stateright::{Checker, Model, Property};
-use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The watchdog lease, in model milliseconds.
 const WATCHDOG: u64 = 3_000;
@@ -39,31 +39,6 @@ pub(crate) enum Rules {
     Current,
     /// As they were before the lease-truth fixes (restated: that code is gone).
     Before,
-}
-
-/// Model milliseconds (relative to `now`, which the model keeps at 0) as the library's
-/// instants, and back in microseconds (the drift allowance is not a whole number of
-/// milliseconds).
-fn origin() -> Instant {
-    static ORIGIN: OnceLock<Instant> = OnceLock::new();
-    // An hour after the first call: model instants up to an hour in the past are valid.
-    *ORIGIN.get_or_init(|| Instant::now() + Duration::from_secs(3_600))
-}
-
-fn at(ms: i64) -> Instant {
-    let offset = Duration::from_millis(ms.unsigned_abs());
-    if ms < 0 {
-        origin() - offset
-    } else {
-        origin() + offset
-    }
-}
-
-fn micros(instant: Instant) -> i64 {
-    match instant.checked_duration_since(origin()) {
-        Some(after) => after.as_micros() as i64,
-        None => -(origin().duration_since(instant).as_micros() as i64),
-    }
 }
 
 /// One hold as its client knows it.
