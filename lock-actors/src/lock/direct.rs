@@ -136,6 +136,12 @@ impl<A: LockActorApi> Direct<A> {
         self.lock().absorb()
     }
 
+    /// For the actor: whether its count of the holds is complete (see
+    /// [`FastPath::counts_complete`]).
+    pub(crate) fn counts_complete(&self) -> bool {
+        self.lock().counts_complete()
+    }
+
     /// For the actor, once it is idle: callers may act directly again.
     pub(crate) fn release_to_callers(&self) {
         self.lock().actor_idle();

@@ -99,6 +99,8 @@ pub struct LockActor {
     /// Holds Redis may count that we do not (a lost reply); settled before any new try.
     reconciles: VecDeque<Reconcile>,
     reconcile_in_flight: bool,
+    /// A look again at the reconciles is armed (see `settle_reconcile`).
+    reconcile_recheck: bool,
     /// Why the last reconcile failed: what a waiter held up by it reports at its deadline.
     reconcile_error: Option<Box<LockError>>,
     /// Owners whose lost holds are being taken out of Redis (see `clear_lost`): their new
@@ -261,6 +263,7 @@ impl LockActor {
             registry,
             reconciles: VecDeque::new(),
             reconcile_in_flight: false,
+            reconcile_recheck: false,
             reconcile_error: None,
             clearing: HashMap::new(),
             closing: None,
@@ -280,7 +283,7 @@ impl LockActor {
     /// become ours, and its calls in doubt are settled with Redis (after the holds: a doubt
     /// compares Redis's count with ours). Every handler that reads or changes holders calls
     /// it first.
-    fn take_charge(&mut self, ctx: &mut Context<Self>) {
+    pub(super) fn take_charge(&mut self, ctx: &mut Context<Self>) {
         let (holds, doubts) = self.direct.absorb();
         for taken in holds {
             self.adopt(taken, ctx);

@@ -11,6 +11,10 @@ use crate::wait_queue::ERROR_RETRY;
 use actix::prelude::*;
 use std::time::{Duration, Instant};
 
+/// How soon a reconcile held back by a direct call on its way looks again (such a call
+/// ends within the response timeout; doubts are rare, so a short poll costs nothing).
+const RECONCILE_RECHECK: Duration = Duration::from_millis(5);
+
 impl LockActor {
     /// A Redis call about `owner`'s hold failed without an answer: it may or may not have run.
     /// Remember to compare Redis's count with ours once Redis answers again.
@@ -46,6 +50,19 @@ impl LockActor {
         let Some(reconcile) = self.reconciles.front() else {
             return;
         };
+        if !self.direct.counts_complete() {
+            // A direct call is on its way (or a hold or doubt waits to be absorbed): what
+            // Redis counts is not known yet. Look again shortly, at a turn that absorbs.
+            if !self.reconcile_recheck {
+                self.reconcile_recheck = true;
+                ctx.run_later(RECONCILE_RECHECK, |act, ctx| {
+                    act.reconcile_recheck = false;
+                    act.take_charge(ctx);
+                    act.drive(Vec::new(), ctx);
+                });
+            }
+            return;
+        }
         let owner = reconcile.owner;
         // Holds of the owner that remain keep what they have left; else the doubted lease.
         let lease = self.kept_lease(owner).unwrap_or(reconcile.lease);

@@ -31,7 +31,7 @@ use crate::config::clock_drift;
 use std::time::{Duration, Instant};
 
 /// Who may act on the lock (see the module docs).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Mode {
     Idle,
     Trying,
@@ -97,6 +97,7 @@ pub(crate) enum UnlockAnswer {
 }
 
 /// A hold in the slot.
+#[cfg_attr(test, derive(Debug, Clone, PartialEq, Eq, Hash))]
 struct Slotted<H> {
     hold: u64,
     until: Option<Instant>,
@@ -105,6 +106,7 @@ struct Slotted<H> {
 
 /// The holds in the slot: the first inline (a held lock costs no allocation for it), the
 /// rare others beside it. `more` is empty whenever `first` is.
+#[cfg_attr(test, derive(Debug, Clone, PartialEq, Eq, Hash))]
 struct Slot<H> {
     first: Option<Slotted<H>>,
     more: Vec<Slotted<H>>,
@@ -141,7 +143,9 @@ impl<H> Slot<H> {
 }
 
 /// The fast path's state of one lock. `H` is a hold taken directly, `D` a direct call in
-/// doubt, `K` the actor's address.
+/// doubt, `K` the actor's address. (Comparable and hashable in tests: the model check keeps
+/// it in the states it explores.)
+#[cfg_attr(test, derive(Debug, Clone, PartialEq, Eq, Hash))]
 pub(crate) struct FastPath<H, D, K> {
     mode: Mode,
     /// Holds taken directly and not yet absorbed by the actor, each with its id and, for a
@@ -182,6 +186,20 @@ impl<H, D, K: Clone> FastPath<H, D, K> {
     #[cfg(test)]
     pub(crate) fn mode(&self) -> Mode {
         self.mode
+    }
+
+    /// Calls in doubt waiting for the actor.
+    #[cfg(test)]
+    pub(crate) fn doubts(&self) -> usize {
+        self.doubts.len()
+    }
+
+    /// Whether the actor's count of the holds is complete: no direct call is in flight
+    /// (decided and not yet answered, given up or, for a grant, placed: its effect in Redis
+    /// is unknown until then, and it may not even be sent yet), and every hold and doubt
+    /// recorded has been absorbed. Only then may the actor compare its count with Redis's.
+    pub(crate) fn counts_complete(&self) -> bool {
+        self.calls == 0 && self.slot.is_empty() && self.doubts.is_empty()
     }
 
     /// The kept address of the actor, if any.
@@ -250,6 +268,9 @@ impl<H, D, K: Clone> FastPath<H, D, K> {
         self.calls = self.calls.saturating_sub(1);
         let after = match answer {
             TryAnswer::Granted => {
+                // Still in flight until its hold is placed: a count taken in between would
+                // miss a hold Redis has.
+                self.calls += 1;
                 self.guards += 1;
                 AfterTry::Grant
             }
@@ -279,10 +300,11 @@ impl<H, D, K: Clone> FastPath<H, D, K> {
         after
     }
 
-    /// Puts a granted hold in the slot. It stays on the fast path (`Held`) when the caller's
+    /// Puts a granted hold in the slot (the grant's call ends here). It stays on the fast path (`Held`) when the caller's
     /// try was the only thing going on; otherwise the actor absorbs it at its next turn.
     /// `until`: for a fixed lease, until when it is surely held.
     pub(crate) fn place(&mut self, hold: u64, until: Option<Instant>, taken: H) {
+        self.calls = self.calls.saturating_sub(1);
         self.slot.push(Slotted { hold, until, taken });
         self.mode = match self.mode {
             // The only hold, and nobody else acts: it stays on the fast path.

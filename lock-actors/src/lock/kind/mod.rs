@@ -492,8 +492,9 @@ impl LockKind {
             .release_call(false, name, field, lease_ms, pubsub)
     }
 
-    /// The reconcile script call: undoes one hold when Redis counts `counted + 1` holds for
-    /// the owner; replies -1 when it agrees with `counted`.
+    /// The reconcile script call: undoes one hold when Redis counts more than `counted`
+    /// holds for the owner; replies -1 when it counts no more. Sent only while no call of
+    /// the process for the lock is on its way (see `FastPath::counts_complete`).
     pub(crate) fn reconcile(
         self,
         name: &LockName,

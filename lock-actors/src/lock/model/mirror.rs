@@ -57,6 +57,7 @@ enum Call {
     Acquire { owner: u8, lease: u64 },
     Renew { owner: u8, lease: u64 },
     Unlock { owner: u8, lease: u64 },
+    Reconcile { owner: u8, lease: u64, counted: u32 },
 }
 
 fn field(owner: u8) -> String {
@@ -141,6 +142,20 @@ async fn run_lua(
         (_, Call::Unlock { owner, lease }) => {
             kind.unlock(name, &field(owner), lease, PubSub::Classic)
         }
+        (
+            _,
+            Call::Reconcile {
+                owner,
+                lease,
+                counted,
+            },
+        ) => kind.reconcile(
+            name,
+            &field(owner),
+            lease,
+            counted as usize,
+            PubSub::Classic,
+        ),
     };
     let _: String = invocation
         .script()
@@ -166,6 +181,11 @@ fn run_mirror(store: &mut Store, scripts: Scripts, call: Call) -> Option<i64> {
         Call::Acquire { owner, lease } => store.acquire(scripts, 0, owner, lease),
         Call::Renew { owner, lease } => Some(store.renew(scripts, 0, owner, lease)),
         Call::Unlock { owner, lease } => store.unlock(0, owner, lease),
+        Call::Reconcile {
+            owner,
+            lease,
+            counted,
+        } => Some(store.reconcile(0, owner, lease, counted)),
     }
 }
 
@@ -186,10 +206,15 @@ fn generate(rng: &mut impl Rng) -> (Store, Call) {
         2 => 4_500,
         _ => rng.random_range(1_000..9_000),
     };
-    let call = match rng.random_range(0..3) {
+    let call = match rng.random_range(0..4) {
         0 => Call::Acquire { owner, lease },
         1 => Call::Renew { owner, lease },
-        _ => Call::Unlock { owner, lease },
+        2 => Call::Unlock { owner, lease },
+        _ => Call::Reconcile {
+            owner,
+            lease,
+            counted: rng.random_range(0..=3),
+        },
     };
     (store, call)
 }
@@ -239,4 +264,43 @@ async fn the_reentrant_scripts_and_their_mirrors_agree_on_a_real_redis() {
 #[tokio::test]
 async fn the_scripts_before_the_lease_truth_fixes_and_their_mirrors_agree_on_a_real_redis() {
     cross_check(Scripts::Before, 2_000).await;
+}
+
+#[tokio::test]
+async fn two_holds_nobody_counts_are_undone_by_two_reconciles_on_a_real_redis() {
+    // The model's trace for the reconcile rule as it was: two tries of one owner whose
+    // callers left both ran, so Redis counts two holds the process does not. One reconcile
+    // per doubt, each undoing one hold while Redis counts more than the process, leaves
+    // nothing (the old rule, exactly one more, undid neither).
+    let server = Server::start();
+    let mut connection = server.connect().await;
+    let name = LockName::new("model-reconcile", 512).unwrap();
+    let key = name.as_str().to_string();
+    let start = Store {
+        fields: BTreeMap::from([(1, 2)]),
+        expires_at: Some(30_000),
+    };
+    set_up(&mut connection, &key, &start).await;
+    let reconcile = Call::Reconcile {
+        owner: 1,
+        lease: 30_000,
+        counted: 0,
+    };
+    assert_eq!(
+        run_lua(&mut connection, Scripts::Current, &name, reconcile).await,
+        Some(0),
+        "the first undoes one hold"
+    );
+    assert_eq!(
+        run_lua(&mut connection, Scripts::Current, &name, reconcile).await,
+        Some(1),
+        "the second frees the lock"
+    );
+    let (fields, pttl) = read_back(&mut connection, &key).await;
+    assert!(fields.is_empty() && pttl == -2, "{fields:?} {pttl}");
+    assert_eq!(
+        run_lua(&mut connection, Scripts::Current, &name, reconcile).await,
+        Some(-1),
+        "nothing more to undo"
+    );
 }

@@ -117,4 +117,14 @@ impl Store {
         self.expires_at = None;
         Some(1)
     }
+
+    /// `reconcile.lua` in front of the reentrant unlock: undoes one of `owner`'s holds when
+    /// Redis counts more than the `counted` the process has (the unlock's reply), else -1.
+    pub(crate) fn reconcile(&mut self, now: i64, owner: u8, lease: u64, counted: u32) -> i64 {
+        self.expire(now);
+        if self.fields.get(&owner).copied().unwrap_or(0) <= counted {
+            return -1;
+        }
+        self.unlock(now, owner, lease).unwrap_or(-1)
+    }
 }
