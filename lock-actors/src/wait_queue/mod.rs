@@ -38,6 +38,7 @@ pub(crate) trait Asker {
 
 /// One local waiter: the queue's bookkeeping around the actor's own `data` (who asks, for
 /// what, where the answer goes, its timers).
+#[cfg_attr(test, derive(Debug, Clone))]
 pub(crate) struct Waiter<T> {
     pub(crate) id: u64,
     pub(crate) started: Instant,
@@ -158,7 +159,9 @@ pub(crate) enum Granted<T> {
     Unclaimed,
 }
 
-/// The local FIFO of one actor's waiters and the state of its head.
+/// The local FIFO of one actor's waiters and the state of its head. (Debug and Clone in
+/// tests: the model check keeps it in the states it explores.)
+#[cfg_attr(test, derive(Debug, Clone))]
 pub(crate) struct WaitQueue<T> {
     waiters: VecDeque<Waiter<T>>,
     head: Head,

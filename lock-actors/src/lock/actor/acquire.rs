@@ -21,6 +21,20 @@ use std::time::{Duration, Instant};
 /// Poll period for a lock whose key has no expiry (never written by us or Redisson).
 const NO_TTL_POLL: Duration = Duration::from_secs(1);
 
+/// How long a waiter whose try found the lock busy sleeps without news: the holder's
+/// remaining lease (`pttl`; a lost unlock message costs no more than that), or a poll when
+/// the key has none. A fair waiter (its queue's wait `allowance` given) also polls every
+/// third of its allowance, so a lost wake-up on its own channel costs no more than that.
+pub(crate) fn busy_retry_in(pttl: i64, allowance: Option<Duration>) -> Duration {
+    let ttl = u64::try_from(pttl)
+        .map(Duration::from_millis)
+        .unwrap_or(NO_TTL_POLL);
+    match allowance {
+        Some(allowance) => ttl.min(allowance / 3),
+        None => ttl,
+    }
+}
+
 impl LockActor {
     /// The longest lease any local hold may still have in Redis.
     pub(super) fn longest_local_lease(&self) -> Duration {
@@ -271,14 +285,11 @@ impl LockActor {
                 // A busy answer puts a fair owner in the Redis queue, whether or not its
                 // waiter is still here (one that left meanwhile is withdrawn below).
                 self.joined |= self.kind.per_owner();
-                let mut ttl = u64::try_from(pttl)
-                    .map(Duration::from_millis)
-                    .unwrap_or(NO_TTL_POLL);
-                if self.kind.per_owner() {
-                    // A fair waiter also polls every third of its allowance, so a lost
-                    // wake-up on its own channel costs no more than that.
-                    ttl = ttl.min(self.node.config.fair_wait_timeout / 3);
-                }
+                let allowance = self
+                    .kind
+                    .per_owner()
+                    .then_some(self.node.config.fair_wait_timeout);
+                let ttl = busy_retry_in(pttl, allowance);
                 tracing::trace!(lock = %self.name, owner = owner.id(), ?ttl, "busy");
                 self.queue.busy(id, now, ttl)
             }

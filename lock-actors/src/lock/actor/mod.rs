@@ -4,6 +4,8 @@
 //! force-unlocks and tells the other actors on the key.
 
 mod acquire;
+#[cfg(test)]
+pub(crate) use acquire::busy_retry_in;
 mod forced;
 mod reconcile;
 mod release;

@@ -22,3 +22,4 @@ mod mirror;
 mod reentrant;
 mod server;
 mod store;
+mod wake_up;
