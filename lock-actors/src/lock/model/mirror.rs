@@ -19,7 +19,7 @@ use std::sync::LazyLock;
 
 /// How far a real key's PTTL may trail the mirror's (the calls' round trips, on a loaded
 /// machine). The leases and TTLs generated differ by more wherever the scripts differ.
-const TTL_SLACK_MS: i64 = 500;
+pub(super) const TTL_SLACK_MS: i64 = 500;
 
 /// `reentrant/acquire.lua` before the fixes: a re-entry set the key's TTL to its lease.
 static ACQUIRE_BEFORE: LazyLock<Script> = LazyLock::new(|| {
@@ -60,12 +60,12 @@ enum Call {
     Reconcile { owner: u8, lease: u64, counted: u32 },
 }
 
-fn field(owner: u8) -> String {
+pub(super) fn field(owner: u8) -> String {
     format!("mirror-client:{owner}")
 }
 
 /// Puts `store` (at time 0) into Redis under `key`.
-async fn set_up(connection: &mut MultiplexedConnection, key: &str, store: &Store) {
+pub(super) async fn set_up(connection: &mut MultiplexedConnection, key: &str, store: &Store) {
     let _: () = redis::cmd("DEL")
         .arg(key)
         .query_async(connection)
@@ -91,7 +91,10 @@ async fn set_up(connection: &mut MultiplexedConnection, key: &str, store: &Store
 }
 
 /// The key's hold counts and PTTL as Redis has them.
-async fn read_back(connection: &mut MultiplexedConnection, key: &str) -> (BTreeMap<u8, u32>, i64) {
+pub(super) async fn read_back(
+    connection: &mut MultiplexedConnection,
+    key: &str,
+) -> (BTreeMap<u8, u32>, i64) {
     let fields: BTreeMap<String, u32> = redis::cmd("HGETALL")
         .arg(key)
         .query_async(connection)
@@ -121,7 +124,7 @@ async fn run_lua(
 ) -> Option<i64> {
     let kind = LockKind::Reentrant;
     let invocation = match (scripts, call) {
-        (Scripts::Current, Call::Acquire { owner, lease }) => {
+        (Scripts::Current | Scripts::RenewIgnoresOwner, Call::Acquire { owner, lease }) => {
             kind.acquire(name, &field(owner), lease, false, 0, PubSub::Classic)
         }
         (Scripts::Before, Call::Acquire { owner, lease }) => {
@@ -131,8 +134,8 @@ async fn run_lua(
         }
         (_, Call::Renew { owner, lease }) => {
             let script = match scripts {
-                Scripts::Current => kind.renew_script(),
                 Scripts::Before => &RENEW_BEFORE,
+                _ => kind.renew_script(),
             };
             let mut invocation = ScriptCall::new(script);
             invocation.arg(lease);
@@ -279,6 +282,7 @@ async fn two_holds_nobody_counts_are_undone_by_two_reconciles_on_a_real_redis() 
     let start = Store {
         fields: BTreeMap::from([(1, 2)]),
         expires_at: Some(30_000),
+        token: 0,
     };
     set_up(&mut connection, &key, &start).await;
     let reconcile = Call::Reconcile {

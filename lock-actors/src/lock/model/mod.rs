@@ -18,6 +18,7 @@
 
 mod clock;
 mod fast_path;
+mod kinds_mirror;
 mod mirror;
 mod reentrant;
 mod server;

@@ -1,7 +1,10 @@
-//! The reentrant lock under mixed leases: each client is one owner that takes the lock
-//! with the watchdog or with a fixed lease, re-enters with either, lets its watchdog renew
-//! (or pauses it: a renewal may come at any time, or never), and unlocks its holds in any
-//! order, while the model's clock advances and Redis expires the key.
+//! The reentrant lock under mixed leases (and the fenced and fast locks, which share its
+//! rules): each client is one owner that takes the lock with the watchdog or with a fixed
+//! lease, re-enters with either (not the fast lock, which refuses re-entry), lets its
+//! watchdog renew (or pauses it: a renewal may come at any time, or never), and unlocks its
+//! holds in any order, while the model's clock advances and Redis expires the key. Where
+//! the model allows it, the key is lost once (a failover to a replica that missed it, or a
+//! force-unlock): then no renewal may tell its client the hold is still there.
 //!
 //! What a client believes follows the library's rules ([`Rules::Current`]): a fixed-lease
 //! hold is surely held until `surely_held_until(sent, lease)`; the owner's watchdog holds
@@ -31,6 +34,16 @@ const STEP: i64 = 1_000;
 /// another): the library's response timeout is far shorter than the lease, so a renewal
 /// arrives within a tick of its send, or is lost.
 const RENEWAL_PATIENCE: i64 = 2 * STEP;
+
+/// Which lock the clients take.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum Kind {
+    Reentrant,
+    /// The reentrant lock, each hold with a fencing token.
+    Fenced,
+    /// One hold, no re-entry: a string key whose value is its holder.
+    Fast,
+}
 
 /// Which client rules the model's clients follow.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -62,6 +75,12 @@ struct Client {
 pub(crate) struct State {
     store: Store,
     clients: Vec<Client>,
+    /// The key was lost once (only where the model allows it).
+    key_lost: bool,
+    /// A renewal told its client the hold was there while Redis did not count its owner.
+    blind_renewal: bool,
+    /// A fenced grant drew a token not above the one before it.
+    token_regressed: bool,
 }
 
 impl State {
@@ -102,12 +121,17 @@ pub(crate) enum Action {
     Unlock(usize, usize),
     /// The clock advances one step.
     Tick,
+    /// The key is lost (a failover, a force-unlock).
+    KeyLost,
 }
 
 /// The model: which scripts and rules, how many clients, how deep their re-entries go.
 /// Time needs no bound: every instant in the state is relative to now and bounded by the
 /// longest lease, so the state space is finite and explored whole.
 pub(crate) struct ReentrantModel {
+    pub(crate) kind: Kind,
+    /// The key may be lost once.
+    pub(crate) key_loss: bool,
     pub(crate) scripts: Scripts,
     pub(crate) rules: Rules,
     pub(crate) clients: usize,
@@ -168,6 +192,14 @@ impl ReentrantModel {
         kept.map_or(WATCHDOG, |kept| kept.as_millis() as u64)
     }
 
+    /// The kind's unlock.
+    fn unlock(&self, store: &mut Store, owner: u8, lease: u64) -> Option<i64> {
+        match self.kind {
+            Kind::Fast => store.fast_unlock(0, owner),
+            Kind::Reentrant | Kind::Fenced => store.unlock(0, owner, lease),
+        }
+    }
+
     /// A client one of whose holds is no longer believed held reports the owner lost, as
     /// the library does: every hold of the owner is dropped, and as many owner-checked
     /// unlocks as it had holds clear what Redis may still count for it (with a 1 ms lease
@@ -185,7 +217,7 @@ impl ReentrantModel {
             let holds = client.holds.len();
             state.clients[c] = Client::default();
             for _ in 0..holds {
-                if state.store.unlock(0, c as u8 + 1, 1) != Some(0) {
+                if self.unlock(&mut state.store, c as u8 + 1, 1) != Some(0) {
                     break;
                 }
             }
@@ -201,12 +233,19 @@ impl Model for ReentrantModel {
         vec![State {
             store: Store::default(),
             clients: vec![Client::default(); self.clients],
+            key_lost: false,
+            blind_renewal: false,
+            token_regressed: false,
         }]
     }
 
     fn actions(&self, state: &State, actions: &mut Vec<Action>) {
         for (c, client) in state.clients.iter().enumerate() {
-            if client.holds.len() < self.max_holds {
+            let max_holds = match self.kind {
+                Kind::Fast => 1,
+                Kind::Reentrant | Kind::Fenced => self.max_holds,
+            };
+            if client.holds.len() < max_holds {
                 actions.push(Action::Acquire(c, None));
                 for lease in FIXED {
                     actions.push(Action::Acquire(c, Some(lease)));
@@ -225,6 +264,9 @@ impl Model for ReentrantModel {
             }
         }
         actions.push(Action::Tick);
+        if self.key_loss && !state.key_lost {
+            actions.push(Action::KeyLost);
+        }
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
@@ -233,11 +275,23 @@ impl Model for ReentrantModel {
         match action {
             Action::Acquire(c, fixed) => {
                 let lease = fixed.unwrap_or(WATCHDOG);
-                if state
-                    .store
-                    .acquire(self.scripts, 0, owner(c), lease)
-                    .is_some()
-                {
+                let taken = match self.kind {
+                    Kind::Reentrant => state
+                        .store
+                        .acquire(self.scripts, 0, owner(c), lease)
+                        .is_none(),
+                    Kind::Fast => state.store.fast_acquire(0, owner(c), lease).is_none(),
+                    Kind::Fenced => {
+                        let before = state.store.token;
+                        let token = state.store.fenced_acquire(0, owner(c), lease);
+                        state.token_regressed |= token.is_ok_and(|token| token <= before);
+                        // Only the step matters: the counter restarts at 0 in the state, so
+                        // the state space stays finite.
+                        state.store.token = 0;
+                        token.is_ok()
+                    }
+                };
+                if !taken {
                     return None; // busy: nothing changes (waiting is another model's)
                 }
                 let client = &mut state.clients[c];
@@ -253,6 +307,8 @@ impl Model for ReentrantModel {
             Action::RenewalLost(c) => state.clients[c].renewing = None,
             Action::RenewalArrives(c) => {
                 let sent = state.clients[c].renewing.take()?;
+                state.store.expire(0);
+                let counted = state.store.fields.contains_key(&owner(c));
                 let answer = state.store.renew(self.scripts, 0, owner(c), WATCHDOG);
                 let lease = Duration::from_millis(WATCHDOG);
                 let client = &mut state.clients[c];
@@ -263,6 +319,7 @@ impl Model for ReentrantModel {
                     Rules::Current => renewed_for(answer, lease),
                     Rules::Before => (answer == 1).then_some(lease),
                 };
+                state.blind_renewal |= renewed.is_some() && !counted;
                 match renewed {
                     Some(valid_for) => {
                         // Timed from the send: the answer may have taken any time to come.
@@ -283,12 +340,17 @@ impl Model for ReentrantModel {
                     client.watched_until = None;
                 }
                 let lease = self.kept(client);
-                if state.store.unlock(0, owner(c), lease).is_none() {
+                if self.unlock(&mut state.store, owner(c), lease).is_none() {
                     // Not the owner any more: reported lost.
                     state.clients[c] = Client::default();
                 }
             }
             Action::Tick => state.tick(),
+            Action::KeyLost => {
+                state.key_lost = true;
+                state.store.fields.clear();
+                state.store.expires_at = None;
+            }
         }
         self.lose_expired(&mut state);
         if self.rules == Rules::Current {
@@ -323,6 +385,14 @@ impl Model for ReentrantModel {
                         <= 1
                 },
             ),
+            Property::always(
+                "a renewal tells its client the hold is there only while Redis counts it",
+                |_: &ReentrantModel, state: &State| !state.blind_renewal,
+            ),
+            Property::always(
+                "every fencing token is above the one before it",
+                |_: &ReentrantModel, state: &State| !state.token_regressed,
+            ),
             Property::sometimes(
                 "an owner holds with mixed leases",
                 |model: &ReentrantModel, state: &State| {
@@ -339,6 +409,9 @@ impl Model for ReentrantModel {
                 |model: &ReentrantModel, state: &State| model.believed(state, 1).next().is_some(),
             ),
         ];
+        if self.kind == Kind::Fast {
+            properties.retain(|property| property.name != "an owner holds with mixed leases");
+        }
         if let Some(only) = self.only {
             properties.retain(|property| property.name == only);
         }
@@ -346,14 +419,18 @@ impl Model for ReentrantModel {
     }
 }
 
-/// The two safety properties.
+/// The safety properties the tests name.
 const KEPT: &str = "Redis keeps every hold at least as long as its client believes it held";
 const ONE_OWNER: &str = "at most one owner holds on the model's clock";
+const HONEST_RENEWAL: &str =
+    "a renewal tells its client the hold is there only while Redis counts it";
 
 /// The bounds: CI's, or deeper with `LOCK_MODEL_DEPTH=deep`.
 fn model(scripts: Scripts, rules: Rules) -> ReentrantModel {
     let deep = std::env::var("LOCK_MODEL_DEPTH").is_ok_and(|depth| depth == "deep");
     ReentrantModel {
+        kind: Kind::Reentrant,
+        key_loss: false,
         scripts,
         rules,
         clients: if deep { 3 } else { 2 },
@@ -412,4 +489,60 @@ fn the_current_rules_on_the_old_scripts_are_caught_too() {
     // key's TTL.
     counterexample(Scripts::Before, Rules::Current, KEPT);
     counterexample(Scripts::Before, Rules::Current, ONE_OWNER);
+}
+
+#[test]
+fn the_fenced_lock_keeps_every_property_and_its_tokens_increase() {
+    let model = ReentrantModel {
+        kind: Kind::Fenced,
+        ..model(Scripts::Current, Rules::Current)
+    };
+    check(model, "fenced").assert_properties();
+}
+
+#[test]
+fn the_fast_lock_keeps_every_property() {
+    let model = ReentrantModel {
+        kind: Kind::Fast,
+        ..model(Scripts::Current, Rules::Current)
+    };
+    check(model, "fast").assert_properties();
+}
+
+#[test]
+fn after_the_key_is_lost_no_renewal_tells_its_client_the_hold_is_still_there() {
+    // A lost key breaks the lock's safety by itself (that is what fencing tokens are for);
+    // what the library owes is that the next renewal reports it.
+    for kind in [Kind::Reentrant, Kind::Fast] {
+        // Two holds each: once the key is lost both owners may hold, and the states
+        // multiply (three holds each: 816,548 states, a minute).
+        let model = ReentrantModel {
+            kind,
+            key_loss: true,
+            max_holds: 2,
+            only: Some(HONEST_RENEWAL),
+            ..model(Scripts::Current, Rules::Current)
+        };
+        check(model, &format!("{kind:?}, key lost")).assert_properties();
+    }
+}
+
+#[test]
+fn a_renewal_that_ignores_the_owner_tells_a_client_it_holds_anothers_lock() {
+    // The negative control: a renewal that extends the key whoever holds it answers the
+    // first owner's renewal with the second owner's lease.
+    let model = ReentrantModel {
+        key_loss: true,
+        only: Some(HONEST_RENEWAL),
+        ..model(Scripts::RenewIgnoresOwner, Rules::Current)
+    };
+    let trace = check(model, "renewal ignoring the owner")
+        .assert_any_discovery(HONEST_RENEWAL)
+        .into_actions();
+    eprintln!("  broken by {trace:?}");
+    assert!(trace.contains(&Action::KeyLost), "{trace:?}");
+    assert!(
+        matches!(trace.last(), Some(Action::RenewalArrives(0))),
+        "{trace:?}"
+    );
 }

@@ -19,13 +19,19 @@ pub(crate) enum Scripts {
     /// The re-entry and renewal as they were before the lease-truth fixes: both set the
     /// key's TTL to their own lease, whatever the other holds sharing it need.
     Before,
+    /// A broken renewal that extends the key whoever holds it (the negative control of the
+    /// honest-renewal property); the other scripts as they are.
+    RenewIgnoresOwner,
 }
 
-/// The lock's hash: owner → hold count, and when the key expires (`None`: never).
+/// The lock's hash: owner → hold count, and when the key expires (`None`: never); for a
+/// fast lock, its one holder (count 1). `token` is the fenced lock's counter, a key of its
+/// own that never expires.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
 pub(crate) struct Store {
     pub(crate) fields: BTreeMap<u8, u32>,
     pub(crate) expires_at: Option<i64>,
+    pub(crate) token: u64,
 }
 
 impl Store {
@@ -71,8 +77,8 @@ impl Store {
         if let Some(count) = self.fields.get_mut(&owner) {
             *count += 1;
             let ttl = match scripts {
-                Scripts::Current => self.pttl(now).max(lease as i64),
                 Scripts::Before => lease as i64,
+                _ => self.pttl(now).max(lease as i64),
             };
             self.pexpire(now, ttl);
             return None;
@@ -84,11 +90,15 @@ impl Store {
     /// or 0 when the owner holds nothing.
     pub(crate) fn renew(&mut self, scripts: Scripts, now: i64, owner: u8, lease: u64) -> i64 {
         self.expire(now);
+        if scripts == Scripts::RenewIgnoresOwner && self.exists() {
+            self.pexpire(now, self.pttl(now).max(lease as i64));
+            return self.pttl(now);
+        }
         if !self.fields.contains_key(&owner) {
             return 0;
         }
         match scripts {
-            Scripts::Current => {
+            Scripts::Current | Scripts::RenewIgnoresOwner => {
                 let left = self.pttl(now);
                 if left != -1 && left < lease as i64 {
                     self.pexpire(now, lease as i64);
@@ -126,5 +136,47 @@ impl Store {
             return -1;
         }
         self.unlock(now, owner, lease).unwrap_or(-1)
+    }
+
+    /// `reentrant/fenced_acquire.lua`: `Ok(token)` taken (or re-entered) with a token above
+    /// every earlier one, `Err(pttl)` held by another.
+    pub(crate) fn fenced_acquire(&mut self, now: i64, owner: u8, lease: u64) -> Result<u64, i64> {
+        self.expire(now);
+        let fresh = !self.exists();
+        if !fresh && !self.fields.contains_key(&owner) {
+            return Err(self.pttl(now));
+        }
+        self.token += 1;
+        *self.fields.entry(owner).or_insert(0) += 1;
+        let ttl = if fresh {
+            lease as i64
+        } else {
+            self.pttl(now).max(lease as i64)
+        };
+        self.pexpire(now, ttl);
+        Ok(self.token)
+    }
+
+    /// `fast/acquire.lua`: `None` taken, `Some(pttl)` held (by anyone: a fast lock is not
+    /// reentrant).
+    pub(crate) fn fast_acquire(&mut self, now: i64, owner: u8, lease: u64) -> Option<i64> {
+        self.expire(now);
+        if self.exists() {
+            return Some(self.pttl(now));
+        }
+        self.fields.insert(owner, 1);
+        self.pexpire(now, lease as i64);
+        None
+    }
+
+    /// `fast/unlock.lua`: `Some(1)` freed, `None` not the holder.
+    pub(crate) fn fast_unlock(&mut self, now: i64, owner: u8) -> Option<i64> {
+        self.expire(now);
+        if !self.fields.contains_key(&owner) {
+            return None;
+        }
+        self.fields.clear();
+        self.expires_at = None;
+        Some(1)
     }
 }
