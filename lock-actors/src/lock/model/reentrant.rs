@@ -68,6 +68,8 @@ struct Client {
     holds: Vec<Hold>,
     watched_until: Option<i64>,
     renewing: Option<i64>,
+    /// A Redisson client whose watchdog renews (it locked without a lease).
+    java_watchdog: bool,
 }
 
 /// The model's state, with every instant relative to now.
@@ -130,6 +132,11 @@ pub(crate) enum Action {
 /// longest lease, so the state space is finite and explored whole.
 pub(crate) struct ReentrantModel {
     pub(crate) kind: Kind,
+    /// The last client is a Redisson client (Java) on the same lock: it runs Redisson's
+    /// scripts (its lock and renewal set the key's TTL to their lease; its unlock leaves
+    /// the watchdog lease), renews while it holds without a lease, and believes it holds
+    /// while Redis counts it (Redisson has no notion of a lost lock).
+    pub(crate) redisson: bool,
     /// The key may be lost once.
     pub(crate) key_loss: bool,
     pub(crate) scripts: Scripts,
@@ -141,6 +148,10 @@ pub(crate) struct ReentrantModel {
 }
 
 impl ReentrantModel {
+    fn is_java(&self, c: usize) -> bool {
+        self.redisson && c + 1 == self.clients
+    }
+
     /// Until when a client believes its holds are held (µs, relative to now): one deadline
     /// per owner, as the lock actor keeps it (`arm_lease_keeping`): the watchdog's while
     /// any hold is watched; else the latest end of its fixed leases, less the drift
@@ -169,10 +180,16 @@ impl ReentrantModel {
     /// Until when client `c` believes each of its holds valid now.
     fn believed<'a>(&'a self, state: &'a State, c: usize) -> impl Iterator<Item = i64> + 'a {
         let client = &state.clients[c];
+        let java = self.is_java(c);
+        let counted = state.store.fields.contains_key(&(c as u8 + 1));
         client
             .holds
             .iter()
-            .map(move |hold| self.believed_until(client, hold))
+            .map(move |hold| match java {
+                true if counted => i64::MAX,
+                true => i64::MIN,
+                false => self.believed_until(client, hold),
+            })
             .filter(|&until| until > 0)
     }
 
@@ -206,6 +223,13 @@ impl ReentrantModel {
     /// while some remain), so no stray count outlives the loss.
     fn lose_expired(&self, state: &mut State) {
         for c in 0..state.clients.len() {
+            if self.is_java(c) {
+                // Redisson finds out at its unlock: its holds are gone with the key.
+                if !state.store.fields.contains_key(&(c as u8 + 1)) {
+                    state.clients[c] = Client::default();
+                }
+                continue;
+            }
             let client = &state.clients[c];
             if client
                 .holds
@@ -252,7 +276,9 @@ impl Model for ReentrantModel {
                 }
             }
             match client.renewing {
-                None if client.watched_until.is_some() => actions.push(Action::SendRenewal(c)),
+                None if client.watched_until.is_some() || client.java_watchdog => {
+                    actions.push(Action::SendRenewal(c))
+                }
                 None => {}
                 Some(_) => {
                     actions.push(Action::RenewalArrives(c));
@@ -276,6 +302,10 @@ impl Model for ReentrantModel {
             Action::Acquire(c, fixed) => {
                 let lease = fixed.unwrap_or(WATCHDOG);
                 let taken = match self.kind {
+                    _ if self.is_java(c) => state
+                        .store
+                        .acquire(Scripts::Before, 0, owner(c), lease)
+                        .is_none(),
                     Kind::Reentrant => state
                         .store
                         .acquire(self.scripts, 0, owner(c), lease)
@@ -298,6 +328,10 @@ impl Model for ReentrantModel {
                 client.holds.push(Hold {
                     fixed: fixed.map(|lease| (lease, 0)),
                 });
+                if self.is_java(c) {
+                    client.java_watchdog |= fixed.is_none();
+                    return Some(state);
+                }
                 if fixed.is_none() && client.watched_until.is_none() {
                     let lease = Duration::from_millis(WATCHDOG);
                     client.watched_until = Some(micros(surely_held_until(at(0), lease)));
@@ -307,6 +341,12 @@ impl Model for ReentrantModel {
             Action::RenewalLost(c) => state.clients[c].renewing = None,
             Action::RenewalArrives(c) => {
                 let sent = state.clients[c].renewing.take()?;
+                if self.is_java(c) {
+                    // Redisson's renewal: the key's TTL set to its lease, if it holds.
+                    state.store.renew(Scripts::Before, 0, owner(c), WATCHDOG);
+                    self.lose_expired(&mut state);
+                    return Some(state);
+                }
                 state.store.expire(0);
                 let counted = state.store.fields.contains_key(&owner(c));
                 let answer = state.store.renew(self.scripts, 0, owner(c), WATCHDOG);
@@ -331,6 +371,15 @@ impl Model for ReentrantModel {
                         client.holds.retain(|hold| hold.fixed.is_some());
                         client.watched_until = None;
                     }
+                }
+            }
+            Action::Unlock(c, h) if self.is_java(c) => {
+                let client = &mut state.clients[c];
+                client.holds.remove(h);
+                client.java_watchdog &= client.holds.iter().any(|hold| hold.fixed.is_none());
+                // Redisson's unlock leaves the others its watchdog lease.
+                if state.store.unlock(0, owner(c), WATCHDOG).is_none() {
+                    state.clients[c] = Client::default();
                 }
             }
             Action::Unlock(c, h) => {
@@ -369,10 +418,11 @@ impl Model for ReentrantModel {
                 |model: &ReentrantModel, state: &State| {
                     let store = &state.store;
                     (0..state.clients.len()).all(|c| {
-                        model.believed(state, c).all(|until| {
-                            store.fields.contains_key(&(c as u8 + 1))
-                                && store.expires_at.is_none_or(|at| at * 1_000 >= until)
-                        })
+                        model.is_java(c)
+                            || model.believed(state, c).all(|until| {
+                                store.fields.contains_key(&(c as u8 + 1))
+                                    && store.expires_at.is_none_or(|at| at * 1_000 >= until)
+                            })
                     })
                 },
             ),
@@ -409,6 +459,14 @@ impl Model for ReentrantModel {
                 |model: &ReentrantModel, state: &State| model.believed(state, 1).next().is_some(),
             ),
         ];
+        if self.redisson {
+            properties.push(Property::sometimes(
+                "the Redisson client holds",
+                |model: &ReentrantModel, state: &State| {
+                    model.believed(state, model.clients - 1).next().is_some()
+                },
+            ));
+        }
         if self.kind == Kind::Fast {
             properties.retain(|property| property.name != "an owner holds with mixed leases");
         }
@@ -430,6 +488,7 @@ fn model(scripts: Scripts, rules: Rules) -> ReentrantModel {
     let deep = std::env::var("LOCK_MODEL_DEPTH").is_ok_and(|depth| depth == "deep");
     ReentrantModel {
         kind: Kind::Reentrant,
+        redisson: false,
         key_loss: false,
         scripts,
         rules,
@@ -545,4 +604,18 @@ fn a_renewal_that_ignores_the_owner_tells_a_client_it_holds_anothers_lock() {
         matches!(trace.last(), Some(Action::RenewalArrives(0))),
         "{trace:?}"
     );
+}
+
+#[test]
+fn a_redisson_client_and_the_library_never_hold_at_once() {
+    // Two of the library's clients and one Redisson client (three with
+    // `LOCK_MODEL_DEPTH=deep`, and one Redisson client).
+    let base = model(Scripts::Current, Rules::Current);
+    let model = ReentrantModel {
+        redisson: true,
+        clients: base.clients + 1,
+        max_holds: 2,
+        ..base
+    };
+    check(model, "reentrant with a Redisson client").assert_properties();
 }
