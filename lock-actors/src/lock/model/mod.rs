@@ -1,20 +1,26 @@
 //! The lock protocol, model-checked: `stateright` explores every interleaving of a few
-//! clients' acquires, re-entries, renewals, unlocks and the passing of time against the
-//! model's Redis, and checks that no hold is believed by its client after Redis let it go
-//! and that two owners never hold at once.
+//! clients' calls, Redis's answers, lost and late messages and the passing of time, and
+//! checks properties that must hold in every state (or at the end of every path).
 //!
-//! The clients decide as the library does: they import its lease arithmetic (how long a
-//! hold is surely held, what a renewal's answer is worth, what lease an unlock leaves the
-//! remaining holds) rather than restating it. The model's Redis runs the kinds' scripts as
-//! pure functions (`store`), each checked against its Lua on a real Redis (`mirror`).
+//! The clients decide as the library does: they import its own machines and rules rather
+//! than restating them: the fast-path machine that decides who acts on a lock
+//! ([`FastPath`](crate::lock::fast_path::FastPath)), the wait queue that decides when a waiter
+//! tries, sleeps and wakes ([`WaitQueue`](crate::wait_queue::WaitQueue)), and the lease
+//! arithmetic (how long a hold is surely held, what a renewal's answer is worth, what lease
+//! an unlock leaves the remaining holds). What is restated is marked so: the lock actor's
+//! turn, and rules as they were before a fix (to show the checker finds what they broke).
+//! The model's Redis runs the kinds' scripts as pure Rust functions, each checked against
+//! its Lua on a real Redis over generated inputs, so the model cannot drift from them.
 //!
-//! `cargo test -p lock-actors --lib model` runs the check CI runs (two clients, three holds
-//! each at most; every instant is relative to now, so time itself needs no bound); set
-//! `LOCK_MODEL_DEPTH=deep` for three clients. Each run prints the states it explored.
+//! `cargo test -p lock-actors --lib model` runs the checks CI runs, each printing the states
+//! it explored; `LOCK_MODEL_DEPTH=deep` runs deeper bounds (more clients or rounds).
 //!
-//! Covered so far: the reentrant lock (re-entry with mixed watchdog and fixed leases,
-//! renewals delayed or lost, paused clients, unlocks in any order). Still to come: the
-//! other kinds, waiters and wake-ups, Redisson peers, and closing clients.
+//! - `reentrant`: the reentrant, fenced and fast locks under mixed leases, renewals delayed
+//!   or lost, paused clients, a Redisson client beside the library's, a key lost once.
+//! - `fast_path`: one process's callers through the fast path and the lock actor, direct
+//!   calls answered, lost or abandoned, a client that closes.
+//! - `wake_up`: waiters in the wait queue against a holder that unlocks or dies, messages
+//!   late or lost.
 
 mod clock;
 mod fast_path;
