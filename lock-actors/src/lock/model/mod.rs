@@ -19,5 +19,6 @@
 mod clock;
 mod mirror;
 mod reentrant;
+mod semaphore;
 mod server;
 mod store;
