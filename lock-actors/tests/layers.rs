@@ -6,7 +6,8 @@
 //! over the size the charter allows.
 //!
 //! Only `use` items and `crate::`/`super::`/`self::` paths in code count; comments,
-//! doc links, `mod x;` declarations and `#[cfg(test)]` modules do not.
+//! doc links, `mod x;` declarations and `#[cfg(test)]` modules (inline, or in files of
+//! their own) do not.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -181,6 +182,27 @@ fn strip(text: &str) -> String {
     out
 }
 
+/// The modules a file declares as `#[cfg(test)] mod name;` (their code is in files of
+/// their own).
+fn test_modules(text: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut lines = text.lines().map(str::trim).filter(|line| !line.is_empty());
+    while let Some(line) = lines.next() {
+        if line != "#[cfg(test)]" {
+            continue;
+        }
+        let Some(next) = lines.next() else { break };
+        let declared = next
+            .strip_prefix("mod ")
+            .or_else(|| next.strip_prefix("pub(crate) mod "))
+            .and_then(|rest| rest.strip_suffix(';'));
+        if let Some(name) = declared {
+            names.push(name.trim().to_string());
+        }
+    }
+    names
+}
+
 fn lines_of_code(text: &str) -> usize {
     text.lines()
         .filter(|line| {
@@ -348,16 +370,35 @@ impl Crate {
         let src = src_dir();
         let mut paths = Vec::new();
         collect(&src, &mut paths);
+        let sources: Vec<(ModPath, String)> = paths
+            .iter()
+            .map(|path| {
+                let rel = path.strip_prefix(&src).expect("under src");
+                let text = fs::read_to_string(path).expect("read source");
+                (module_of(rel), text)
+            })
+            .collect();
+        // The files of a module declared `#[cfg(test)] mod x;` are test code, as a
+        // `#[cfg(test)]` module written inline is: their imports do not count (their
+        // length does).
+        let test_only: Vec<ModPath> = sources
+            .iter()
+            .flat_map(|(module, text)| {
+                test_modules(text).into_iter().map(move |name| {
+                    let mut path = module.clone();
+                    path.push(name);
+                    path
+                })
+            })
+            .collect();
         let mut files = BTreeMap::new();
-        for path in paths {
-            let rel = path.strip_prefix(&src).expect("under src");
-            let text = fs::read_to_string(&path).expect("read source");
-            let module = module_of(rel);
+        for (module, text) in sources {
+            let test = test_only.iter().any(|test| module.starts_with(test));
             files.insert(
                 module.clone(),
                 SourceFile {
+                    code: if test { String::new() } else { strip(&text) },
                     module,
-                    code: strip(&text),
                     lines_of_code: lines_of_code(&text),
                 },
             );
@@ -776,4 +817,10 @@ fn the_parser_reads_use_trees() {
             ("super::e::*".to_string(), "*".to_string()),
         ]
     );
+}
+
+#[test]
+fn modules_declared_for_tests_are_found() {
+    let text = "mod actor;\n#[cfg(test)]\nmod model;\n\n#[cfg(test)]\nmod tests {\n}\n";
+    assert_eq!(test_modules(text), vec!["model".to_string()]);
 }

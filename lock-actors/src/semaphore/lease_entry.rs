@@ -6,6 +6,7 @@ use crate::config::clock_drift;
 use crate::hold_status::StatusLoser;
 use crate::keys::LockName;
 use crate::lease_list::{Loss, WatchList, Watched};
+use crate::node::connection::PubSub;
 use crate::node::Commands;
 use crate::script::ScriptCall;
 use actix::prelude::*;
@@ -17,6 +18,26 @@ use std::time::{Duration, Instant};
 /// The lease-less permits the renewal service keeps alive, told of a loss through
 /// semaphore actors of type `A`.
 pub(crate) type PermitWatch<A> = WatchList<PermitHold<A>>;
+
+/// Until when a permit whose lease `lease` surely lasts until `valid_until` (its acquire's
+/// or last confirmed renewal's send time plus the lease) is held, as its guard sees it:
+/// `valid_until` less the clock drift allowance, so the holder hears of the loss before
+/// Redis takes the permit back. Fixed leases and renewed ones alike.
+pub(crate) fn permit_deadline(valid_until: Instant, lease: Duration) -> Instant {
+    valid_until - clock_drift(lease)
+}
+
+/// The renewal of permits of permit-expirable semaphore `name` to `lease_ms` (`renew.lua`),
+/// with no permit added yet: each is one more argument, its raw id.
+pub(crate) fn renewal_call(name: &LockName, lease_ms: u64, pubsub: PubSub) -> ScriptCall {
+    let keys = SemaphoreKeys::new(name, Kind::Expirable);
+    let mut call = ScriptCall::new(RENEW.get(pubsub));
+    if let Some(timeouts) = keys.timeouts {
+        call.key(timeouts);
+    }
+    call.arg(lease_ms);
+    call
+}
 
 /// One lease-less permit, part of grant `grant` (the permits of one acquire) of the
 /// semaphore actor `actor`.
@@ -97,7 +118,7 @@ where
     ) -> Vec<u64> {
         let deadline = Arc::new(GrantDeadline::new(status));
         let valid_until = sent + lease;
-        let own_deadline = valid_until - clock_drift(lease);
+        let own_deadline = permit_deadline(valid_until, lease);
         permits
             .into_iter()
             .map(|permit| {
@@ -134,13 +155,7 @@ where
     }
 
     fn begin(&self, lease_ms: u64, commands: &Commands) -> ScriptCall {
-        let keys = SemaphoreKeys::new(&self.name, Kind::Expirable);
-        let mut call = ScriptCall::new(RENEW.get(commands.pubsub));
-        if let Some(timeouts) = keys.timeouts {
-            call.key(timeouts);
-        }
-        call.arg(lease_ms);
-        call
+        renewal_call(&self.name, lease_ms, commands.pubsub)
     }
 
     fn add(&self, call: &mut ScriptCall, _: &str) {
@@ -158,7 +173,7 @@ where
     /// The guard times the grant itself: it hears of each confirmed renewal.
     fn renewed(&mut self, valid_until: Instant, lease: Duration) {
         self.valid_until = valid_until;
-        let own_deadline = valid_until - clock_drift(lease);
+        let own_deadline = permit_deadline(valid_until, lease);
         let from = std::mem::replace(&mut self.own_deadline, own_deadline);
         self.deadline.moved(Some(from), Some(own_deadline));
     }

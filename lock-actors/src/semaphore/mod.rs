@@ -43,6 +43,8 @@ pub(crate) use kind::Kind;
 
 pub use actor::SemaphoreActor;
 pub(crate) use actor::SemaphoreRegistry;
+#[cfg(test)]
+pub(crate) use guard::PermitId;
 pub use guard::{PermitGuard, SemaphoreGuard};
 
 use crate::error::LockError;

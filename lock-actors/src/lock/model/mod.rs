@@ -27,6 +27,7 @@ mod fast_path;
 mod kinds_mirror;
 mod mirror;
 mod reentrant;
+mod semaphore;
 mod server;
 mod store;
 mod wake_up;

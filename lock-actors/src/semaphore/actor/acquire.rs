@@ -3,7 +3,6 @@
 
 use super::settle::SETTLE_WINDOW;
 use super::{Reply, SemaphoreActor, Waiting};
-use crate::config::clock_drift;
 use crate::error::LockError;
 use crate::hold_status::StatusSender;
 use crate::node::{Subscription, Wake};
@@ -11,6 +10,7 @@ use crate::queue_driver;
 use crate::semaphore::grant::Grant;
 use crate::semaphore::guard::{PermitGuard, PermitId, SemaphoreGuard};
 use crate::semaphore::kind::Take;
+use crate::semaphore::lease_entry::permit_deadline;
 use crate::telemetry::{self, HoldTimer};
 use crate::wait_queue::{Effect, Gate, Granted, Waiter};
 use actix::prelude::*;
@@ -248,7 +248,7 @@ impl SemaphoreActor {
                     // The guard times the fixed lease itself, as the actor's timer does:
                     // its end less the clock drift allowance.
                     Some(lease) => {
-                        status.set_deadline(Some(sent + lease - clock_drift(lease)));
+                        status.set_deadline(Some(permit_deadline(sent + lease, lease)));
                         let expiry = super::leases::expire_at(grant, sent + lease, lease, ctx);
                         (Vec::new(), Some(expiry))
                     }

@@ -3,13 +3,12 @@
 //! renews the lease-less ones, which sit on its permit lease list while held here.
 
 use super::{disarm, refuse, SemaphoreActor};
-use crate::config::clock_drift;
 use crate::error::LockError;
 use crate::hold_status::HoldStatus;
 use crate::lease_list::Loss;
 use crate::reply::Detached;
 use crate::semaphore::guard::{PermitId, ReleaseGrant};
-use crate::semaphore::lease_entry::PermitLost;
+use crate::semaphore::lease_entry::{permit_deadline, PermitLost};
 use crate::semaphore::{ReleasePermit, EXPIRABLE_RELEASE};
 use actix::prelude::*;
 use std::time::{Duration, Instant};
@@ -23,9 +22,7 @@ pub(super) fn expire_at(
     lease: Duration,
     ctx: &mut Context<SemaphoreActor>,
 ) -> SpawnHandle {
-    let ends_in = valid_until
-        .saturating_duration_since(Instant::now())
-        .saturating_sub(clock_drift(lease));
+    let ends_in = permit_deadline(valid_until, lease).saturating_duration_since(Instant::now());
     ctx.run_later(ends_in, move |act, ctx| {
         act.lose(grant, "its fixed lease ran out", ctx);
     })

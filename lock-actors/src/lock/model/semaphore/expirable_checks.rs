@@ -1,0 +1,116 @@
+//! The permit-expirable semaphore model's runs: its bounds (CI's, and deeper ones with
+//! `LOCK_MODEL_DEPTH=deep`), the check of every property on the current scripts, and the
+//! negative controls: deliberately broken scripts the checker must catch, with their
+//! shortest traces.
+
+use super::expirable::{Action, ExpirableModel, ACQUIRES, CI_ACQUIRES, CLOSED, OUT};
+use super::store::{Defect, Scripts};
+use stateright::{Checker, Model};
+
+/// CI's bounds: two clients, each taking one permit with the watchdog or a fixed lease,
+/// every reply heard.
+fn model(scripts: Scripts) -> ExpirableModel {
+    ExpirableModel {
+        scripts,
+        clients: 2,
+        acquires: &CI_ACQUIRES,
+        lost_replies: false,
+        only: None,
+    }
+}
+
+/// The bounds checked: CI's; with `LOCK_MODEL_DEPTH=deep`, three clients instead, and two
+/// clients taking one or two permits with every lease whose acquires may lose their
+/// replies.
+fn models(scripts: Scripts) -> Vec<(ExpirableModel, &'static str)> {
+    if !super::deep() {
+        return vec![(model(scripts), "permit-expirable semaphore")];
+    }
+    let three = ExpirableModel {
+        clients: 3,
+        ..model(scripts)
+    };
+    let lost = ExpirableModel {
+        acquires: &ACQUIRES,
+        lost_replies: true,
+        ..model(scripts)
+    };
+    vec![
+        (three, "permit-expirable semaphore, three clients"),
+        (
+            lost,
+            "permit-expirable semaphore, every lease, lost replies",
+        ),
+    ]
+}
+
+fn check(model: ExpirableModel, label: &str) -> impl Checker<ExpirableModel> {
+    let checker = model.checker().spawn_bfs().join();
+    eprintln!(
+        "model {label}: {} states ({} unique), depth {}",
+        checker.state_count(),
+        checker.unique_state_count(),
+        checker.max_depth()
+    );
+    checker
+}
+
+/// A shortest trace that breaks `property` (breadth-first, checking only it).
+fn counterexample(scripts: Scripts, property: &'static str) -> Vec<Action> {
+    let model = ExpirableModel {
+        only: Some(property),
+        ..model(scripts)
+    };
+    let label = format!("permit-expirable, {scripts:?} scripts: {property}");
+    let trace = check(model, &label)
+        .assert_any_discovery(property)
+        .into_actions();
+    eprintln!("  broken by {trace:?}");
+    trace
+}
+
+#[test]
+fn the_permit_expirable_semaphore_keeps_every_property() {
+    for (model, label) in models(Scripts::Current) {
+        check(model, label).assert_properties();
+    }
+}
+
+#[test]
+fn a_renewal_that_ignores_whether_the_permit_is_recorded_is_caught() {
+    let scripts = Scripts::Broken(Defect::RenewIgnoresRecord);
+    // A renewal on its way when the client closed writes the released permit back...
+    let left = counterexample(scripts, CLOSED);
+    assert_eq!(
+        left,
+        [
+            Action::Acquire(0, 1, None),
+            Action::SendRenewal(0),
+            Action::Close(0),
+            Action::RenewalArrives(0)
+        ]
+    );
+    // ...uncounted: once it expires and is reclaimed, the semaphore has a permit too many.
+    let over = counterexample(scripts, OUT);
+    assert!(matches!(over.last(), Some(Action::Acquire(..))), "{over:?}");
+}
+
+#[test]
+fn a_release_that_adds_back_a_reclaimed_permit_is_caught() {
+    let scripts = Scripts::Broken(Defect::ReleaseIgnoresRecord);
+    // A fixed lease runs out, its permit is reclaimed and taken by another; then the lost
+    // guard's release adds it back a second time, and a third permit goes out.
+    let over = counterexample(scripts, OUT);
+    assert_eq!(
+        over,
+        [
+            Action::Acquire(0, 1, None),
+            Action::Acquire(0, 1, Some(2_000)),
+            Action::Tick,
+            Action::Tick,
+            Action::Acquire(1, 1, None),
+            Action::Release(0, 1),
+            Action::Acquire(0, 1, None)
+        ]
+    );
+}
