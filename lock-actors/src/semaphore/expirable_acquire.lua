@@ -24,7 +24,9 @@ if available >= wanted then
     end
     return {1, available - wanted}
 end
-local upcoming = redis.call('zrangebyscore', KEYS[3], '(' .. now, '(' .. never, 'WITHSCORES', 'LIMIT', 0, 1)
+-- The bound is written as text: Lua would print `never` with 14 significant digits, a
+-- number above it, and count a never-expiring permit as the next to expire.
+local upcoming = redis.call('zrangebyscore', KEYS[3], '(' .. now, '(922337203685477', 'WITHSCORES', 'LIMIT', 0, 1)
 if upcoming[2] then
     return {0, available, tonumber(upcoming[2]) - now}
 end

@@ -20,12 +20,6 @@ pub(crate) type Member = u16;
 /// The expiry Redisson gives lease-less permits: they never expire.
 pub(crate) const NEVER: i64 = 922_337_203_685_477;
 
-/// The bound below which `expirable_acquire.lua` looks for the next permit to expire, as
-/// the script writes it: Lua turns `never` into text with 14 significant digits
-/// (`9.2233720368548e+14`), which lies above `never`, so a never-expiring permit counts as
-/// the next to expire. Harmless: the waiter's pause is capped at 5 s either way.
-const NEVER_AS_WRITTEN: i64 = 922_337_203_685_480;
-
 /// Which scripts the model's Redis runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum Scripts {
@@ -206,7 +200,7 @@ impl Store {
         let upcoming = self
             .timeouts
             .values()
-            .filter(|&&expiry| expiry > now && expiry < NEVER_AS_WRITTEN)
+            .filter(|&&expiry| expiry > now && expiry < NEVER)
             .min();
         vec![0, available, upcoming.map_or(-1, |expiry| expiry - now)]
     }
