@@ -18,6 +18,7 @@
 
 mod clock;
 mod mirror;
+mod read_write;
 mod reentrant;
 mod server;
 mod store;
