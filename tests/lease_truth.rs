@@ -8,7 +8,8 @@ mod support;
 
 use actix_distributed_lock::messages::Renew;
 use actix_distributed_lock::{
-    current, distributed_lock, AcquireOptions, Lock, LockClient, LockError, LockGuard, MultiLock,
+    current, distributed_lock, AcquireOptions, Lock, LockClient, LockError, LockGuard, LockOwner,
+    MultiLock,
 };
 use redis::AsyncCommands;
 use std::time::{Duration, Instant};
@@ -227,6 +228,37 @@ async fn a_watchdog_readers_renewal_keeps_a_longer_fixed_read_lease() {
         .await
         .expect("the writer gets it once the readers are gone");
     write.unlock().await.unwrap();
+}
+
+/// One owner reads twice, with the watchdog and then with a longer fixed lease, and lets
+/// the watchdog hold go first. A read unlock removes the reader's last timeout key (they are
+/// numbered by count), not the released hold's: the key left must still carry the fixed
+/// hold's lease, and the hash with it, so no writer gets in while that hold is not lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_unlock_out_of_order_keeps_the_longer_lease_left() {
+    let server = RedisServer::start();
+    let client = watchdog_client(&server).await;
+    let writer_client = watchdog_client(&server).await;
+    let rw = client.read_write_lock("ledger").unwrap();
+    let me = LockOwner::new();
+    let watched = rw
+        .read()
+        .acquire_with(AcquireOptions::new().owner(me))
+        .await
+        .unwrap();
+    let fixed = rw
+        .read()
+        .acquire_with(
+            AcquireOptions::new()
+                .owner(me)
+                .lease(Duration::from_secs(20)),
+        )
+        .await
+        .unwrap();
+    watched.unlock().await.unwrap();
+    let writer = writer_client.read_write_lock("ledger").unwrap();
+    nobody_else_gets_it(&server, writer.write(), &fixed, Duration::from_secs(15)).await;
+    fixed.unlock().await.unwrap();
 }
 
 /// A renewal whose reply comes after the hold's deadline has already extended the key in

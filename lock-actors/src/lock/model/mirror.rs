@@ -35,7 +35,7 @@ static ACQUIRE_BEFORE: LazyLock<Script> = LazyLock::new(|| {
 
 /// `reentrant/renew.lua` before the fixes: a renewal set the key's TTL to the lease and
 /// answered `1`.
-static RENEW_BEFORE: LazyLock<Script> = LazyLock::new(|| {
+pub(super) static RENEW_BEFORE: LazyLock<Script> = LazyLock::new(|| {
     Script::new(
         "local renewed = {}
         for i = 1, #KEYS do

@@ -26,6 +26,7 @@ mod clock;
 mod fast_path;
 mod kinds_mirror;
 mod mirror;
+mod read_write;
 mod reentrant;
 mod semaphore;
 mod server;

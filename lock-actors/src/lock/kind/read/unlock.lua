@@ -1,5 +1,9 @@
 -- Release one read hold; when no hold is left, delete the lock and wake one waiter (the
 -- waiters are writers: readers never wait for readers).
+-- The timeout key that goes is the reader's last one, whichever hold was let go (the keys
+-- are numbered by count, as Redisson's): its last remaining key is kept at least as long
+-- as the reader's remaining holds need (ARGV[2]), so a longer lease let go early never
+-- leaves them only a shorter hold's key.
 -- Under a write hold (the writer's own read holds) the hash's TTL is never shortened: it
 -- is the writer's lease. Redisson's read unlock cuts it to the longest read hold left; a
 -- read unlock in write mode only ever comes from the writer's own owner, so a waiter (Java
@@ -12,7 +16,7 @@
 -- | KEYS[3] | this reader's timeout prefix `{name}:uuid:owner:rwlock_timeout`       |
 -- | KEYS[4] | the name as a hash tag `{name}` (start of every reader's prefix)      |
 -- | ARGV[1] | the message to publish when freed (`0`: wakes one, as Redisson's)     |
--- | ARGV[2] | lease in milliseconds (unused: each hold keeps its own)              |
+-- | ARGV[2] | the longest lease the reader's remaining holds have left (ms)        |
 -- | ARGV[3] | owner field `uuid:owner`                                              |
 -- | returns | nil: not a reader; 0: others still hold it; 1: freed                  |
 local mode = redis.call('hget', KEYS[1], 'mode')
@@ -24,6 +28,13 @@ if holds == 0 then
     redis.call('hdel', KEYS[1], ARGV[3])
 end
 redis.call('del', KEYS[3] .. ':' .. (holds + 1))
+if holds > 0 then
+    local last = KEYS[3] .. ':' .. holds
+    local left = redis.call('pttl', last)
+    if left ~= -1 and left < tonumber(ARGV[2]) then
+        redis.call('set', last, 1, 'PX', ARGV[2])
+    end
+end
 if redis.call('hlen', KEYS[1]) > 1 then
     -- Others hold it: the hash lives as long as the longest read hold left.
     local longest = -3
