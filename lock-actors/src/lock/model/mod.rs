@@ -17,6 +17,7 @@
 //! other kinds, waiters and wake-ups, Redisson peers, and closing clients.
 
 mod clock;
+mod fair;
 mod mirror;
 mod reentrant;
 mod server;
