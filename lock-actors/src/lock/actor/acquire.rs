@@ -271,14 +271,11 @@ impl LockActor {
                 // A busy answer puts a fair owner in the Redis queue, whether or not its
                 // waiter is still here (one that left meanwhile is withdrawn below).
                 self.joined |= self.kind.per_owner();
-                let mut ttl = u64::try_from(pttl)
-                    .map(Duration::from_millis)
-                    .unwrap_or(NO_TTL_POLL);
-                if self.kind.per_owner() {
-                    // A fair waiter also polls every third of its allowance, so a lost
-                    // wake-up on its own channel costs no more than that.
-                    ttl = ttl.min(self.node.config.fair_wait_timeout / 3);
-                }
+                let ttl = busy_retry(
+                    pttl,
+                    self.kind.per_owner(),
+                    self.node.config.fair_wait_timeout,
+                );
                 tracing::trace!(lock = %self.name, owner = owner.id(), ?ttl, "busy");
                 self.queue.busy(id, now, ttl)
             }
@@ -303,6 +300,22 @@ impl LockActor {
             let effects = act.queue.subscription_ended(state);
             act.drive(effects, ctx);
         }));
+    }
+}
+
+/// How long a waiter whose try found the lock busy sleeps at most without news: what the
+/// acquire answered (the holder's remaining lease; for a fair lock, the wait for an
+/// earlier waiter when the lock is free), or [`NO_TTL_POLL`] when the key has no expiry. A
+/// fair waiter (`per_owner`) also polls every third of its allowance, so a lost wake-up on
+/// its own channel costs no more than that.
+pub(crate) fn busy_retry(pttl: i64, per_owner: bool, fair_wait_timeout: Duration) -> Duration {
+    let ttl = u64::try_from(pttl)
+        .map(Duration::from_millis)
+        .unwrap_or(NO_TTL_POLL);
+    if per_owner {
+        ttl.min(fair_wait_timeout / 3)
+    } else {
+        ttl
     }
 }
 

@@ -8,6 +8,9 @@ mod forced;
 mod reconcile;
 mod release;
 
+/// The model check's fair waiters sleep by the actor's own rule.
+#[cfg(test)]
+pub(super) use acquire::busy_retry;
 #[cfg(feature = "inspect")]
 pub(crate) use forced::ForceReleaseIf;
 
