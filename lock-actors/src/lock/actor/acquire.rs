@@ -21,9 +21,10 @@ use std::time::{Duration, Instant};
 /// Poll period for a lock whose key has no expiry (never written by us or Redisson).
 const NO_TTL_POLL: Duration = Duration::from_secs(1);
 
-/// How long a waiter whose try found the lock busy sleeps without news: the holder's
-/// remaining lease (`pttl`; a lost unlock message costs no more than that), or a poll when
-/// the key has none. A fair waiter (its queue's wait `allowance` given) also polls every
+/// How long a waiter whose try found the lock busy sleeps without news: what the acquire
+/// answered (`pttl`: the holder's remaining lease, so a lost unlock message costs no more
+/// than that; for a fair lock, the wait for an earlier waiter when the lock is free), or a
+/// poll when the key has none. A fair waiter (its queue's wait `allowance` given) also polls every
 /// third of its allowance, so a lost wake-up on its own channel costs no more than that.
 pub(crate) fn busy_retry_in(pttl: i64, allowance: Option<Duration>) -> Duration {
     let ttl = u64::try_from(pttl)

@@ -21,8 +21,14 @@
 //!   calls answered, lost or abandoned, a client that closes.
 //! - `wake_up`: waiters in the wait queue against a holder that unlocks or dies, messages
 //!   late or lost.
+//! - `fair`: the fair lock's waiters in its Redis queue: wake-ups on their own channels or
+//!   by the timed fallback, giving up, dying, grants in queue order.
+//! - `read_write`: readers and writers with mixed leases, each read hold's timeout key.
+//! - `semaphore`: plain and permit-expirable semaphores, lost replies, closing and dying
+//!   clients.
 
 mod clock;
+mod fair;
 mod fast_path;
 mod kinds_mirror;
 mod mirror;
