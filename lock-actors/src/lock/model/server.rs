@@ -9,7 +9,7 @@ use std::time::Duration;
 pub(super) struct Server {
     child: Child,
     port: u16,
-    _dir: std::path::PathBuf,
+    dir: std::path::PathBuf,
 }
 
 impl Server {
@@ -39,7 +39,7 @@ impl Server {
         Server {
             child,
             port,
-            _dir: dir,
+            dir,
         }
     }
 
@@ -63,5 +63,6 @@ impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
