@@ -87,12 +87,31 @@ fn after(model: &ReadWriteModel, trace: &[Action]) -> State {
 
 #[test]
 fn the_read_write_lock_under_mixed_leases_keeps_every_property() {
-    // Every state once up to which client is which (the clients are alike).
+    // Every state once up to which client is which (the clients are alike); a trace it
+    // reports names each client as it stands in its step's representative state.
     let model = ReadWriteModel {
         symmetric: true,
         ..model(Scripts::Current, Rules::Current)
     };
     check(model, "read-write").assert_properties();
+}
+
+#[test]
+fn a_writer_with_three_holds_of_both_sides_keeps_its_holds() {
+    // One client with a hold more: a write re-entry beside the writer's own read holds
+    // (its unlock keeps the hash for them), or three read holds. Deep: two clients.
+    let deep = model(Scripts::Current, Rules::Current).clients > 2;
+    let clients = if deep { 2 } else { 1 };
+    let model = ReadWriteModel {
+        clients,
+        writers: clients,
+        max_holds: 3,
+        symmetric: true,
+        ..model(Scripts::Current, Rules::Current)
+    };
+    let checker = check(model, "read-write, three holds each");
+    checker.assert_no_discovery(KEPT);
+    checker.assert_no_discovery(EXCLUSIVE);
 }
 
 #[test]
