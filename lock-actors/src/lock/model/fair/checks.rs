@@ -271,31 +271,40 @@ fn deep() -> bool {
 
 /// The bounds CI checks: two clients, the first acquiring twice (so it can come back while
 /// the other waits), the second once; the watchdog or a fixed lease; wake-ups and renewals
-/// lost, clients dying. Deeper with `LOCK_MODEL_DEPTH=deep`: a third client, and pauses.
+/// lost, clients dying. Acquires start in the first three ticks; the reserve is one tick
+/// more than the shortest that serves every waiter (with four, a waiter queued behind a
+/// dead waiter's place may still be waiting when the budget ends). Deeper with
+/// `LOCK_MODEL_DEPTH=deep`: three clients acquiring once each, which need a longer reserve.
 fn model() -> FairModel {
+    let (episodes, reserve) = if deep() {
+        (vec![1, 1, 1], RESERVE_DEEP)
+    } else {
+        (vec![2, 1], 6)
+    };
     FairModel {
         scripts: Scripts::Current,
         breakage: Breakage::None,
-        episodes: if deep() { vec![2, 1, 1] } else { vec![2, 1] },
+        episodes,
         max_holds: 1,
         leases: vec![None, Some(2_000)],
         fallback: true,
         lossy: true,
-        pauses: deep(),
-        // Acquires start in the first three ticks. The reserve is one tick more than the
-        // shortest that serves every waiter here: with four, a waiter queued behind a dead
-        // waiter's place may still be waiting when the budget ends.
-        budget: 9,
-        reserve: 6,
+        pauses: false,
+        budget: reserve + 3,
+        reserve,
         only: None,
     }
 }
 
-/// Clients that pause, each acquiring once (in CI; the deep bounds pause anyway).
+const RESERVE_DEEP: u8 = 9;
+
+/// Clients that pause: each acquiring once in CI, the CI bounds' clients deeper.
 fn paused() -> FairModel {
     FairModel {
-        episodes: if deep() { vec![2, 1, 1] } else { vec![1, 1] },
+        episodes: if deep() { vec![2, 1] } else { vec![1, 1] },
         pauses: true,
+        budget: 9,
+        reserve: 6,
         ..model()
     }
 }
@@ -459,8 +468,10 @@ fn an_acquire_that_takes_a_free_lock_ahead_of_the_queue_breaks_queue_order() {
         },
         ORDER,
     );
-    // The first client holds, the second queues; the first unlocks (waking the second)
-    // and comes back before the second tries again: it takes the lock ahead of it.
+    // The first client holds, the second queues; the first unlocks (waking the second),
+    // and a newcomer (the first again, or with the deep bounds the third) tries before the
+    // second does: it takes the lock ahead of it.
+    let newcomer = if deep() { 2 } else { 0 };
     assert_eq!(
         barged,
         [
@@ -469,8 +480,8 @@ fn an_acquire_that_takes_a_free_lock_ahead_of_the_queue_breaks_queue_order() {
             Action::Start(1, None),
             Action::RunTry(1),
             Action::Unlock(0, 0),
-            Action::Start(0, None),
-            Action::RunTry(0)
+            Action::Start(newcomer, None),
+            Action::RunTry(newcomer)
         ]
     );
 }
