@@ -36,11 +36,7 @@ impl Server {
             .stdout(Stdio::null())
             .spawn()
             .expect("redis-server on the PATH (scripts/test installs it)");
-        Server {
-            child,
-            port,
-            dir,
-        }
+        Server { child, port, dir }
     }
 
     pub(super) async fn connect(&self) -> MultiplexedConnection {
