@@ -38,3 +38,29 @@ mod semaphore;
 mod server;
 mod store;
 mod wake_up;
+
+/// Whether `LOCK_MODEL_DEPTH=deep` asks for the deeper bounds.
+fn deep() -> bool {
+    std::env::var("LOCK_MODEL_DEPTH").is_ok_and(|depth| depth == "deep")
+}
+
+/// Explores every state of `model` breadth-first and prints how many it explored, how deep
+/// and how long it took (`label` names the run).
+fn explore<M>(model: M, label: &str) -> impl stateright::Checker<M>
+where
+    M: stateright::Model + Send + Sync + 'static,
+    M::State: Clone + std::fmt::Debug + Eq + std::hash::Hash + Send + Sync + 'static,
+    M::Action: Clone + std::fmt::Debug + Eq + std::hash::Hash + Send + Sync + 'static,
+{
+    use stateright::Checker;
+    let started = std::time::Instant::now();
+    let checker = model.checker().spawn_bfs().join();
+    eprintln!(
+        "model {label}: {} states ({} unique), depth {}, {:.1?}",
+        checker.state_count(),
+        checker.unique_state_count(),
+        checker.max_depth(),
+        started.elapsed()
+    );
+    checker
+}

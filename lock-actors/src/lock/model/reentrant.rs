@@ -499,14 +499,7 @@ fn model(scripts: Scripts, rules: Rules) -> ReentrantModel {
 }
 
 fn check(model: ReentrantModel, label: &str) -> impl Checker<ReentrantModel> {
-    let checker = model.checker().spawn_bfs().join();
-    eprintln!(
-        "model {label}: {} states ({} unique), depth {}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth()
-    );
-    checker
+    super::explore(model, label)
 }
 
 /// A shortest trace that breaks `property` (breadth-first, checking only it).

@@ -436,19 +436,10 @@ impl Model for WakeUpModel {
 
 const NO_LOST_WAKE_UP: &str = "no wake-up is lost: the head never sleeps on a lock an unlock freed";
 
-fn deep() -> bool {
-    std::env::var("LOCK_MODEL_DEPTH").is_ok_and(|depth| depth == "deep")
-}
+use super::deep;
 
 fn check(model: WakeUpModel, label: &str) -> impl Checker<WakeUpModel> {
-    let checker = model.checker().spawn_bfs().join();
-    eprintln!(
-        "model {label}: {} states ({} unique), depth {}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth()
-    );
-    checker
+    super::explore(model, label)
 }
 
 #[test]

@@ -265,9 +265,7 @@ impl Model for FairModel {
     }
 }
 
-fn deep() -> bool {
-    std::env::var("LOCK_MODEL_DEPTH").is_ok_and(|depth| depth == "deep")
-}
+use super::super::deep;
 
 /// The bounds CI checks: two clients, the first acquiring twice (so it can come back while
 /// the other waits), the second once; the watchdog or a fixed lease; wake-ups and renewals
@@ -313,16 +311,7 @@ fn paused() -> FairModel {
 const SAFE: [&str; 5] = [ONE_HOLDER, KEPT, ORDER, LEFT, SERVED];
 
 fn check(model: FairModel, label: &str) -> impl Checker<FairModel> {
-    let started = std::time::Instant::now();
-    let checker = model.checker().spawn_bfs().join();
-    eprintln!(
-        "model {label}: {} states ({} unique), depth {}, {:?}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        started.elapsed()
-    );
-    checker
+    super::super::explore(model, label)
 }
 
 /// A shortest trace that breaks `property` (breadth-first, checking only it).

@@ -7,9 +7,7 @@ use stateright::Checker;
 const COUNTED: &str = "Redis counts every hold a guard believes it has";
 const AT_REST: &str = "a process at rest leaves no count behind";
 
-fn deep() -> bool {
-    std::env::var("LOCK_MODEL_DEPTH").is_ok_and(|depth| depth == "deep")
-}
+use super::super::deep;
 
 /// The bounds: two callers making two acquires each (three behind `LOCK_MODEL_DEPTH=deep`),
 /// and the other process taking the lock once.
@@ -26,14 +24,7 @@ fn model(shared_owner: bool, settle: Settle) -> FastPathModel {
 }
 
 fn check(model: FastPathModel, label: &str) -> impl Checker<FastPathModel> {
-    let checker = model.checker().spawn_bfs().join();
-    eprintln!(
-        "model {label}: {} states ({} unique), depth {}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth()
-    );
-    checker
+    super::super::explore(model, label)
 }
 
 #[test]

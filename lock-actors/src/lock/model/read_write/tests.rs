@@ -39,16 +39,7 @@ fn before(clients: usize, writers: usize) -> ReadWriteModel {
 }
 
 fn check(model: ReadWriteModel, label: &str) -> impl Checker<ReadWriteModel> {
-    let started = std::time::Instant::now();
-    let checker = model.checker().spawn_bfs().join();
-    eprintln!(
-        "model {label}: {} states ({} unique), depth {}, {:.1?}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth(),
-        started.elapsed()
-    );
-    checker
+    super::super::explore(model, label)
 }
 
 /// A shortest trace of `model` that breaks `property` (breadth-first, checking only it).

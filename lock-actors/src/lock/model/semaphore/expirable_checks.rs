@@ -5,7 +5,7 @@
 
 use super::expirable::{Action, ExpirableModel, ACQUIRES, CI_ACQUIRES, CLOSED, OUT};
 use super::store::{Defect, Scripts};
-use stateright::{Checker, Model};
+use stateright::Checker;
 
 /// CI's bounds: two clients, each taking one permit with the watchdog or a fixed lease,
 /// every reply heard.
@@ -45,14 +45,7 @@ fn models(scripts: Scripts) -> Vec<(ExpirableModel, &'static str)> {
 }
 
 fn check(model: ExpirableModel, label: &str) -> impl Checker<ExpirableModel> {
-    let checker = model.checker().spawn_bfs().join();
-    eprintln!(
-        "model {label}: {} states ({} unique), depth {}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth()
-    );
-    checker
+    super::super::explore(model, label)
 }
 
 /// A shortest trace that breaks `property` (breadth-first, checking only it).

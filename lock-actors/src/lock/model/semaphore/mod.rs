@@ -11,7 +11,4 @@ mod mirror;
 mod plain;
 mod store;
 
-/// Whether the deeper bounds were asked for (`LOCK_MODEL_DEPTH=deep`).
-fn deep() -> bool {
-    std::env::var("LOCK_MODEL_DEPTH").is_ok_and(|depth| depth == "deep")
-}
+use super::deep;

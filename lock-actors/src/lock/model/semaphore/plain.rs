@@ -304,14 +304,7 @@ fn model(scripts: Scripts, rules: Rules) -> PlainModel {
 }
 
 fn check(model: PlainModel, label: &str) -> impl Checker<PlainModel> {
-    let checker = model.checker().spawn_bfs().join();
-    eprintln!(
-        "model {label}: {} states ({} unique), depth {}",
-        checker.state_count(),
-        checker.unique_state_count(),
-        checker.max_depth()
-    );
-    checker
+    super::super::explore(model, label)
 }
 
 /// A shortest trace that breaks `property` (breadth-first, checking only it).
