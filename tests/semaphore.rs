@@ -964,16 +964,48 @@ async fn count_of(server: &RedisServer, name: &str) -> Option<i64> {
     conn.get(name).await.unwrap()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_plain_acquire_whose_reply_is_lost_is_settled_and_the_count_stays_exact() {
-    const PERMITS: i64 = 3;
-    let server = RedisServer::start();
+/// A client on `server` behind a proxy that can hold replies back, with short timeouts.
+async fn behind_proxy(server: &RedisServer) -> (TcpProxy, LockClient) {
     let proxy = TcpProxy::start(server.port()).await;
     let client = support::client_at(&proxy.url(), |c| {
         c.response_timeout(Duration::from_millis(500))
             .connect_timeout(Duration::from_millis(500))
     })
     .await;
+    (proxy, client)
+}
+
+/// Loses the reply of the acquire `acquiring` sends through `proxy` (which holds replies
+/// back): once `ran` says it ran in Redis, the connection is cut. Returns how the acquire
+/// ended (granted by a later try, or unavailable).
+async fn lose_the_reply<T: std::fmt::Debug, F, Fut>(
+    proxy: &TcpProxy,
+    acquiring: tokio::task::JoinHandle<Result<T, LockError>>,
+    ran: F,
+) -> Result<T, LockError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    eventually("the acquire ran in Redis", Duration::from_secs(10), ran).await;
+    proxy.cut();
+    proxy.hold_replies(false);
+    let acquired = timeout(Duration::from_secs(30), acquiring)
+        .await
+        .expect("the acquire ends within its wait")
+        .unwrap();
+    assert!(
+        matches!(acquired, Ok(_) | Err(LockError::Unavailable { .. })),
+        "{acquired:?}"
+    );
+    acquired
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_acquire_whose_reply_is_lost_is_settled_and_the_count_stays_exact() {
+    const PERMITS: i64 = 3;
+    let server = RedisServer::start();
+    let (proxy, client) = behind_proxy(&server).await;
     let semaphore = client.semaphore("settled").unwrap();
     semaphore.set_permits(PERMITS as u32).await.unwrap();
     // Once first, so the server has the scripts (a NOSCRIPT reply would be held too).
@@ -985,22 +1017,10 @@ async fn a_plain_acquire_whose_reply_is_lost_is_settled_and_the_count_stays_exac
     let taking = semaphore.clone();
     let acquiring =
         tokio::spawn(async move { taking.acquire_timeout(1, Duration::from_secs(10)).await });
-    eventually(
-        "the acquire ran in Redis",
-        Duration::from_secs(10),
-        || async { count_of(&server, "settled").await == Some(PERMITS - 1) },
-    )
+    let acquired = lose_the_reply(&proxy, acquiring, || async {
+        count_of(&server, "settled").await == Some(PERMITS - 1)
+    })
     .await;
-    proxy.cut();
-    proxy.hold_replies(false);
-    let acquired = timeout(Duration::from_secs(30), acquiring)
-        .await
-        .expect("the acquire ends within its wait")
-        .unwrap();
-    assert!(
-        matches!(acquired, Ok(_) | Err(LockError::Unavailable { .. })),
-        "{acquired:?}"
-    );
 
     // Redis counts exactly the permits a guard holds: the lost acquire's are back.
     let held = acquired
@@ -1034,4 +1054,67 @@ async fn a_plain_acquire_whose_reply_is_lost_is_settled_and_the_count_stays_exac
         let ttl: i64 = conn.pttl(&key).await.unwrap();
         assert!(ttl > 0, "{key} never expires");
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_permit_expirable_acquire_whose_reply_is_lost_is_settled_by_id_and_marked() {
+    const PERMITS: i64 = 2;
+    let server = RedisServer::start();
+    let (proxy, client) = behind_proxy(&server).await;
+    let semaphore = client.expirable_semaphore("marked").unwrap();
+    semaphore.set_permits(PERMITS as u32).await.unwrap();
+    // Once first, so the server has the scripts (a NOSCRIPT reply would be held too).
+    semaphore.acquire(1).await.unwrap().release().await.unwrap();
+
+    // The acquire runs in Redis, its reply is held back past the response timeout, then
+    // the connection is cut: the reply is lost.
+    proxy.hold_replies(true);
+    let taking = semaphore.clone();
+    let acquiring = tokio::spawn(async move {
+        let options = PermitOptions::new()
+            .wait(Duration::from_secs(10))
+            .lease(Duration::from_secs(60));
+        taking.acquire_with(options).await
+    });
+    let held_in_redis = || async {
+        let mut conn = server.conn().await;
+        let out: i64 = conn.zcard("{marked}:timeout").await.unwrap();
+        out
+    };
+    let acquired = lose_the_reply(&proxy, acquiring, || async { held_in_redis().await == 1 }).await;
+    // Redis holds exactly the permits a guard holds: the lost acquire's id went back.
+    let held = acquired.as_ref().map_or(0, |guard| guard.permits() as i64);
+    eventually(
+        "the lost acquire is settled",
+        Duration::from_secs(10),
+        || async { held_in_redis().await == held },
+    )
+    .await;
+    drop(acquired);
+    eventually("every permit is back", Duration::from_secs(10), || async {
+        held_in_redis().await == 0 && count_of(&server, "marked").await == Some(PERMITS)
+    })
+    .await;
+    // The settlement left a marker that refuses a late copy of the acquire until it
+    // expires; nothing else is left but the semaphore's own keys.
+    let mut conn = server.conn().await;
+    let mut markers = 0;
+    for key in server.keys().await {
+        if key == "marked" || key == "{marked}:timeout" {
+            continue;
+        }
+        assert!(
+            key.starts_with("{marked}:semaphore_acquire:"),
+            "left behind: {key}"
+        );
+        let value: String = conn.get(&key).await.unwrap();
+        assert_eq!(value, "settled");
+        let ttl: i64 = conn.pttl(&key).await.unwrap();
+        assert!(ttl > 0, "{key} never expires");
+        markers += 1;
+    }
+    assert!(
+        markers >= 1,
+        "the lost acquire was not settled with a marker"
+    );
 }

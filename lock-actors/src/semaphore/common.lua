@@ -12,6 +12,10 @@
 -- |                                   | at or before `now` back to `key` (which holds `avail`),|
 -- |                                   | publishes the new count on `chan` when positive, and  |
 -- |                                   | returns the count; WRONGTYPE if `set` is no zset      |
+-- | release(key, set, chan, now, from)| puts every id of ARGV[from…] still in zset `set` back |
+-- |                                   | into `key` (expired or not: an expired one was due    |
+-- |                                   | back anyway), publishes the new count on `chan` when  |
+-- |                                   | positive; returns {released, of which within lease}   |
 --
 -- Scripts run with effects replication (Redis 5+), so reading TIME before writing is allowed.
 local function permits_of(key)
@@ -40,4 +44,26 @@ local function reclaim(key, set, chan, available, now)
         publish(chan, after)
     end
     return after
+end
+
+local function release(key, set, chan, now, from)
+    permits_of(key)
+    local released, live = 0, 0
+    for i = from, #ARGV do
+        local expiry = redis.call('zscore', set, ARGV[i])
+        if expiry then
+            redis.call('zrem', set, ARGV[i])
+            released = released + 1
+            if tonumber(expiry) > now then
+                live = live + 1
+            end
+        end
+    end
+    if released > 0 then
+        local after = redis.call('incrby', key, released)
+        if after > 0 then
+            publish(chan, after)
+        end
+    end
+    return {released, live}
 end

@@ -3,16 +3,22 @@
 -- | KEYS[1] | the semaphore's string key: how many permits are available          |
 -- | KEYS[2] | its channel `redisson_sc:{name}`                                    |
 -- | KEYS[3] | the zset `{name}:timeout`: permit id → expiry (ms since the epoch)  |
+-- | KEYS[4] | this acquire's marker `{name}:semaphore_acquire:<request id>`        |
 -- | ARGV[1] | the lease in milliseconds                                          |
 -- | ARGV[2…] | one new permit id per permit wanted (16 raw bytes, as Redisson)    |
 -- | returns | {1, available after}: taken, ids recorded with expiry now + lease; |
 -- |         | {0, available, ms until the next permit expires or -1}: not enough |
+-- |         | {-1, available}: this request was settled already, nothing changed |
 --
 -- Expired permits go back to the count first (and the count is published), so a dead
 -- holder's permits return on the next acquire. Redisson's lease-less permits carry the
--- score 922337203685477 and never expire.
+-- score 922337203685477 and never expire. The marker exists only once the acquire was
+-- settled (`expirable_settle.lua`, after its reply was lost): a late copy takes nothing.
 local never = 922337203685477
 local available = permits_of(KEYS[1])
+if redis.call('exists', KEYS[4]) == 1 then
+    return {-1, available}
+end
 local now = now_ms()
 available = reclaim(KEYS[1], KEYS[3], KEYS[2], available, now)
 local wanted = #ARGV - 1

@@ -4,7 +4,10 @@
 //! matches on a semaphore kind to build a call.
 
 use super::guard::PermitId;
-use super::{timeouts_key, SemaphoreKeys, ACQUIRE, ADD, EXPIRABLE_ACQUIRE, EXPIRABLE_RELEASE};
+use super::{
+    timeouts_key, SemaphoreKeys, ACQUIRE, ADD, EXPIRABLE_ACQUIRE, EXPIRABLE_RELEASE,
+    EXPIRABLE_SETTLE, SETTLE,
+};
 use crate::node::connection::PubSub;
 use crate::script::ScriptCall;
 use crate::telemetry;
@@ -38,9 +41,21 @@ pub(crate) struct Take<'a> {
     pub(crate) permits: u32,
     /// The permits' lease (permit-expirable semaphores).
     pub(crate) lease_ms: u64,
-    /// The receipt key saying whether the acquire ran (kinds that take one).
-    pub(crate) receipt: Option<&'a str>,
+    /// The acquire's receipt key: whether it ran (kinds that write one), or whether it was
+    /// settled before it ran (every kind).
+    pub(crate) receipt: &'a str,
     /// How long a receipt is kept.
+    pub(crate) settle_window_ms: u64,
+}
+
+/// An acquire whose reply was lost, to settle: it may have run, or may still run.
+pub(crate) struct Unanswered<'a> {
+    pub(crate) permits: u32,
+    /// The ids it asked for (kinds whose permits have ids).
+    pub(crate) ids: &'a [PermitId],
+    /// Its receipt key.
+    pub(crate) receipt: &'a str,
+    /// How long the settlement's marker is kept.
     pub(crate) settle_window_ms: u64,
 }
 
@@ -53,9 +68,11 @@ pub(crate) trait SemaphoreRules: Sync {
     /// id; otherwise they are counted out and back.
     fn by_id(&self) -> bool;
 
-    /// Whether its acquire leaves a receipt, so that an acquire whose reply was lost can be
-    /// settled (a counted permit carries nothing else to find it by).
-    fn takes_receipt(&self) -> bool;
+    /// Whether its acquire writes its receipt when it takes permits, so that an acquire
+    /// whose reply was lost can be settled (a counted permit carries nothing else to find
+    /// it by); the receipt is deleted once the reply comes. Permits with ids are found by
+    /// their ids, and their acquire only reads the receipt (a settlement's marker).
+    fn writes_receipt(&self) -> bool;
 
     /// The zset of its permits' expiry for semaphore `name` (the mapped name), if it has one.
     fn timeouts_key(&self, name: &str) -> Option<String>;
@@ -77,8 +94,28 @@ pub(crate) trait SemaphoreRules: Sync {
         ids: &[PermitId],
     ) -> ScriptCall;
 
+    /// The call that settles `unanswered`: the permits it took go back, and a copy of it
+    /// that has not run yet takes nothing when it does. Its reply says whether permits
+    /// went back ([`settled_any`]).
+    fn settle_call(
+        &self,
+        keys: &SemaphoreKeys,
+        pubsub: PubSub,
+        unanswered: &Unanswered<'_>,
+    ) -> ScriptCall;
+
     /// The kind as the `kind` label of metrics and spans.
     fn telemetry(&self) -> telemetry::Kind;
+}
+
+/// Whether a settle call's reply says permits went back (`1` from a plain settlement,
+/// `{released, live}` with `released > 0` from a permit-expirable one).
+pub(crate) fn settled_any(reply: &redis::Value) -> bool {
+    match reply {
+        redis::Value::Int(n) => *n > 0,
+        redis::Value::Array(items) => matches!(items.first(), Some(redis::Value::Int(n)) if *n > 0),
+        _ => false,
+    }
 }
 
 /// Redisson's `RSemaphore`: a count of available permits.
@@ -93,7 +130,7 @@ impl SemaphoreRules for Plain {
         false
     }
 
-    fn takes_receipt(&self) -> bool {
+    fn writes_receipt(&self) -> bool {
         true
     }
 
@@ -108,11 +145,23 @@ impl SemaphoreRules for Plain {
         take: &Take<'_>,
     ) -> (ScriptCall, Vec<PermitId>) {
         let mut call = ScriptCall::with_key(ACQUIRE.get(pubsub), keys.count.as_str());
-        if let Some(receipt) = take.receipt {
-            call.key(receipt);
-        }
-        call.arg(take.permits).arg(take.settle_window_ms);
+        call.key(take.receipt)
+            .arg(take.permits)
+            .arg(take.settle_window_ms);
         (call, Vec::new())
+    }
+
+    fn settle_call(
+        &self,
+        keys: &SemaphoreKeys,
+        pubsub: PubSub,
+        unanswered: &Unanswered<'_>,
+    ) -> ScriptCall {
+        let mut call = keys.invocation(SETTLE.get(pubsub));
+        call.key(unanswered.receipt)
+            .arg(unanswered.permits)
+            .arg(unanswered.settle_window_ms);
+        call
     }
 
     fn give_back_call(
@@ -145,7 +194,7 @@ impl SemaphoreRules for Expirable {
         true
     }
 
-    fn takes_receipt(&self) -> bool {
+    fn writes_receipt(&self) -> bool {
         false
     }
 
@@ -161,7 +210,7 @@ impl SemaphoreRules for Expirable {
     ) -> (ScriptCall, Vec<PermitId>) {
         let ids: Vec<PermitId> = (0..take.permits).map(|_| PermitId::random()).collect();
         let mut call = keys.invocation(EXPIRABLE_ACQUIRE.get(pubsub));
-        call.arg(take.lease_ms);
+        call.key(take.receipt).arg(take.lease_ms);
         for permit in &ids {
             call.arg(permit.raw.as_slice());
         }
@@ -182,6 +231,21 @@ impl SemaphoreRules for Expirable {
         call
     }
 
+    fn settle_call(
+        &self,
+        keys: &SemaphoreKeys,
+        pubsub: PubSub,
+        unanswered: &Unanswered<'_>,
+    ) -> ScriptCall {
+        let mut call = keys.invocation(EXPIRABLE_SETTLE.get(pubsub));
+        call.key(unanswered.receipt)
+            .arg(unanswered.settle_window_ms);
+        for id in unanswered.ids {
+            call.arg(id.raw.as_slice());
+        }
+        call
+    }
+
     fn telemetry(&self) -> telemetry::Kind {
         telemetry::Kind::ExpirableSemaphore
     }
@@ -196,8 +260,8 @@ mod tests {
         let (plain, expirable) = (Kind::Plain.rules(), Kind::Expirable.rules());
         assert_eq!(plain.telemetry().as_str(), "semaphore");
         assert_eq!(expirable.telemetry().as_str(), "expirable_semaphore");
-        assert!(!plain.by_id() && plain.takes_receipt());
-        assert!(expirable.by_id() && !expirable.takes_receipt());
+        assert!(!plain.by_id() && plain.writes_receipt());
+        assert!(expirable.by_id() && !expirable.writes_receipt());
         assert_eq!(plain.timeouts_key("s"), None);
         assert_eq!(expirable.timeouts_key("s").as_deref(), Some("{s}:timeout"));
     }

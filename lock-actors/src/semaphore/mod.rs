@@ -70,6 +70,7 @@ pub(crate) static SET: LazyLock<PublishingScript> = script!("set.lua");
 pub(crate) static AVAILABLE: LazyLock<PublishingScript> = script!("available.lua");
 pub(crate) static EXPIRABLE_ACQUIRE: LazyLock<PublishingScript> = script!("expirable_acquire.lua");
 pub(crate) static EXPIRABLE_RELEASE: LazyLock<PublishingScript> = script!("expirable_release.lua");
+pub(crate) static EXPIRABLE_SETTLE: LazyLock<PublishingScript> = script!("expirable_settle.lua");
 pub(crate) static RENEW: LazyLock<PublishingScript> = script!("renew.lua");
 pub(crate) static SETTLE: LazyLock<PublishingScript> = script!("settle.lua");
 
@@ -83,9 +84,10 @@ pub(crate) fn timeouts_key(name: &str) -> String {
     }
 }
 
-/// The key of plain acquire `request`'s receipt on semaphore `name` (the mapped name),
-/// hash-tagged as [`timeouts_key`]: it says whether the acquire took its permits, so a
-/// lost reply can be settled.
+/// The key of acquire `request`'s receipt on semaphore `name` (the mapped name),
+/// hash-tagged as [`timeouts_key`]: it says whether a plain acquire took its permits, and
+/// whether an acquire whose reply was lost was settled before it ran (then it takes
+/// nothing).
 pub(crate) fn receipt_key(name: &str, request: &str) -> String {
     if name.contains('{') {
         format!("{name}:semaphore_acquire:{request}")

@@ -8,7 +8,9 @@
 //!   acquire receipts (`{name}:semaphore_acquire:*`) may remain: they live out their
 //!   settlement window by design.
 //! - A permit-expirable semaphore's count plus the permits still in its zset (a killed
-//!   holder's, expired or not, are taken back by the next acquire) must be N.
+//!   holder's, expired or not, are taken back by the next acquire) must be N. An acquire
+//!   of its whose reply was lost leaves a settlement marker (`{name}:semaphore_acquire:*`)
+//!   for its window, as a plain one may.
 //!
 //! The counts come from the monitor's last sample, taken after the key scan.
 

@@ -4,7 +4,7 @@
 //! and TTL (within the round trip), and for the fenced acquire the same token counter.
 
 use super::mirror::{field, read_back, set_up, TTL_SLACK_MS};
-use super::server::Server;
+use super::server::{run_call, Server};
 use super::store::Store;
 use crate::keys::LockName;
 use crate::lock::kind::LockKind;
@@ -53,16 +53,6 @@ async fn read_back_fast(
         .into_iter()
         .collect();
     (fields, pttl)
-}
-
-async fn run(connection: &mut MultiplexedConnection, invocation: ScriptCall) -> redis::Value {
-    let _: String = invocation
-        .script()
-        .prepare_invoke()
-        .load_async(connection)
-        .await
-        .unwrap();
-    invocation.evalsha().query_async(connection).await.unwrap()
 }
 
 /// A reply as the mirror gives it: nil → `None`, an integer (or a one-element array, as
@@ -157,7 +147,7 @@ async fn the_fast_and_fenced_scripts_and_their_mirrors_agree_on_a_real_redis() {
                 },
             ),
         };
-        let real = reply(run(&mut connection, lua).await);
+        let real = reply(run_call(&mut connection, &lua).await);
         let (fields, pttl) = if fast {
             read_back_fast(&mut connection, &key).await
         } else {

@@ -55,6 +55,20 @@ impl Server {
     }
 }
 
+/// Runs `call` as the library sends it (its script loaded first), on `connection`.
+pub(super) async fn run_call(
+    connection: &mut MultiplexedConnection,
+    call: &crate::script::ScriptCall,
+) -> redis::Value {
+    let _: String = call
+        .script()
+        .prepare_invoke()
+        .load_async(connection)
+        .await
+        .unwrap();
+    call.evalsha().query_async(connection).await.unwrap()
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -1,7 +1,7 @@
 //! How the semaphore actor takes permits: it drives the wait queue (one try in Redis at a
 //! time, for the head) and carries out what the queue asks for.
 
-use super::settle::SETTLE_WINDOW;
+use super::settle::{Settling, SETTLE_WINDOW};
 use super::{Reply, SemaphoreActor, Waiting};
 use crate::error::LockError;
 use crate::hold_status::StatusSender;
@@ -102,11 +102,11 @@ impl SemaphoreActor {
         };
         let (permits, lease) = (head.data.permits, head.data.lease);
         let rules = self.kind.rules();
-        let receipt = rules.takes_receipt().then(|| self.new_receipt());
+        let receipt = self.new_receipt();
         let take = Take {
             permits,
             lease_ms: lease.unwrap_or(self.watchdog_lease()).as_millis() as u64,
-            receipt: receipt.as_deref(),
+            receipt: &receipt,
             settle_window_ms: SETTLE_WINDOW.as_millis() as u64,
         };
         let (invocation, ids) = rules.acquire_call(&self.keys, self.node.commands.pubsub, &take);
@@ -123,13 +123,19 @@ impl SemaphoreActor {
                     reason: "unexpected reply to the semaphore acquire script".into(),
                 })
             });
-            if let Some(receipt) = receipt {
-                match &result {
-                    Err(LockError::Unavailable { .. }) => {
-                        act.settle(permits, receipt, sent + SETTLE_WINDOW / 2, ctx)
-                    }
-                    _ => act.drop_receipt(receipt, ctx),
+            match &result {
+                // The script may have run, or may still run: settle it.
+                Err(LockError::Unavailable { .. }) => {
+                    let settling = Settling {
+                        permits,
+                        ids: ids.clone(),
+                        receipt,
+                        until: sent + SETTLE_WINDOW / 2,
+                    };
+                    act.settle(settling, ctx)
                 }
+                _ if act.kind.rules().writes_receipt() => act.drop_receipt(receipt, ctx),
+                _ => {}
             }
             act.attempted(id, permits, ids, sent, result, ctx);
         }));
@@ -144,13 +150,6 @@ impl SemaphoreActor {
         result: Result<Tried, LockError>,
         ctx: &mut Context<Self>,
     ) {
-        if let Err(LockError::Unavailable { .. }) = &result {
-            // The script may have run: give back what it may have taken (a plain acquire
-            // is settled by its receipt, see `settle`).
-            if !ids.is_empty() {
-                self.give_back(permits, ids.clone(), ctx);
-            }
-        }
         let now = Instant::now();
         let effects = match result {
             Ok(Tried::Taken) => {

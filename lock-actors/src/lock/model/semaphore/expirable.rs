@@ -3,8 +3,9 @@
 //! watchdog (the node's renewal service renews them; a renewal may be delayed, answered
 //! late, or lost), release their guards in any order (also a guard whose permits were
 //! lost: its release reaches Redis whatever happened meanwhile), close, or die; an acquire
-//! may lose its reply (the client gives the ids back; a copy of the acquire may still run
-//! in Redis after that, or never). The model's clock advances, leases run out, and
+//! may lose its reply (the client settles it: the ids go back, and a marker under the
+//! acquire's receipt key makes a copy of it that still runs in Redis after that take
+//! nothing; or the copy never runs). The model's clock advances, leases run out, and
 //! expired permits go back to the count when a script next reclaims them.
 //!
 //! What a client believes follows the library's rules: a guard holds its permits until
@@ -15,7 +16,10 @@
 //! with nothing sent. A client that closes drops its guards first (their releases are
 //! finished by the close); one that dies leaves its permits to their leases.
 //!
-//! The expirable scripts are the same as before the lease-truth fixes, and the client
+//! Before acquires were settled ([`Scripts::Before`]), a lost reply's ids were only given
+//! back, and a late copy then took permits that stayed out, for nobody, until their lease
+//! ended, past its client's close: `expirable_checks` finds that trace. The other
+//! expirable scripts are the same as before the lease-truth fixes, and the client
 //! rules then differed only in the clock drift allowance (not subtracted from a watched
 //! permit's lease) and in the guard hearing of a loss through the actor rather than on its
 //! own clock, neither of which a model with one exact clock can tell apart; so there is no
@@ -245,9 +249,17 @@ impl State {
     }
 
     /// Runs an acquire in Redis, noting whether it reclaimed expired permits.
-    fn acquire(&mut self, lease: u64, ids: &[Member]) -> bool {
+    fn acquire(
+        &mut self,
+        scripts: Scripts,
+        (lease, receipt): (u64, Member),
+        ids: &[Member],
+    ) -> bool {
         let before = self.store.timeouts.len();
-        let taken = self.store.expirable_acquire(0, lease, ids)[0] == 1;
+        let taken = self
+            .store
+            .expirable_acquire(scripts, 0, (lease, receipt), ids)[0]
+            == 1;
         let added = if taken { ids.len() } else { 0 };
         if self.store.timeouts.len() < before + added {
             self.seen |= RECLAIMED;
@@ -261,9 +273,9 @@ pub(crate) enum Action {
     /// Client `0` takes `1` permits with a fixed lease `2` or the watchdog (`None`), and
     /// hears the reply.
     Acquire(usize, u16, Option<u64>),
-    /// Client `0` sends such an acquire, hears no reply and gives the ids back.
+    /// Client `0` sends such an acquire, hears no reply and settles it.
     AcquireUnanswered(usize, u16, Option<u64>),
-    /// The copy of client `0`'s unanswered acquire runs in Redis (after the give-back).
+    /// The copy of client `0`'s unanswered acquire runs in Redis (after the settlement).
     LateCopyRuns(usize),
     /// That copy never runs.
     LateCopyLost(usize),
@@ -389,7 +401,8 @@ impl Model for ExpirableModel {
         match action {
             Action::Acquire(c, permits, fixed) => {
                 let ids = state.fresh_ids(c, 0, permits);
-                if !state.acquire(fixed.unwrap_or(WATCHDOG), &ids) {
+                let lease = fixed.unwrap_or(WATCHDOG);
+                if !state.acquire(self.scripts, (lease, answered(c)), &ids) {
                     // Too few (waiting is not modelled): only a reclaim may have changed.
                     return (state.store != last.store).then(|| {
                         state.canonical();
@@ -406,16 +419,23 @@ impl Model for ExpirableModel {
             }
             Action::AcquireUnanswered(c, permits, fixed) => {
                 let ids = state.fresh_ids(c, UNANSWERED, permits);
-                // The give-back goes first; a copy that ran before it is given back with it.
-                self.release(&mut state, &ids);
+                // The settlement goes first; a copy that ran before it is given back by it.
+                state
+                    .store
+                    .expirable_settle(self.scripts, 0, unanswered(c), &ids);
                 let lease = fixed.unwrap_or(WATCHDOG);
                 state.clients[c].late = Some(Late { ids, lease });
             }
             Action::LateCopyRuns(c) => {
                 let late = state.clients[c].late.take()?;
-                state.acquire(late.lease, &late.ids);
+                state.acquire(self.scripts, (late.lease, unanswered(c)), &late.ids);
+                // Its marker changes nothing any more (each request has its own).
+                state.store.receipts.remove(&unanswered(c));
             }
-            Action::LateCopyLost(c) => state.clients[c].late = None,
+            Action::LateCopyLost(c) => {
+                state.clients[c].late = None;
+                state.store.receipts.remove(&unanswered(c));
+            }
             Action::SendRenewal(c) => {
                 let client = &mut state.clients[c];
                 let ids = client
@@ -482,8 +502,8 @@ impl Model for ExpirableModel {
                 (0..state.clients.len())
                     .filter(|&c| state.clients[c].life == Life::Closed)
                     .all(|c| {
-                        let handed = c as Member * IDS..c as Member * IDS + UNANSWERED;
-                        !state.store.timeouts.keys().any(|id| handed.contains(id))
+                        let own = c as Member * IDS..(c as Member + 1) * IDS;
+                        !state.store.timeouts.keys().any(|id| own.contains(id))
                     })
             }),
             Property::sometimes("both permits out", |_: &ExpirableModel, state: &State| {
@@ -497,21 +517,7 @@ impl Model for ExpirableModel {
                 "a renewal kept a permit",
                 |_: &ExpirableModel, state: &State| state.seen & RENEWED != 0,
             ),
-            Property::sometimes(OUTLIVE, |_: &ExpirableModel, state: &State| {
-                (0..state.clients.len()).any(|c| {
-                    let late = c as Member * IDS + UNANSWERED..(c as Member + 1) * IDS;
-                    state.clients[c].life == Life::Closed
-                        && state
-                            .store
-                            .timeouts
-                            .iter()
-                            .any(|(id, expiry)| late.contains(id) && *expiry > 0)
-                })
-            }),
         ];
-        if !self.lost_replies {
-            properties.retain(|property| property.name != OUTLIVE);
-        }
         if let Some(only) = self.only {
             properties.retain(|property| property.name == only);
         }
@@ -534,7 +540,14 @@ fn out(state: &State) -> usize {
 pub(super) const OUT: &str = "never more permits out than the semaphore has";
 const KEPT: &str =
     "Redis keeps every expirable permit at least as long as its client believes it held";
-pub(super) const CLOSED: &str = "a closed client leaves no permit behind";
-/// Reachable, as documented: a copy of an acquire whose reply was lost may run after its
-/// ids were given back, and its permits then stay out, for nobody, until their lease ends.
-const OUTLIVE: &str = "permits of an unanswered acquire outlive their closed client";
+pub(super) const CLOSED: &str =
+    "a closed client leaves no permit behind, not even by a late copy of an acquire";
+/// The receipt of client `c`'s acquires whose replies are heard (never marked).
+fn answered(c: usize) -> Member {
+    2 * c as Member
+}
+
+/// The receipt of client `c`'s unanswered acquire (one at a time).
+fn unanswered(c: usize) -> Member {
+    2 * c as Member + 1
+}

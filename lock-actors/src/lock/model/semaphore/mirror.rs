@@ -15,7 +15,7 @@ use crate::keys::LockName;
 use crate::lock::PublishingScript;
 use crate::node::connection::PubSub;
 use crate::script::ScriptCall;
-use crate::semaphore::kind::{Kind, Take};
+use crate::semaphore::kind::{Kind, Take, Unanswered};
 use crate::semaphore::lease_entry::renewal_call;
 use crate::semaphore::{
     receipt_key, PermitId, SemaphoreKeys, ADD, AVAILABLE, SET, SETTLE, TRY_SET,
@@ -64,6 +64,7 @@ enum Script {
     Settle,
     ExpirableAcquire,
     ExpirableRelease,
+    ExpirableSettle,
     Renew,
 }
 
@@ -78,6 +79,7 @@ enum Call {
     Settle(u32),
     ExpirableAcquire { lease: u64, permits: u32 },
     ExpirableRelease(Vec<Member>),
+    ExpirableSettle(Vec<Member>),
     Renew { lease: u64, ids: Vec<Member> },
 }
 
@@ -265,7 +267,7 @@ fn invocation(scripts: Scripts, names: &Names, call: &Call) -> (ScriptCall, Vec<
             let take = Take {
                 permits: *wanted,
                 lease_ms: 0,
-                receipt: Some(&names.receipt),
+                receipt: &names.receipt,
                 settle_window_ms: SETTLE_WINDOW_MS as u64,
             };
             Kind::Plain
@@ -284,8 +286,8 @@ fn invocation(scripts: Scripts, names: &Names, call: &Call) -> (ScriptCall, Vec<
             let take = Take {
                 permits: *permits,
                 lease_ms: *lease,
-                receipt: None,
-                settle_window_ms: 0,
+                receipt: &names.receipt,
+                settle_window_ms: SETTLE_WINDOW_MS as u64,
             };
             let (call, ids) = Kind::Expirable
                 .rules()
@@ -298,6 +300,18 @@ fn invocation(scripts: Scripts, names: &Names, call: &Call) -> (ScriptCall, Vec<
             Kind::Expirable
                 .rules()
                 .give_back_call(&names.expirable, pubsub, permits, &ids)
+        }
+        Call::ExpirableSettle(ids) => {
+            let ids: Vec<PermitId> = ids.iter().map(|id| permit_id(*id)).collect();
+            let unanswered = Unanswered {
+                permits: ids.len() as u32,
+                ids: &ids,
+                receipt: &names.receipt,
+                settle_window_ms: SETTLE_WINDOW_MS as u64,
+            };
+            Kind::Expirable
+                .rules()
+                .settle_call(&names.expirable, pubsub, &unanswered)
         }
         Call::Renew { lease, ids } => {
             let mut call = renewal_call(&names.name, *lease, pubsub);
@@ -322,9 +336,10 @@ fn run_mirror(store: &mut Store, scripts: Scripts, now: i64, call: &Call) -> Vec
         Call::Settle(permits) => vec![store.settle(scripts, RECEIPT, *permits)],
         Call::ExpirableAcquire { lease, permits } => {
             let ids: Vec<Member> = (0..*permits as Member).map(|i| NEW_IDS + i).collect();
-            store.expirable_acquire(now, *lease, &ids)
+            store.expirable_acquire(scripts, now, (*lease, RECEIPT), &ids)
         }
         Call::ExpirableRelease(ids) => store.expirable_release(scripts, now, ids).to_vec(),
+        Call::ExpirableSettle(ids) => store.expirable_settle(scripts, now, RECEIPT, ids).to_vec(),
         Call::Renew { lease, ids } => store.renew(scripts, now, *lease, ids),
     }
 }
@@ -376,6 +391,7 @@ fn generate(rng: &mut impl Rng, script: Script) -> (Store, Call) {
         Script::Settle => Call::Settle(permits),
         Script::ExpirableAcquire => Call::ExpirableAcquire { lease, permits },
         Script::ExpirableRelease => Call::ExpirableRelease(ids),
+        Script::ExpirableSettle => Call::ExpirableSettle(ids),
         Script::Renew => Call::Renew { lease, ids },
     };
     (store, call)
@@ -481,6 +497,7 @@ async fn the_permit_expirable_scripts_and_their_mirrors_agree_on_a_real_redis() 
     let scripts = [
         Script::ExpirableAcquire,
         Script::ExpirableRelease,
+        Script::ExpirableSettle,
         Script::Renew,
     ];
     cross_check(Scripts::Current, &scripts, 2_000).await;

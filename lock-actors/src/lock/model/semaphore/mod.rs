@@ -7,6 +7,7 @@
 
 mod expirable;
 mod expirable_checks;
+mod expirable_trace;
 mod mirror;
 mod plain;
 mod store;

@@ -25,9 +25,12 @@ pub(crate) const NEVER: i64 = 922_337_203_685_477;
 pub(crate) enum Scripts {
     /// The scripts of this crate as they are.
     Current,
-    /// The plain acquire as it was before it left a receipt: nothing tells whether an
-    /// acquire whose reply was lost took its permits (and `settle.lua` did not exist).
-    /// Every other script is unchanged since.
+    /// The semaphores before acquires were settled: the plain acquire left no receipt, so
+    /// nothing told whether an acquire whose reply was lost took its permits (and
+    /// `settle.lua` did not exist); a permit-expirable acquire whose reply was lost was
+    /// given back by id (`expirable_release.lua`, unchanged since) and left no marker, and
+    /// its acquire read none (the current script when no marker exists). Every other script
+    /// is unchanged since.
     Before,
     /// The current scripts with one broken on purpose.
     Broken(Defect),
@@ -42,8 +45,8 @@ pub(crate) enum Defect {
     /// `expirable_release.lua` adding every id it is given back to the count, recorded
     /// (still out) or not (released already, or reclaimed after expiring).
     ReleaseIgnoresRecord,
-    /// `settle.lua` leaving no marker for an acquire that has not run, so a late copy of it
-    /// takes its permits after all.
+    /// `settle.lua` and `expirable_settle.lua` leaving no marker for an acquire that has
+    /// not run, so a late copy of it takes its permits after all.
     SettleLeavesNoMarker,
 }
 
@@ -183,11 +186,22 @@ impl Store {
         }
     }
 
-    /// `expirable_acquire.lua` at `now` for permits `ids` with lease `lease`:
-    /// `[1, available after]` taken, `[0, available, ms until the next permit expires or
-    /// -1]` too few (expired permits went back to the count first either way).
-    pub(crate) fn expirable_acquire(&mut self, now: i64, lease: u64, ids: &[Member]) -> Vec<i64> {
+    /// `expirable_acquire.lua` at `now` for permits `ids` with lease `lease` and receipt
+    /// `receipt`: `[-1, available]` settled already (nothing changed), `[1, available
+    /// after]` taken, `[0, available, ms until the next permit expires or -1]` too few
+    /// (expired permits went back to the count first either way). [`Scripts::Before`]:
+    /// no marker is read.
+    pub(crate) fn expirable_acquire(
+        &mut self,
+        scripts: Scripts,
+        now: i64,
+        (lease, receipt): (u64, Member),
+        ids: &[Member],
+    ) -> Vec<i64> {
         let available = self.permits();
+        if scripts != Scripts::Before && self.receipts.contains_key(&receipt) {
+            return vec![-1, available];
+        }
         let available = self.reclaim(now, available);
         let wanted = ids.len() as i64;
         if available >= wanted {
@@ -230,6 +244,28 @@ impl Store {
             self.incrby(released);
         }
         [released, live]
+    }
+
+    /// `expirable_settle.lua` at `now` for the acquire of `receipt` that asked for `ids`:
+    /// the recorded ones go back (`[released, of which still within their lease]`), and a
+    /// marker makes a late copy of the acquire take nothing. [`Scripts::Before`]: the
+    /// give-back by id alone.
+    pub(crate) fn expirable_settle(
+        &mut self,
+        scripts: Scripts,
+        now: i64,
+        receipt: Member,
+        ids: &[Member],
+    ) -> [i64; 2] {
+        let released = self.expirable_release(scripts, now, ids);
+        let marks = !matches!(
+            scripts,
+            Scripts::Before | Scripts::Broken(Defect::SettleLeavesNoMarker)
+        );
+        if marks {
+            self.receipts.entry(receipt).or_insert(Receipt::Settled);
+        }
+        released
     }
 
     /// `renew.lua` at `now`: one answer per id, 1 renewed to `now + lease`, 0 gone or
