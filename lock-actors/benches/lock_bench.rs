@@ -54,10 +54,10 @@
 //! When cargo runs this file as a test (`cargo test --all-targets`, nextest), it lists no
 //! tests and does nothing: a benchmark is not a test.
 
+use actix_distributed_lock_actors::{ClientConfig, LockClient, LockGuard, RedLock};
 use futures_util::future::join;
 use futures_util::stream::FuturesUnordered;
 use futures_util::StreamExt;
-use lock_actors::{ClientConfig, LockClient, LockGuard, RedLock};
 use redis::aio::MultiplexedConnection;
 use redis::Script;
 use serde::Serialize;

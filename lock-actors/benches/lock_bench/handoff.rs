@@ -213,7 +213,10 @@ impl tracing::field::Visit for EventFields {
 
 impl tracing::Subscriber for Timeline {
     fn enabled(&self, metadata: &tracing::Metadata<'_>) -> bool {
-        metadata.target().starts_with("lock_actors") && metadata.is_event()
+        metadata
+            .target()
+            .starts_with("actix_distributed_lock_actors")
+            && metadata.is_event()
     }
 
     fn new_span(&self, _: &tracing::span::Attributes<'_>) -> tracing::span::Id {
