@@ -105,3 +105,21 @@ async fn servers_are_independent() {
     assert_eq!(a.keys().await, vec!["only-a".to_string()]);
     assert!(b.keys().await.is_empty());
 }
+
+/// The suites run against the server `LOCK_TEST_SERVER` names: Valkey's `INFO server`
+/// says `server_name:valkey`; Redis 7's says no server name.
+#[tokio::test]
+async fn the_server_is_the_one_the_run_asks_for() {
+    let server = RedisServer::start();
+    let mut conn = server.conn().await;
+    let info: String = redis::cmd("INFO")
+        .arg("server")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let name = info
+        .lines()
+        .find_map(|line| line.strip_prefix("server_name:"))
+        .map(str::trim);
+    assert_eq!(name, support::test_server().info_name(), "{info}");
+}

@@ -459,6 +459,50 @@ fn spawn_and_wait(port: u16, dir: &Path, tls_args: Option<&[String]>) -> Result<
     spawn_with_args(port, dir, &args)
 }
 
+/// The server the tests run against: `LOCK_TEST_SERVER=valkey` picks Valkey
+/// (`valkey-server`, `valkey-cli`); unset or `redis`, Redis. Anything else is refused, so a
+/// typo does not quietly test Redis.
+pub fn test_server() -> TestServer {
+    match std::env::var("LOCK_TEST_SERVER").as_deref() {
+        Err(_) | Ok("") | Ok("redis") => TestServer::Redis,
+        Ok("valkey") => TestServer::Valkey,
+        Ok(other) => panic!("LOCK_TEST_SERVER={other:?}: expected `redis` or `valkey`"),
+    }
+}
+
+/// A server the suites run against.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TestServer {
+    Redis,
+    Valkey,
+}
+
+impl TestServer {
+    /// Its server program (data nodes and, with `--sentinel`, Sentinels).
+    pub fn server_binary(self) -> &'static str {
+        match self {
+            TestServer::Redis => "redis-server",
+            TestServer::Valkey => "valkey-server",
+        }
+    }
+
+    /// Its command-line client.
+    pub fn cli_binary(self) -> &'static str {
+        match self {
+            TestServer::Redis => "redis-cli",
+            TestServer::Valkey => "valkey-cli",
+        }
+    }
+
+    /// The `server_name` its `INFO server` reports (Redis 7 reports none).
+    pub fn info_name(self) -> Option<&'static str> {
+        match self {
+            TestServer::Redis => None,
+            TestServer::Valkey => Some("valkey"),
+        }
+    }
+}
+
 /// Starts `redis-server <args>` (output to `dir/redis.log`) and waits until the process
 /// answers on `port`. On failure the process is killed and the error (with the log)
 /// returned.
@@ -468,7 +512,8 @@ pub(crate) fn spawn_with_args(port: u16, dir: &Path, args: &[String]) -> Result<
     let log_err = log
         .try_clone()
         .map_err(|e| format!("clone log file: {e}"))?;
-    let mut child = Command::new("redis-server")
+    let server = test_server().server_binary();
+    let mut child = Command::new(server)
         .args(args)
         .current_dir(dir)
         .stdin(Stdio::null())
@@ -476,7 +521,7 @@ pub(crate) fn spawn_with_args(port: u16, dir: &Path, args: &[String]) -> Result<
         .stderr(log_err)
         .spawn()
         .map_err(|e| {
-            format!("spawn redis-server (is it installed? scripts/test installs it): {e}")
+            format!("spawn {server} (is it installed? scripts/test installs it): {e}")
         })?;
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     loop {

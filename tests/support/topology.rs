@@ -517,7 +517,7 @@ impl RedisCluster {
         let out_path = self.root.join("redis-cli-create.log");
         let out = File::create(&out_path).expect("create redis-cli log file");
         let out_err = out.try_clone().expect("clone redis-cli log file");
-        let mut cli = Command::new("redis-cli");
+        let mut cli = Command::new(super::test_server().cli_binary());
         cli.args(&self.cli_tls_args);
         cli.args(["--cluster", "create"]);
         for node in &self.nodes {
