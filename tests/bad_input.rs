@@ -583,6 +583,23 @@ async fn invalid_client_configs_are_invalid_config() {
     assert!(text.contains("URL"), "says the URL is the problem: {text}");
     expect_invalid_config(connect(ClientConfig::new("")).await, "empty URL");
 
+    // The usual first mistakes: another scheme, or an address without one. The message
+    // says what is wrong and which forms are accepted.
+    let text = expect_invalid_config(connect(ClientConfig::new("http://x")).await, "http URL");
+    assert!(
+        text.contains("http:// is not a Redis scheme") && text.contains("accepted: redis://"),
+        "{text}"
+    );
+    assert!(text.contains("`tls` feature"), "says rediss:// needs tls: {text}");
+    let text = expect_invalid_config(
+        connect(ClientConfig::new("127.0.0.1:6379")).await,
+        "address without a scheme",
+    );
+    assert!(
+        text.contains("no scheme (write redis://host:port/)"),
+        "{text}"
+    );
+
     // A malformed URL with a password: refused, and the password is not in the message.
     let text = expect_invalid_config(
         connect(ClientConfig::new("redis://app:hunter2@127.0.0.1:notaport/")).await,

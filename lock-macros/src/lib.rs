@@ -12,13 +12,8 @@ mod parse;
 
 use proc_macro::TokenStream;
 
-/// Takes a distributed lock around the annotated `async fn`; see the facade crate's docs.
-///
-/// ```text
-/// #[post("/orders/{id}/pay")]
-/// #[distributed_lock("order:<id>", wait = "5s")]
-/// async fn pay(id: web::Path<u64>) -> HttpResponse { HttpResponse::Ok().finish() }
-/// ```
+// No doc comment here: the facade re-exports the attribute with its documentation (every
+// option, with examples), and rustdoc would add this crate's text to that page.
 #[proc_macro_attribute]
 pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     let item_fn = syn::parse_macro_input!(item as syn::ItemFn);

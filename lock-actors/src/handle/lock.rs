@@ -207,7 +207,7 @@ impl LockClient {
     /// Every waiter waits in the Redis queue `redisson_lock_queue:{name}`, with a deadline
     /// in `redisson_lock_timeout:{name}` set by Redisson's rule, so Java `RFairLock` waiters
     /// and ours share one queue in order: the deadline of the waiter ahead (or the lock's
-    /// remaining lease) plus [`ClientConfig::fair_wait_timeout`] (5 min by default, as
+    /// remaining lease) plus [`ClientConfig::fair_wait_timeout`](crate::ClientConfig::fair_wait_timeout) (5 min by default, as
     /// Redisson's), less that allowance again at every grant. An unlock wakes only the next
     /// waiter, on its own channel `redisson_lock__channel:{name}:uuid:owner`. A waiter that
     /// gives up (timeout, cancelled future) leaves the queue at once; one that dies is

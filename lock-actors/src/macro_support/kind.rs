@@ -54,21 +54,21 @@ attribute_kinds! {
     /// assert_eq!(Kind::Fenced.lock_kind(), Some(actix_distributed_lock::LockKind::Reentrant));
     /// ```
     pub enum Kind {
-        /// `kind = reentrant` (the default): [`LockClient::lock`].
+        /// `kind = reentrant` (the default): [`LockClient::lock`](crate::LockClient::lock).
         Reentrant = "reentrant",
-        /// `kind = fair`: [`LockClient::fair_lock`].
+        /// `kind = fair`: [`LockClient::fair_lock`](crate::LockClient::fair_lock).
         Fair = "fair",
-        /// `kind = read`: the read side of [`LockClient::read_write_lock`].
+        /// `kind = read`: the read side of [`LockClient::read_write_lock`](crate::LockClient::read_write_lock).
         Read = "read",
-        /// `kind = write`: the write side of [`LockClient::read_write_lock`].
+        /// `kind = write`: the write side of [`LockClient::read_write_lock`](crate::LockClient::read_write_lock).
         Write = "write",
-        /// `kind = fenced`: [`LockClient::fenced_lock`], a reentrant lock whose holds draw a token.
+        /// `kind = fenced`: [`LockClient::fenced_lock`](crate::LockClient::fenced_lock), a reentrant lock whose holds draw a token.
         Fenced = "fenced",
-        /// `kind = fast`: [`LockClient::fast_lock`], not reentrant.
+        /// `kind = fast`: [`LockClient::fast_lock`](crate::LockClient::fast_lock), not reentrant.
         Fast = "fast",
-        /// `kind = semaphore`: permits of [`LockClient::semaphore`] (no lease, no owner).
+        /// `kind = semaphore`: permits of [`LockClient::semaphore`](crate::LockClient::semaphore) (no lease, no owner).
         Semaphore = "semaphore",
-        /// `kind = expirable_semaphore`: permits of [`LockClient::expirable_semaphore`].
+        /// `kind = expirable_semaphore`: permits of [`LockClient::expirable_semaphore`](crate::LockClient::expirable_semaphore).
         ExpirableSemaphore = "expirable_semaphore",
     }
 }

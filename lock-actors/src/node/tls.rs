@@ -52,11 +52,26 @@ fn is_tls_url(url: &str) -> bool {
     scheme.eq_ignore_ascii_case("rediss") || scheme.eq_ignore_ascii_case("valkeys")
 }
 
-/// The error for a URL the redis crate refuses.
+/// The error for a URL the redis crate refuses: what was wrong as far as can be told
+/// without quoting the URL (its text may hold a password; `label` is the redacted URL),
+/// and the forms that are accepted.
 pub(crate) fn url_error(label: &str, e: &redis::RedisError) -> LockError {
-    // The kind only: the error text may quote the URL, password and all.
-    LockError::invalid_config(format!("cannot use Redis URL {label}: {:?}", e.kind()))
+    let scheme = label.split_once("://").map(|(scheme, _)| scheme);
+    let problem = match scheme {
+        None => "it has no scheme (write redis://host:port/)".to_string(),
+        Some(scheme) if !ACCEPTED_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) => {
+            format!("the scheme {scheme}:// is not a Redis scheme")
+        }
+        // The redis crate's kind only: its text may quote the URL, password and all.
+        Some(_) => format!("{:?}", e.kind()),
+    };
+    LockError::invalid_config(format!(
+        "cannot use Redis URL {label}: {problem}; accepted: redis://[user:password@]host[:port][/db],          rediss://… (TLS, with the `tls` feature), redis+unix:///path/to.sock or unix:///path/to.sock          (valkey:// and valkeys:// too)"
+    ))
 }
+
+/// The URL schemes the redis crate accepts.
+const ACCEPTED_SCHEMES: [&str; 6] = ["redis", "rediss", "valkey", "valkeys", "redis+unix", "unix"];
 
 #[cfg(feature = "tls")]
 fn with_tls(

@@ -52,7 +52,9 @@ const RELEASED: &str = "released";
 /// holds its address (lock handles, guards) or it has holders or waiters, then stops.
 ///
 /// Get its address with [`LockClient::lock_actor`](crate::LockClient::lock_actor) and send
-/// it [`Acquire`], [`Release`], [`Renew`], [`ForceRelease`] and [`GetState`].
+/// it [`Acquire`](crate::messages::Acquire), [`Release`](crate::messages::Release),
+/// [`Renew`](crate::messages::Renew), [`ForceRelease`](crate::messages::ForceRelease) and
+/// [`GetState`](crate::messages::GetState).
 ///
 /// # Example
 ///

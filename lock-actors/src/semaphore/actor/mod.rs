@@ -47,7 +47,7 @@ pub(crate) type SemaphoreRegistry = Registry<(Kind, LockName), SemaphoreActor>;
 /// Get its address with [`Semaphore::actor`](crate::Semaphore::actor) or
 /// [`PermitExpirableSemaphore::actor`](crate::PermitExpirableSemaphore::actor), and send it
 /// [`AcquirePermits`] / [`ReleasePermits`] (plain), [`AcquireExpirablePermits`] /
-/// [`ReleasePermit`](crate::ReleasePermit) (permit-expirable), [`TrySetPermits`], [`SetPermits`], [`AddPermits`] and
+/// [`ReleasePermit`](crate::messages::ReleasePermit) (permit-expirable), [`TrySetPermits`], [`SetPermits`], [`AddPermits`] and
 /// [`AvailablePermits`] (both). A message for the other kind fails with
 /// [`LockError::InvalidConfig`].
 ///
