@@ -35,6 +35,34 @@ ensure_redis_server() {
     fi
 }
 
+# Makes sure `valkey-server` and `valkey-cli` (Valkey 8) are on PATH, for the suites run
+# against Valkey (LOCK_TEST_SERVER=valkey). Debian 12 ships Valkey 8 in bookworm-backports:
+# that suite is added to apt's sources when missing, and the package taken from it.
+# Starts, stops or disables no service.
+ensure_valkey_server() {
+    if command -v valkey-server >/dev/null 2>&1 && command -v valkey-cli >/dev/null 2>&1; then
+        return 0
+    fi
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "error: valkey-server is not installed and apt-get is not available; install Valkey 8 manually" >&2
+        return 1
+    fi
+    local codename
+    codename=$(. /etc/os-release && echo "${VERSION_CODENAME:-bookworm}")
+    if ! grep -rqs "${codename}-backports" /etc/apt/sources.list /etc/apt/sources.list.d/; then
+        step "adding ${codename}-backports to apt's sources (Valkey 8)"
+        echo "deb http://deb.debian.org/debian ${codename}-backports main" |
+            as_root tee "/etc/apt/sources.list.d/${codename}-backports.list" >/dev/null
+    fi
+    step "installing valkey-server (apt-get, ${codename}-backports)"
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -t "${codename}-backports" valkey-server
+    if ! command -v valkey-server >/dev/null 2>&1; then
+        echo "error: valkey-server still not on PATH after installing it" >&2
+        return 1
+    fi
+}
+
 # Makes sure `ip` (iproute2) and `iptables` are on PATH for the nemesis suite
 # (tests/nemesis.rs builds network namespaces and cuts links with iptables), installing the
 # Debian packages `iproute2` and `iptables` when they are missing.
