@@ -590,7 +590,10 @@ async fn invalid_client_configs_are_invalid_config() {
         text.contains("http:// is not a Redis scheme") && text.contains("accepted: redis://"),
         "{text}"
     );
-    assert!(text.contains("`tls` feature"), "says rediss:// needs tls: {text}");
+    assert!(
+        text.contains("`tls` feature"),
+        "says rediss:// needs tls: {text}"
+    );
     let text = expect_invalid_config(
         connect(ClientConfig::new("127.0.0.1:6379")).await,
         "address without a scheme",

@@ -1118,3 +1118,53 @@ async fn a_permit_expirable_acquire_whose_reply_is_lost_is_settled_by_id_and_mar
         "the lost acquire was not settled with a marker"
     );
 }
+
+/// A semaphore whose permits were never set: a bounded wait ends naming the cause and the
+/// call that fixes it (not "held by another owner"), for both kinds; once set, it works.
+#[tokio::test]
+async fn a_semaphore_never_set_says_so_and_names_try_set_permits() {
+    let server = RedisServer::start();
+    let client = client(&server).await;
+    let plain = client.semaphore("unset-plain").unwrap();
+    let error = plain
+        .acquire_timeout(1, Duration::from_millis(300))
+        .await
+        .expect_err("no permits were ever set");
+    assert!(
+        matches!(&error, LockError::NoPermitsSet { name, .. } if name == "unset-plain"),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("try_set_permits"), "{error}");
+    assert!(!error.is_timeout());
+
+    let expirable = client.expirable_semaphore("unset-expirable").unwrap();
+    let options = PermitOptions::new().wait(Duration::from_millis(300));
+    let error = expirable
+        .acquire_with(options)
+        .await
+        .expect_err("no permits were ever set");
+    assert!(
+        matches!(&error, LockError::NoPermitsSet { name, .. } if name == "unset-expirable"),
+        "{error:?}"
+    );
+    // Nothing was written by the failed waits.
+    assert!(server.keys().await.is_empty(), "{:?}", server.keys().await);
+
+    // Set, then taken; a set semaphore with no permit free is a plain timeout.
+    assert!(plain.try_set_permits(1).await.unwrap());
+    let held = plain.acquire(1).await.unwrap();
+    let busy = plain
+        .acquire_timeout(1, Duration::from_millis(300))
+        .await
+        .expect_err("the one permit is held");
+    assert!(busy.is_timeout(), "{busy:?}");
+    held.release().await.unwrap();
+    assert!(expirable.try_set_permits(1).await.unwrap());
+    expirable
+        .acquire_with(options)
+        .await
+        .unwrap()
+        .release()
+        .await
+        .unwrap();
+}

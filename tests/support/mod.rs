@@ -520,9 +520,7 @@ pub(crate) fn spawn_with_args(port: u16, dir: &Path, args: &[String]) -> Result<
         .stdout(log)
         .stderr(log_err)
         .spawn()
-        .map_err(|e| {
-            format!("spawn {server} (is it installed? scripts/test installs it): {e}")
-        })?;
+        .map_err(|e| format!("spawn {server} (is it installed? scripts/test installs it): {e}"))?;
     let deadline = Instant::now() + STARTUP_TIMEOUT;
     loop {
         if let Ok(Some(status)) = child.try_wait() {

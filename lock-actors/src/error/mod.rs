@@ -110,6 +110,27 @@ pub enum LockError {
         /// How long the client waited for them.
         timeout: Duration,
     },
+    /// A semaphore's wait ran out while the semaphore had no permits set at all (its key
+    /// does not exist): nobody called [`Semaphore::try_set_permits`] or
+    /// [`Semaphore::set_permits`] (or the key was deleted). Unlike a
+    /// [`Timeout`](LockError::Timeout), waiting longer will not help until someone sets them.
+    ///
+    /// [`Semaphore::try_set_permits`]: crate::Semaphore::try_set_permits
+    /// [`Semaphore::set_permits`]: crate::Semaphore::set_permits
+    ///
+    /// ```
+    /// use actix_distributed_lock::LockError;
+    /// use std::time::Duration;
+    /// let e = LockError::NoPermitsSet { name: "pool".into(), waited: Duration::from_secs(1) };
+    /// assert!(e.to_string().contains("try_set_permits"));
+    /// ```
+    #[error("semaphore `{name}` has no permits set (its key does not exist) after waiting {waited:?}: set them first with `try_set_permits` (or `set_permits`)")]
+    NoPermitsSet {
+        /// The semaphore's name.
+        name: String,
+        /// How long this caller waited.
+        waited: Duration,
+    },
     /// The client was shut down (or dropped) before the operation finished.
     #[error("the lock client has been shut down")]
     Shutdown,

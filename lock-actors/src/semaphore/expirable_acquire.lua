@@ -9,6 +9,7 @@
 -- | returns | {1, available after}: taken, ids recorded with expiry now + lease; |
 -- |         | {0, available, ms until the next permit expires or -1}: not enough |
 -- |         | {-1, available}: this request was settled already, nothing changed |
+-- |         | {-2, 0}: the semaphore has no key (its permits were never set)     |
 --
 -- Expired permits go back to the count first (and the count is published), so a dead
 -- holder's permits return on the next acquire. Redisson's lease-less permits carry the
@@ -29,6 +30,9 @@ if available >= wanted then
         redis.call('zadd', KEYS[3], expiry, ARGV[i])
     end
     return {1, available - wanted}
+end
+if redis.call('exists', KEYS[1]) == 0 then
+    return {-2, 0}
 end
 -- The bound is written as text: Lua would print `never` with 14 significant digits, a
 -- number above it, and count a never-expiring permit as the next to expire.

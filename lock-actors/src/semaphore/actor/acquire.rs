@@ -27,6 +27,8 @@ enum Tried {
     Short {
         next_expiry: Option<Duration>,
     },
+    /// The semaphore has no key: its permits were never set (or it was deleted).
+    Unset,
 }
 
 fn tried(reply: &[i64]) -> Option<Tried> {
@@ -37,6 +39,7 @@ fn tried(reply: &[i64]) -> Option<Tried> {
             next_expiry: Some(Duration::from_millis(ms.unsigned_abs() + 1)),
         }),
         [0, ..] => Some(Tried::Short { next_expiry: None }),
+        [-2, ..] => Some(Tried::Unset),
         // An earlier copy of this request was settled (or ran): not an answer to go by.
         _ => None,
     }
@@ -53,6 +56,7 @@ impl SemaphoreActor {
         ctx: &mut Context<Self>,
     ) {
         let data = Waiting {
+            unset: false,
             permits,
             lease,
             reply,
@@ -160,7 +164,17 @@ impl SemaphoreActor {
                 }
                 Vec::new()
             }
+            Ok(Tried::Unset) => {
+                if let Some(waiter) = self.queue.get_mut(id) {
+                    waiter.data.unset = true;
+                }
+                tracing::debug!(semaphore = %self.name, "no permits set: waiting for them");
+                self.queue.busy(id, now, FALLBACK_POLL)
+            }
             Ok(Tried::Short { next_expiry }) => {
+                if let Some(waiter) = self.queue.get_mut(id) {
+                    waiter.data.unset = false;
+                }
                 if self
                     .queue
                     .get(id)
@@ -182,6 +196,10 @@ impl SemaphoreActor {
         let waited = waiter.started.elapsed();
         let error = match waiter.last_error {
             Some(transient) if transient.is_transient() => transient,
+            _ if waiter.data.unset => LockError::NoPermitsSet {
+                name: self.name.to_string(),
+                waited,
+            },
             _ => LockError::Timeout {
                 name: self.name.to_string(),
                 waited,
@@ -206,6 +224,7 @@ impl SemaphoreActor {
             lease,
             reply,
             queued,
+            ..
         } = waiter.data;
         queued.leave();
         tracing::debug!(semaphore = %self.name, permits,

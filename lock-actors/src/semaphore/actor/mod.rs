@@ -105,6 +105,8 @@ enum Reply {
 
 /// The semaphore's part of a local waiter: what it asks for and where its answer goes.
 pub(crate) struct Waiting {
+    /// Its last try found no key: the semaphore's permits were never set.
+    unset: bool,
     permits: u32,
     lease: Option<Duration>,
     reply: Reply,

@@ -150,7 +150,8 @@ impl Store {
     }
 
     /// `acquire.lua` with receipt `receipt`: `[1, available after]` taken, `[0, available]`
-    /// too few, `[-1, available]` settled already. [`Scripts::Before`]: no receipt.
+    /// too few, `[-1, available]` settled already, `[-2, 0]` no key (permits never set).
+    /// [`Scripts::Before`]: no receipt, and no key is too few.
     pub(crate) fn acquire(&mut self, scripts: Scripts, receipt: Member, wanted: u32) -> [i64; 2] {
         let available = self.permits();
         let with_receipt = scripts != Scripts::Before;
@@ -163,6 +164,9 @@ impl Store {
                 self.receipts.insert(receipt, Receipt::Taken);
             }
             return [1, self.incrby(-wanted)];
+        }
+        if with_receipt && self.count.is_none() {
+            return [-2, 0];
         }
         [0, available]
     }
@@ -189,8 +193,8 @@ impl Store {
     /// `expirable_acquire.lua` at `now` for permits `ids` with lease `lease` and receipt
     /// `receipt`: `[-1, available]` settled already (nothing changed), `[1, available
     /// after]` taken, `[0, available, ms until the next permit expires or -1]` too few
-    /// (expired permits went back to the count first either way). [`Scripts::Before`]:
-    /// no marker is read.
+    /// (expired permits went back to the count first either way), `[-2, 0]` too few and no
+    /// key (permits never set). [`Scripts::Before`]: no marker is read.
     pub(crate) fn expirable_acquire(
         &mut self,
         scripts: Scripts,
@@ -210,6 +214,9 @@ impl Store {
                 self.timeouts.insert(*id, now + lease as i64);
             }
             return vec![1, available - wanted];
+        }
+        if self.count.is_none() {
+            return vec![-2, 0];
         }
         let upcoming = self
             .timeouts
