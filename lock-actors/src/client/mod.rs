@@ -24,7 +24,9 @@ use std::sync::Arc;
 /// Build one per process (it is cheap to clone; clones share everything) and hand clones to
 /// tasks, actors or actix-web's `app_data`. It works inside `#[actix_web::main]` / actix
 /// systems and from plain `#[tokio::main]` alike: its actors run on a private actix system
-/// thread of its own.
+/// thread of its own. Its futures may be awaited from any executor, tokio or not (a call's
+/// response timeout is armed on the caller's tokio runtime when there is one, else on the
+/// client's own thread); `tests/outside_tokio.rs` drives every kind from a plain thread.
 ///
 /// Each client has its own uuid, which prefixes every owner it writes to Redis, and keeps
 /// two connections to the node (commands, subscriptions) however many locks it handles.

@@ -4,7 +4,8 @@
 //! Whatever the call starts on the way (the redis crate's reconnect task, its backoff
 //! timer, a new connection's socket and driver) then belongs to the runtime the connection
 //! was opened on, never to that of a caller that happened to trigger it and may end first;
-//! the bound, armed when the call is first polled, belongs to the caller, which polls it.
+//! the bound, armed when the call is first polled, belongs to the caller, which polls it
+//! (to the home runtime when the caller runs in none: any executor may await a call).
 //! One flat future, so the call's own future is not copied into layer after layer.
 
 use pin_project_lite::pin_project;
@@ -47,7 +48,10 @@ impl<T, F: Future<Output = RedisResult<T>>> Future for Homed<'_, F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         if let Some(limit) = this.limit.take() {
-            // First poll, in the awaiting task's runtime: the timer is that runtime's.
+            // First poll, in the awaiting task's runtime: the timer is that runtime's. A
+            // caller outside any tokio runtime (an executor of its own) gets one of the
+            // home runtime's, which runs on the client's own thread.
+            let _home = Handle::try_current().is_err().then(|| this.home.enter());
             this.timer.set(Some(tokio::time::sleep(limit)));
         }
         {
