@@ -220,7 +220,18 @@ pub use lock_macros::distributed_lock;
 #[doc(hidden)]
 pub use lock_actors::macro_support as __private;
 
-/// Compiles the README's examples as doc tests, so the tour cannot rot.
+/// Compiles the README's examples as doc tests, so they stay correct as written.
 #[doc = include_str!("../README.md")]
 #[cfg(doctest)]
 pub struct ReadmeDoctests;
+
+/// The `docs/` pages' examples, compiled as doc tests like the README's.
+#[cfg(doctest)]
+pub mod docs_doctests {
+    #[doc = include_str!("../docs/guide.md")]
+    pub struct Guide;
+    #[doc = include_str!("../docs/production.md")]
+    pub struct Production;
+    #[doc = include_str!("../docs/inspector.md")]
+    pub struct Inspector;
+}

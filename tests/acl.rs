@@ -1,7 +1,7 @@
-//! ACL users (README, "ACL users"): a Redis user with exactly the rules the README lists
-//! for a lock kind, scoped to the names under one prefix (`order:`), can use that kind
-//! fully — acquire, renewal, a contended wake-up, release, state queries — and is refused
-//! every other name. With one rule missing, the error names the command and the key or
+//! ACL users (docs/production.md, "ACL users"): a Redis user with exactly the rules that
+//! page lists for a lock kind, scoped to the names under one prefix (`order:`), can use
+//! that kind fully — acquire, renewal, a contended wake-up, release, state queries — and
+//! is refused every other name. With one rule missing, the error names the command and the key or
 //! channel that was refused, at once; a waiter whose subscription is refused fails
 //! clearly instead of waiting out its wait.
 
@@ -18,7 +18,7 @@ const SHORT_WATCHDOG: Duration = Duration::from_millis(1500);
 /// The lease of a holder whose unlock must wake a waiter: only pub/sub beats it.
 const LONG_LEASE: Duration = Duration::from_secs(30);
 
-/// The kinds the README's ACL table has a row for.
+/// The kinds the ACL table of docs/production.md has a row for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Kind {
     Reentrant,
@@ -47,7 +47,8 @@ const COMMON: [&str; 5] = [
     "publish",
 ];
 
-/// The README's table for names under `prefix` (names without braces of their own):
+/// The table of docs/production.md for names under `prefix` (names without braces of
+/// their own):
 /// key patterns, channel patterns and commands, each list space-separated, `P` standing
 /// for the prefix.
 fn rules(kind: Kind, prefix: &str) -> Rules {
@@ -489,8 +490,8 @@ async fn without_the_fair_queue_key_the_acquire_names_it() {
     assert_denied(&error, "EVALSHA", "key `redisson_lock_queue:{order:5}`");
 }
 
-/// The README's read-only inspecting user: it lists, shows and watches every kind, and a
-/// force-unlock is refused naming what it lacks, with nothing changed.
+/// The read-only inspecting user of docs/inspector.md: it lists, shows and watches every
+/// kind, and a force-unlock is refused naming what it lacks, with nothing changed.
 #[cfg(feature = "inspector")]
 #[tokio::test]
 async fn a_read_only_inspector_user_lists_shows_and_watches_but_cannot_force_unlock() {

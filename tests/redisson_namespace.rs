@@ -7,7 +7,7 @@
 //! Redisson 3.21.3 is run too, for every kind but the fair lock: before Redisson 3.52.0
 //! its fair lock built the queue and timeout keys from the unmapped name (Redisson
 //! issue #6759), so a fair lock under a namespace is shared with Redisson 3.52.0+ only
-//! (README, Namespaces).
+//! (docs/production.md and docs/redisson.md, Namespaces).
 
 mod support;
 

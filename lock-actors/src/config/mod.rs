@@ -613,7 +613,8 @@ impl ClientConfig {
     /// (`redisson_lock__channel:{billing:order:1}`, `redisson_lock_queue:{billing:order:1}`,
     /// `redisson_sc:{billing:pool}`, ...). Two clients with different namespaces never
     /// share a lock of the same name; a Java service whose `NameMapper` maps `name` to
-    /// `"billing:" + name` shares this client's locks (see the README's Namespaces section).
+    /// `"billing:" + name` shares this client's locks (see "Namespaces" in the repository's
+    /// docs/production.md).
     ///
     /// The namespace follows the rules of a lock name, at most
     /// [`MAX_NAMESPACE_LEN`] bytes, with no braces and no

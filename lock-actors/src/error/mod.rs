@@ -159,8 +159,9 @@ pub enum LockError {
     },
     /// The ACL user of the Redis URL may not run a command, or touch a key or channel, that
     /// this request needs: Redis refused it (`NOPERM`, or a script's refusal). `command` and
-    /// `target` say what was refused; the README's "ACL users" table lists the rules each
-    /// lock kind needs. Never retried: the same request would be refused again.
+    /// `target` say what was refused; the "ACL users" table of the repository's
+    /// docs/production.md lists the rules each lock kind needs. Never retried: the same
+    /// request would be refused again.
     ///
     /// ```
     /// use actix_distributed_lock::LockError;
@@ -210,8 +211,8 @@ fn denied_text(
     };
     format!(
         "Redis node {node} refused {command}{on}{about}: the ACL user of the Redis URL lacks \
-         this permission; grant it (ACL SETUSER; the README's \"ACL users\" table lists the \
-         rules of each lock kind) or use another user (server: {server})"
+         this permission; grant it (ACL SETUSER; the \"ACL users\" table of docs/production.md \
+         lists the rules of each lock kind) or use another user (server: {server})"
     )
 }
 

@@ -25,7 +25,8 @@ pub enum InspectedKind {
     /// A string whose value is `<client id>:<owner>`: this crate's fast lock.
     Fast,
     /// A string holding an integer: the available permits of a semaphore (Redisson's
-    /// `RSemaphore`). A plain counter has the same shape: see the README.
+    /// `RSemaphore`). A plain counter has the same shape (see "Limits" in the repository's
+    /// docs/inspector.md).
     Semaphore,
     /// A permit count with a `{name}:timeout` sorted set of permit ids and their expiry
     /// (Redisson's `RPermitExpirableSemaphore`).

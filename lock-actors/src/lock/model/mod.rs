@@ -12,8 +12,9 @@
 //! The model's Redis runs the kinds' scripts as pure Rust functions, each checked against
 //! its Lua on a real Redis over generated inputs, so the model cannot drift from them.
 //!
-//! `cargo test -p lock-actors --lib model` runs the checks CI runs, each printing the states
-//! it explored; `LOCK_MODEL_DEPTH=deep` runs deeper bounds (more clients or rounds).
+//! `cargo test -p actix-distributed-lock-actors --lib model` runs the checks CI runs, each
+//! printing the states it explored; `LOCK_MODEL_DEPTH=deep` runs deeper bounds (more
+//! clients or rounds).
 //!
 //! - `reentrant`: the reentrant, fenced and fast locks under mixed leases, renewals delayed
 //!   or lost, paused clients, a Redisson client beside the library's, a key lost once.
