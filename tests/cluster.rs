@@ -1,4 +1,4 @@
-//! Redis Cluster (issue #8) against real `redis-server --cluster-enabled yes` processes:
+//! Redis Cluster against real `redis-server --cluster-enabled yes` processes:
 //! locks spread over every slot, contention across clients, wake-ups through sharded
 //! pub/sub, slot migration of a held lock, and a primary failover with and without
 //! replica-synced acquisition.

@@ -1,4 +1,4 @@
-//! A reply lost on a Redis Cluster connection after its script ran (issue 14, item 2).
+//! A reply lost on a Redis Cluster connection after its script ran.
 //!
 //! Each primary of a 3-primary cluster announces a loopback proxy's port
 //! (`cluster-announce-port`), so the client's every connection to it goes through the

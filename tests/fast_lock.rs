@@ -1,4 +1,4 @@
-//! The non-reentrant fast lock (`LockClient::fast_lock`, issue #4) against real redis-server
+//! The non-reentrant fast lock (`LockClient::fast_lock`) against real redis-server
 //! processes: its string key, `AlreadyHeld` on re-entry, pub/sub hand-off, the watchdog and
 //! `lost()`, refused unlocks, non-lock data, exclusion under load, and no fencing.
 
@@ -496,7 +496,7 @@ async fn fenced_acquisition_through_the_fast_lock_is_invalid_config() {
     assert_eq!(server.keys().await, Vec::<String>::new());
 }
 
-/// Known bug (issue #4 report): a second acquire by the same owner that was already queued
+/// Known bug (as reported): a second acquire by the same owner that was already queued
 /// when the first was granted waits for itself until its deadline (then `Timeout`) instead
 /// of failing with `AlreadyHeld` at once: `LockActor::enqueue` checks `AlreadyHeld` only on
 /// arrival, and `pump` then lets the head try Redis because its owner "holds" (the re-entry

@@ -1,4 +1,4 @@
-//! Fault tolerance against a holder in another process (issue 7, cases 6 and 7): the holder
+//! Fault tolerance against a holder in another process : the holder
 //! is killed with SIGKILL, or frozen with SIGSTOP (a simulated GC pause) and resumed.
 //!
 //! The holder is the `lock_holder` example, run as a child process: it prints

@@ -1,4 +1,4 @@
-//! The lock inspector's library API (`LockClient::inspector`, issue #18) against real
+//! The lock inspector's library API (`LockClient::inspector`) against real
 //! redis-server processes: every kind listed with its holders, counts, TTLs, waiters,
 //! permits and token; keys that are not locks skipped and untouched; `show`'s answers for
 //! a missing name and a non-lock key; force-unlock per kind (the waiter gets the lock, the

@@ -198,7 +198,7 @@ mod store {
 
 /// A plain async fn taking `Path`s that are not actix-web's: not a handler, so its signature
 /// is kept as written (no hidden extractor, no `Either` response) and the default client is
-/// used. Issue 16: the macro used to take any type named `Path` for `web::Path`.
+/// used. The macro used to take any type named `Path` for `web::Path`.
 #[distributed_lock("file:<name>")]
 async fn file_name_len(
     file: &std::path::Path,

@@ -140,7 +140,7 @@ async fn the_order_is_canonical_whatever_order_the_locks_come_in() {
     ));
 }
 
-/// Issue #5, test 7: three names on two nodes, two processes (two clients per node), many
+/// Three names on two nodes, two processes (two clients per node), many
 /// tasks each taking overlapping sets given in opposite orders. A deadlock would show as a
 /// timeout; exclusion is checked with a per-name occupancy count.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -215,7 +215,7 @@ async fn overlapping_sets_in_opposite_order_never_deadlock() {
     assert_eq!(node_b.keys().await, NONE);
 }
 
-/// Issue #5, test 8: one member is held elsewhere; the acquire times out within its wait
+/// One member is held elsewhere; the acquire times out within its wait
 /// and the members it had taken are free the moment it returns.
 #[tokio::test]
 async fn a_member_held_elsewhere_times_out_and_the_others_are_free_at_once() {

@@ -1,9 +1,9 @@
-//! The reentrant lock against DESIGN.md §4's protocol facts, checked with a hand-written
+//! The reentrant lock against Redisson's protocol facts, checked with a hand-written
 //! imitation of the other side. This is no evidence of interop with Redisson itself: that
 //! is `tests/redisson_java.rs`, against the real Redisson jars. This file pins the facts
 //! our scripts must keep, so a drift from them fails fast and without a JVM.
 //!
-//! The other side is simulated here from the protocol facts of DESIGN.md §4, with plain
+//! The other side is simulated here from Redisson's protocol facts, with plain
 //! `redis` commands and Lua scripts written in this file (deliberately not the library's
 //! `.lua` files, so a drift in either is caught):
 //!

@@ -1,5 +1,4 @@
-//! RedLock against real redis-server processes, one per node: the numbered tests of
-//! issue #5 (quorum with nodes stopped, paused or held elsewhere; a node restarted empty
+//! RedLock against real redis-server processes, one per node (quorum with nodes stopped, paused or held elsewhere; a node restarted empty
 //! with and without a restart delay; the watchdog with nodes killed mid-hold).
 
 mod support;

@@ -1,4 +1,4 @@
-//! The read-write lock (`LockClient::read_write_lock`, issue #4) against real redis-server
+//! The read-write lock (`LockClient::read_write_lock`) against real redis-server
 //! processes: exclusion under randomized load, Redisson's layout, downgrade, reentrancy,
 //! the read-unlock message, dead readers, many watched readers, and who waits for whom.
 //!

@@ -1,4 +1,4 @@
-//! A Sentinel-managed primary (issue #8) against real processes: 1 primary, 1 replica and
+//! A Sentinel-managed primary against real processes: 1 primary, 1 replica and
 //! 3 sentinels. A failover while a lock is held and another client waits for it: the
 //! waiter acquires on the new primary and does not hang.
 

@@ -1,4 +1,4 @@
-//! Clients in one process share one actor thread (issue 16): stopping one client stops only
+//! Clients in one process share one actor thread: stopping one client stops only
 //! its own actors and closes only its own connections, and no thread is left behind.
 
 mod support;

@@ -1,7 +1,7 @@
-//! The speed benchmark of issue 6: how close the lock actors come to what Redis itself allows,
+//! The speed benchmark: how close the lock actors come to what Redis itself allows,
 //! and how they compare with `rslock`.
 //!
-//! Run it with `scripts/bench` (or `cargo bench -p lock-actors --bench lock_bench`). It starts
+//! Run it with `scripts/bench` (or `cargo bench -p actix-distributed-lock-actors --bench lock_bench`). It starts
 //! its own `redis-server` on a free loopback port, runs every scenario, shows progress and a
 //! human table on stderr, and prints one JSON object as the last line of stdout. Every ratio
 //! is computed inside the same run, against numbers measured with plain `redis` (the ceiling)
@@ -17,7 +17,7 @@
 //!   `acquired`) during the hand-offs and print where a hand-off's time goes. Costs a little
 //!   on every event, so the numbers of that run are slightly worse.
 //!
-//! What is measured (the targets are issue 6's):
+//! What is measured (with the targets set for each):
 //! - uncontended: 64 tasks, each acquire + unlock on its own name; pairs/s over 5 rounds of
 //!   2 s (median), interleaved with the ceiling: the library's own two scripts sent with
 //!   plain `redis` on one multiplexed connection by 64 tasks. fast_lock: the fast lock kind
@@ -36,9 +36,9 @@
 //!   calls over 3 intervals after a first renewal (which also loads the script), and RSS
 //!   growth per held lock at steady state (after the renewals, still held).
 //! - connections_per_node: the herd client's connections in CLIENT LIST while the herd runs.
-//! - cluster (issue 8): the uncontended loop on a Redis Cluster of 3 primaries of our own
+//! - cluster: the uncontended loop on a Redis Cluster of 3 primaries of our own
 //!   against the same loop on the single node, rounds interleaved.
-//! - inspect_list (issue 18, needs `--features inspect`, which scripts/bench passes): the
+//! - inspect_list (needs `--features inspect`, which scripts/bench passes): the
 //!   inspector's `list` over 100,000 locks of every kind plus 10,000 other keys, written in
 //!   Redisson's layout in a database of their own; the median of 5 runs against 2 s.
 //!
@@ -48,7 +48,7 @@
 //! library's scripts (read from those scripts) and less this program's own inspection
 //! commands. The human table also shows the raw delta.
 //!
-//! `--curves` (`scripts/bench --curves`) runs the cost curves instead (issue 19): see
+//! `--curves` (`scripts/bench --curves`) runs the cost curves instead: see
 //! `lock_bench/curves/mod.rs`.
 //!
 //! When cargo runs this file as a test (`cargo test --all-targets`, nextest), it lists no
@@ -107,7 +107,7 @@ const REDLOCK_QUORUM: usize = REDLOCK_NODES / 2 + 1;
 /// CLIENT SETNAME of this program's inspection connection.
 const INSPECTOR_NAME: &str = "lock-bench-inspector";
 
-/// Redisson measured beside the library (issue 15). In a folder of its own: a file directly
+/// Redisson measured beside the library. In a folder of its own: a file directly
 /// in benches/ would be a benchmark target of its own to cargo.
 #[path = "lock_bench/redisson.rs"]
 mod redisson;
@@ -122,7 +122,7 @@ mod jar_freshness;
 // benchmark target of its own to cargo).
 #[path = "lock_bench/cluster.rs"]
 mod cluster;
-/// The cost curves of issue 19 (`scripts/bench --curves`), one file per curve.
+/// The cost curves (`scripts/bench --curves`), one file per curve.
 #[path = "lock_bench/curves/mod.rs"]
 mod curves;
 #[path = "lock_bench/fast_lock.rs"]
@@ -247,7 +247,7 @@ impl Knobs {
 
 struct Report {
     rows: Vec<Row>,
-    /// One line of JSON with exactly the keys of issue 6, in its order; `null` = not measured.
+    /// One line of JSON with exactly the report's keys, in their order; `null` = not measured.
     json: String,
 }
 

@@ -1,4 +1,4 @@
-//! The inspect_list scenario (issue 18): `Inspector::list` over 100,000 locks of every kind
+//! The inspect_list scenario: `Inspector::list` over 100,000 locks of every kind
 //! (written in Redisson's layout with pipelined commands) and some keys that are not locks,
 //! in a database of its own; the median of a few runs against the 2 s target.
 
@@ -11,7 +11,7 @@ pub(crate) const INSPECT_OTHER_KEYS: usize = 10_000;
 /// Timed runs of `list`; the reported figure is the median.
 #[cfg(feature = "inspect")]
 const INSPECT_RUNS: usize = 5;
-/// The target (issue 18).
+/// The target.
 pub(crate) const INSPECT_TARGET_MS: f64 = 2000.0;
 /// The database the scenario writes to (emptied after).
 #[cfg(feature = "inspect")]

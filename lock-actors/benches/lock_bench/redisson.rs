@@ -1,4 +1,4 @@
-//! Redisson in the benchmark (issue 15): the real Redisson, newest release, measured in the
+//! Redisson in the benchmark: the real Redisson, newest release, measured in the
 //! same run and on the same redis-server as the library's rows.
 //!
 //! The Java side is `tests/redisson-peer/src/main/java/peer/Bench.java`, run from the peer's

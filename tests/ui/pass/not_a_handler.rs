@@ -1,6 +1,6 @@
 // A plain async fn whose parameters are named `Path` but are not actix-web's: the macro
 // keeps its signature (no hidden extractor, no `Either` response), so it is called as
-// written. Issue 16: it used to be taken for an actix-web handler.
+// written. It used to be taken for an actix-web handler.
 use actix_distributed_lock::{distributed_lock, LockError};
 use std::path::Path;
 

@@ -1,4 +1,4 @@
-//! The cost curves of issue 19 (`scripts/bench --curves`): how throughput, latency, memory
+//! The cost curves (`scripts/bench --curves`): how throughput, latency, memory
 //! and Redis load grow with the work, measured on one redis-server of our own.
 //!
 //! - `uncontended`: lock/unlock pairs/s against concurrent tasks (1 to 1,024) for our
