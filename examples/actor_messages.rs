@@ -184,6 +184,7 @@ async fn main() -> Result<(), Failure> {
         |error| println!("a second Release {{ owner }} is refused: {error}"),
         |released| println!("a second Release {{ owner }} unexpectedly gave {released:?}"),
     );
+    client.close().await;
     Ok(())
 }
 

@@ -55,5 +55,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     held.unlock().await?;
     let waited = waiter.await??;
     println!("the second client waited {waited:?} and was woken by the unlock");
+    first.close().await;
+    second.close().await;
     Ok(())
 }

@@ -71,5 +71,6 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("mutual exclusion was violated".into());
     }
     println!("ok: one holder at a time, nothing lost, nothing left behind");
+    client.close().await;
     Ok(())
 }

@@ -59,6 +59,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let shop = web::Data::new(Shop::connect(&url, Duration::from_millis(5)).await?);
     let port = std::env::var("PORT").unwrap_or_else(|_| "8080".into());
     println!("order service with /metrics on http://127.0.0.1:{port}");
+    let client = locks.clone();
     HttpServer::new(move || {
         App::new()
             .app_data(shop.clone())
@@ -70,5 +71,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .bind(("127.0.0.1", port.parse()?))?
     .run()
     .await?;
+    // The server has stopped: releases of guards dropped on the way reach Redis.
+    client.close().await;
     Ok(())
 }

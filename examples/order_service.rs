@@ -232,7 +232,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let demo = args.any(|a| a == "--demo");
     let locks = LockClient::connect(ClientConfig::new(&url)).await?;
     let shop = web::Data::new(Shop::connect(&url, Duration::from_millis(5)).await?);
-    let lock_data = web::Data::new(locks);
+    let lock_data = web::Data::new(locks.clone());
     #[cfg(feature = "inspector")]
     let force_unlock = std::env::var("INSPECTOR_FORCE_UNLOCK").is_ok_and(|v| v == "1");
     let server = HttpServer::new(move || {
@@ -250,7 +250,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         println!("order service on http://127.0.0.1:{port}");
         #[cfg(feature = "inspector")]
         println!("inspector page on http://127.0.0.1:{port}/locks");
-        return Ok(server.bind(("127.0.0.1", port.parse()?))?.run().await?);
+        server.bind(("127.0.0.1", port.parse()?))?.run().await?;
+        // The server has stopped: releases of guards dropped on the way reach Redis.
+        locks.close().await;
+        return Ok(());
     }
     let server = server.bind(("127.0.0.1", 0))?;
     let addr = server.addrs()[0];
@@ -259,6 +262,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     actix_web::rt::spawn(running);
     let outcome = demo::burst(&format!("http://{addr}")).await;
     handle.stop(true).await;
+    locks.close().await;
     outcome
 }
 

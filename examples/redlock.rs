@@ -89,5 +89,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
         Err(error) => println!("  none held: {error}"),
     }
+    for node in nodes {
+        node.close().await;
+    }
     Ok(())
 }
