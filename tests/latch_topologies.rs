@@ -10,6 +10,7 @@ use std::collections::HashSet;
 use std::time::{Duration, Instant};
 use support::topology::{RedisCluster, SentinelSetup};
 use support::{cluster_client, eventually, sentinel_client};
+use tokio::task::JoinHandle;
 
 /// How soon a message wakes a waiter, with room for a loaded machine (below the 5 s
 /// fallback, so only the message can make it).
@@ -20,8 +21,18 @@ fn channel(name: &str) -> String {
     format!("redisson_countdownlatch__channel__{{{name}}}")
 }
 
+/// A waiter opened, soon enough after `since` that only a message made it.
+async fn assert_opened_promptly(waiting: JoinHandle<(bool, Instant)>, since: Instant) {
+    let (opened, at) = tokio::time::timeout(PROMPT, waiting)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(opened, "not opened");
+    assert!(at - since < WAKE_BOUND, "opened after {:?}", at - since);
+}
+
 /// A bounded wait on latch `name` in a task: whether it opened, and when.
-fn waiter(client: &LockClient, name: &str) -> tokio::task::JoinHandle<(bool, Instant)> {
+fn waiter(client: &LockClient, name: &str) -> JoinHandle<(bool, Instant)> {
     let latch = client.count_down_latch(name).unwrap();
     tokio::spawn(async move {
         let opened = latch.wait_timeout(Duration::from_secs(60)).await.unwrap();
@@ -62,13 +73,7 @@ async fn latches_on_every_primary_open_through_sharded_pubsub() {
         );
     }
     for waiter in waiters {
-        let (opened, at) = tokio::time::timeout(PROMPT, waiter).await.unwrap().unwrap();
-        assert!(opened);
-        assert!(
-            at - counted_at < WAKE_BOUND,
-            "opened after {:?}",
-            at - counted_at
-        );
+        assert_opened_promptly(waiter, counted_at).await;
     }
     assert!(
         cluster.command_calls_total("spublish") >= 24,
@@ -119,36 +124,13 @@ async fn with_sharded_subscription_off_a_cluster_latch_uses_classic_pubsub() {
     assert!(latch.try_set_count(1).await.unwrap());
     let waiting = waiter(&a, "classic");
     eventually("the waiter subscribed (classic)", PROMPT, || {
-        let subscribed: i64 = cluster
-            .primary_ports()
-            .into_iter()
-            .map(|port| {
-                let mut conn = redis::Client::open(format!("redis://127.0.0.1:{port}/"))
-                    .and_then(|c| c.get_connection())
-                    .expect("node connection");
-                let (_, n): (String, i64) = redis::cmd("PUBSUB")
-                    .arg("NUMSUB")
-                    .arg(channel("classic"))
-                    .query(&mut conn)
-                    .expect("PUBSUB NUMSUB");
-                n
-            })
-            .sum();
-        std::future::ready(subscribed == 1)
+        let classic = cluster.subscribers_anywhere(&channel("classic"));
+        std::future::ready(classic == 1 && cluster.sharded_subscribers(&channel("classic")) == 0)
     })
     .await;
     let counted_at = Instant::now();
     assert_eq!(latch.count_down().await.unwrap(), 0);
-    let (opened, at) = tokio::time::timeout(PROMPT, waiting)
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(opened);
-    assert!(
-        at - counted_at < WAKE_BOUND,
-        "opened after {:?}",
-        at - counted_at
-    );
+    assert_opened_promptly(waiting, counted_at).await;
     assert!(cluster.command_calls_total("publish") >= 2);
     assert_eq!(cluster.command_calls_total("spublish"), 0);
 }
@@ -190,16 +172,7 @@ async fn behind_sentinel_a_waiter_is_opened_before_and_after_a_failover() {
     .await;
     let counted_at = Instant::now();
     assert_eq!(latch.count_down().await.unwrap(), 0);
-    let (opened, at) = tokio::time::timeout(PROMPT, waiting)
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(opened);
-    assert!(
-        at - counted_at < WAKE_BOUND,
-        "opened after {:?}",
-        at - counted_at
-    );
+    assert_opened_promptly(waiting, counted_at).await;
 
     // A waiter that outlives a failover: its client follows the new primary, subscribes
     // there again, and the count-down on the new primary opens it.
