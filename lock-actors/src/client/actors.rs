@@ -20,8 +20,9 @@ use std::time::Duration;
 /// Semaphore actor ids sit far above any lock actor's: a channel never has two
 /// subscribers with one id.
 const SEMAPHORE_IDS: u64 = 1 << 62;
-/// Latch actor ids sit between the two, for the same reason.
-const LATCH_IDS: u64 = 1 << 61;
+/// Latch actor ids sit apart from both and from the inspector's watches (from 1 << 61),
+/// for the same reason.
+const LATCH_IDS: u64 = 1 << 60;
 
 /// A node and the actors of one client on it.
 pub(crate) struct NodeActors {
