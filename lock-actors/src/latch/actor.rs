@@ -4,8 +4,8 @@
 //! scripts.
 
 use super::{
-    open_count, AwaitLatch, CountDown, DeleteLatch, GetCount, TrySetCount, COUNT, COUNT_DOWN,
-    DELETE, MOST_COUNT, TRY_SET,
+    count_call, count_down_call, delete_call, open_count, try_set_call, AwaitLatch, CountDown,
+    DeleteLatch, GetCount, TrySetCount, MOST_COUNT,
 };
 use crate::error::LockError;
 use crate::keys::LockName;
@@ -25,6 +25,13 @@ use std::time::{Duration, Instant};
 /// message lost on the way, or a count gone without one (a key deleted by hand, or
 /// expired), costs a waiter at most this much.
 pub(crate) const FALLBACK_POLL: Duration = Duration::from_secs(5);
+
+/// Nobody waits on the latch: no waiter is queued and nothing is under way for one (a read
+/// or a subscription request). The actor then drops its subscription (the model check
+/// follows the same rule).
+pub(crate) fn nobody_waits<T: Asker>(queue: &WaitQueue<T>) -> bool {
+    queue.is_empty() && queue.idle()
+}
 
 /// The live latch actors of one node: one per latch name with local interest.
 pub(crate) type LatchRegistry = Registry<LockName, LatchActor>;
@@ -123,7 +130,7 @@ impl QueueActor for LatchActor {
     }
 
     fn attempt(&mut self, id: u64, ctx: &mut Context<Self>) {
-        let call = ScriptCall::with_key(&COUNT, self.name.as_str());
+        let call = count_call(&self.name);
         let request = self
             .node
             .commands
@@ -225,7 +232,7 @@ impl LatchActor {
     }
 
     fn refresh_keepalive(&mut self, ctx: &mut Context<Self>) {
-        let nobody_waits = self.queue.is_empty() && self.queue.idle();
+        let nobody_waits = nobody_waits(&self.queue);
         if nobody_waits {
             self.closing = None;
             if self.subscribed {
@@ -273,13 +280,6 @@ impl LatchActor {
             }
             result
         }))
-    }
-
-    /// A script call on the latch's key and channel.
-    fn call(&self, script: &'static redis::Script) -> ScriptCall {
-        let mut call = ScriptCall::with_key(script, self.name.as_str());
-        call.key(self.channel.as_str());
-        call
     }
 }
 
@@ -362,8 +362,7 @@ impl Handler<TrySetCount> for LatchActor {
                 self.name, msg.count
             )));
         }
-        let mut call = self.call(TRY_SET.get(self.node.commands.pubsub));
-        call.arg(msg.count);
+        let call = try_set_call(&self.name, self.node.commands.pubsub, msg.count);
         Box::pin(
             self.run::<i64>(call, |_| false, ctx)
                 .map(|result, _, _| result.map(|set| set == 1)),
@@ -375,7 +374,7 @@ impl Handler<CountDown> for LatchActor {
     type Result = ResponseActFuture<Self, Result<u64, LockError>>;
 
     fn handle(&mut self, _: CountDown, ctx: &mut Context<Self>) -> Self::Result {
-        let call = self.call(COUNT_DOWN.get(self.node.commands.pubsub));
+        let call = count_down_call(&self.name, self.node.commands.pubsub);
         Box::pin(
             self.run::<i64>(call, |left| *left <= 0, ctx)
                 .map(|result, _, _| result.map(open_count)),
@@ -387,7 +386,7 @@ impl Handler<GetCount> for LatchActor {
     type Result = ResponseActFuture<Self, Result<u64, LockError>>;
 
     fn handle(&mut self, _: GetCount, ctx: &mut Context<Self>) -> Self::Result {
-        let call = ScriptCall::with_key(&COUNT, self.name.as_str());
+        let call = count_call(&self.name);
         Box::pin(
             self.run::<i64>(call, |count| *count <= 0, ctx)
                 .map(|result, _, _| result.map(open_count)),
@@ -399,7 +398,7 @@ impl Handler<DeleteLatch> for LatchActor {
     type Result = ResponseActFuture<Self, Result<bool, LockError>>;
 
     fn handle(&mut self, _: DeleteLatch, ctx: &mut Context<Self>) -> Self::Result {
-        let call = self.call(DELETE.get(self.node.commands.pubsub));
+        let call = delete_call(&self.name, self.node.commands.pubsub);
         Box::pin(
             self.run::<i64>(call, |deleted| *deleted == 1, ctx)
                 .map(|result, _, _| result.map(|deleted| deleted == 1)),

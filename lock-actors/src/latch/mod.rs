@@ -22,9 +22,14 @@ mod actor;
 
 pub use actor::LatchActor;
 pub(crate) use actor::LatchRegistry;
+#[cfg(test)]
+pub(crate) use actor::{nobody_waits, FALLBACK_POLL};
 
 use crate::error::LockError;
+use crate::keys::LockName;
 use crate::lock::PublishingScript;
+use crate::node::connection::PubSub;
+use crate::script::ScriptCall;
 use actix::Message;
 use redis::Script;
 use std::sync::LazyLock;
@@ -41,6 +46,36 @@ pub(crate) static DELETE: LazyLock<PublishingScript> =
     LazyLock::new(|| PublishingScript::new(&[COMMON, include_str!("delete.lua")]));
 pub(crate) static COUNT: LazyLock<Script> =
     LazyLock::new(|| Script::new(&[COMMON, include_str!("count.lua")].join("\n")));
+
+/// The call of `script` (one of the publishing latch scripts) on latch `name`: its key
+/// and its channel.
+fn publishing_call(script: &'static Script, name: &LockName) -> ScriptCall {
+    let mut call = ScriptCall::with_key(script, name.as_str());
+    call.key(name.latch_channel());
+    call
+}
+
+/// `try_set.lua` on latch `name` for `count`, publishing with `pubsub`.
+pub(crate) fn try_set_call(name: &LockName, pubsub: PubSub, count: u64) -> ScriptCall {
+    let mut call = publishing_call(TRY_SET.get(pubsub), name);
+    call.arg(count);
+    call
+}
+
+/// `count_down.lua` on latch `name`, publishing with `pubsub`.
+pub(crate) fn count_down_call(name: &LockName, pubsub: PubSub) -> ScriptCall {
+    publishing_call(COUNT_DOWN.get(pubsub), name)
+}
+
+/// `delete.lua` on latch `name`, publishing with `pubsub`.
+pub(crate) fn delete_call(name: &LockName, pubsub: PubSub) -> ScriptCall {
+    publishing_call(DELETE.get(pubsub), name)
+}
+
+/// `count.lua` on latch `name`.
+pub(crate) fn count_call(name: &LockName) -> ScriptCall {
+    ScriptCall::with_key(&COUNT, name.as_str())
+}
 
 /// The largest count a latch takes (Redis counts in signed 64 bits).
 pub(crate) const MOST_COUNT: u64 = i64::MAX as u64;
