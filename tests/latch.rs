@@ -329,6 +329,8 @@ async fn bad_input_is_refused_and_other_data_left_untouched() {
         i64::MAX as u64,
         "every digit kept"
     );
+    assert_eq!(latch.count_down().await.unwrap(), i64::MAX as u64 - 1);
+    assert!(latch.delete().await.unwrap());
 
     // Keys that hold something else: refused with WrongType, never written.
     let mut conn = server.conn().await;
