@@ -82,6 +82,9 @@ pub struct LatchActor {
     subscribed: bool,
     /// Scripts on their way to Redis.
     background: usize,
+    /// One errand of the client's while `background` is not zero, so a close lets a
+    /// count-down (or any call) already sent finish.
+    background_errand: Option<Errand>,
     /// The client is closing: its errand, kept until no waiter or read is left here.
     closing: Option<Errand>,
 }
@@ -194,6 +197,7 @@ impl LatchActor {
             keepalive: None,
             subscribed: false,
             background: 0,
+            background_errand: None,
             closing: None,
         }
     }
@@ -232,6 +236,11 @@ impl LatchActor {
     }
 
     fn refresh_keepalive(&mut self, ctx: &mut Context<Self>) {
+        if self.background == 0 {
+            self.background_errand = None;
+        } else if self.background_errand.is_none() {
+            self.background_errand = Some(self.node.arbiter.errands().start());
+        }
         let nobody_waits = nobody_waits(&self.queue);
         if nobody_waits {
             self.closing = None;
