@@ -78,8 +78,10 @@ pub struct LatchActor {
     timers: Option<Box<Timers>>,
     /// Our own address while we are busy, so nobody's dropped handle stops us.
     keepalive: Option<Addr<LatchActor>>,
-    /// Redis confirmed our subscription to the channel and we have not dropped it since.
-    subscribed: bool,
+    /// We asked the node to route the channel to us and have not withdrawn it since
+    /// (whether Redis confirmed it or not: a failed subscription stays routed, for the
+    /// node to subscribe again at its next reconnect).
+    routed: bool,
     /// Scripts on their way to Redis.
     background: usize,
     /// One errand of the client's while `background` is not zero, so a close lets a
@@ -152,8 +154,8 @@ impl QueueActor for LatchActor {
             self.id,
             ctx.address().recipient::<Wake>().downgrade(),
         );
+        self.routed = true;
         ctx.spawn(request.into_actor(self).map(|state, act, ctx| {
-            act.subscribed = matches!(state, Ok(Subscription::Active));
             let state = state
                 .map(Into::into)
                 .map_err(|e| e.about(act.name.unmapped()));
@@ -195,7 +197,7 @@ impl LatchActor {
             sleep: None,
             timers: None,
             keepalive: None,
-            subscribed: false,
+            routed: false,
             background: 0,
             background_errand: None,
             closing: None,
@@ -244,7 +246,7 @@ impl LatchActor {
         let nobody_waits = nobody_waits(&self.queue);
         if nobody_waits {
             self.closing = None;
-            if self.subscribed {
+            if self.routed {
                 // Nobody waits: nothing is kept on the node for this latch.
                 self.unsubscribe();
             }
@@ -257,7 +259,7 @@ impl LatchActor {
     }
 
     fn unsubscribe(&mut self) {
-        self.subscribed = false;
+        self.routed = false;
         self.queue.subscribed(Subscribed::No { retry_after: None });
         self.node.supervisor.do_send(Unsubscribe {
             channel: self.channel.clone(),

@@ -93,7 +93,8 @@ pub(crate) struct State {
     subscribing: Option<bool>,
     /// Redis sends the channel's messages to this process.
     subscribed: bool,
-    /// The node routes the channel's messages to the latch actor (its `subscribed`).
+    /// The node routes the channel's messages to the latch actor (its `routed`: from its
+    /// subscription request until nobody waits).
     routed: bool,
     /// Messages on their way to this process, in order.
     inbox: Vec<Message>,
@@ -166,7 +167,10 @@ impl LatchModel {
         for effect in effects {
             match effect {
                 Effect::Try { id } => state.trying = Some((id, None)),
-                Effect::Subscribe => state.subscribing = Some(false),
+                Effect::Subscribe => {
+                    state.subscribing = Some(false);
+                    state.routed = true;
+                }
                 Effect::Sleep { token, pause } => {
                     state.timer = Some((token, state.now + pause.as_millis() as i64));
                 }
@@ -378,7 +382,6 @@ impl Model for LatchModel {
             }
             Action::Subscribed => {
                 state.subscribing = None;
-                state.routed = true;
                 let effects = state.queue.0.subscription_ended(Ok(Subscribed::Yes));
                 self.apply(&mut state, effects);
                 self.pump(&mut state);
