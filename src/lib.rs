@@ -18,6 +18,8 @@
 //!   processes; **a read-write lock** ([`LockClient::read_write_lock`]) for many readers or
 //!   one writer; **a fast lock** ([`LockClient::fast_lock`]) for hot paths that never
 //!   re-enter. [`LockKind`] says what each stores in Redis.
+//! - **A count-down latch** ([`LockClient::count_down_latch`]) when work must wait until N
+//!   steps, in any process, are done: [`CountDownLatch`] holds nothing, it only opens.
 //! - **[`distributed_lock`]** when the lock guards a whole handler or async fn: the
 //!   attribute takes and releases it for you.
 //!
@@ -88,6 +90,7 @@ pub use lock_actors::{
     Released, ReplicaSync, Semaphore, SemaphoreActor, SemaphoreGuard, ServerReply,
     ShardedSubscriptionMode, MAX_NAMESPACE_LEN,
 };
+pub use lock_actors::{CountDownLatch, LatchActor};
 
 /// Wraps an `async fn` in acquire / release of a distributed lock.
 ///

@@ -180,3 +180,33 @@ mod inspector {
         send(&watch.next());
     }
 }
+
+// The count-down latch: its handle and messages travel like the others; its futures are
+// awaited in spawned tasks.
+mod latch {
+    use super::{send, send_static, send_sync_static};
+    use actix_distributed_lock::messages::{
+        AwaitLatch, CountDown, DeleteLatch, GetCount, TrySetCount,
+    };
+    use actix_distributed_lock::{CountDownLatch, LatchActor};
+    use std::time::Duration;
+
+    assert_send_sync!(
+        CountDownLatch,
+        TrySetCount,
+        CountDown,
+        GetCount,
+        DeleteLatch,
+        AwaitLatch
+    );
+    const _: fn() = send_static::<actix::Addr<LatchActor>>;
+
+    fn futures_are_send(latch: CountDownLatch) {
+        send(&latch.try_set_count(1));
+        send(&latch.count_down());
+        send(&latch.count());
+        send(&latch.delete());
+        send(&latch.wait());
+        send(&latch.wait_timeout(Duration::from_secs(1)));
+    }
+}

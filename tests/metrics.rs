@@ -558,3 +558,56 @@ async fn a_lost_subscription_connection_counts_one_reconnect() {
     holder.shutdown();
     waiter.shutdown();
 }
+
+/// A latch's waits are counted as acquires of kind `latch`: one opened, one timed out
+/// (contended: the count was above zero at its first read), one cancelled; the waiters
+/// gauge counts a parked waiter; a latch holds nothing, so it has no hold time.
+#[tokio::test]
+async fn latch_waits_are_counted_by_their_own_kind() {
+    const LATCH_WAITERS: &str = "distributed_lock_waiters{kind=latch}";
+    let (_turn, server) = turn().await;
+    let client = support::client(&server).await;
+    let latch = client.count_down_latch("metrics:latch").unwrap();
+    let before = Figures::now();
+    assert!(latch.wait_timeout(Duration::ZERO).await.unwrap(), "open");
+    assert!(latch.try_set_count(1).await.unwrap());
+    assert!(!latch.wait_timeout(Duration::ZERO).await.unwrap());
+    let baseline = values().get(LATCH_WAITERS).copied().unwrap_or(0.0);
+    let waiting = {
+        let latch = latch.clone();
+        tokio::spawn(async move { latch.wait().await })
+    };
+    server
+        .wait_for_subscribers("redisson_countdownlatch__channel__{metrics:latch}", 1)
+        .await;
+    until_reads(LATCH_WAITERS, baseline + 1.0).await;
+    waiting.abort();
+    until_reads(LATCH_WAITERS, baseline).await;
+    let after = Figures::now();
+    let wait = "distributed_lock_acquire_wait_seconds";
+    for (outcome, n) in [
+        ("acquired", 1),
+        ("timeout", 1),
+        ("cancelled", 1),
+        ("error", 0),
+    ] {
+        let id = format!("{wait}{{kind=latch,outcome={outcome}}}");
+        assert_eq!(after.samples(&id).len(), n, "{id}");
+    }
+    assert_rose(
+        &before,
+        &after,
+        "distributed_lock_acquire_timeouts_total{kind=latch}",
+        1,
+    );
+    assert_rose(
+        &before,
+        &after,
+        "distributed_lock_contended_acquires_total{kind=latch}",
+        2,
+    );
+    assert!(after
+        .samples("distributed_lock_hold_seconds{kind=latch}")
+        .is_empty());
+    client.shutdown();
+}

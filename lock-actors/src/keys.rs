@@ -261,6 +261,24 @@ impl LockName {
         .all(|derived| Slot::for_key(derived) == slot)
     }
 
+    /// The channel of the count-down latch of this name,
+    /// `redisson_countdownlatch__channel__{name}`: `0` is published on it when the count
+    /// reaches zero, `1` when a count is set.
+    ///
+    /// Unlike every other derived name, Redisson wraps the whole name in braces here, even a
+    /// name with braces of its own: see [`latch_shares_one_slot`](Self::latch_shares_one_slot).
+    pub(crate) fn latch_channel(&self) -> String {
+        format!("redisson_countdownlatch__channel__{{{}}}", self.as_str())
+    }
+
+    /// Whether a count-down latch of this name has its key and its channel on one Redis
+    /// Cluster slot; in practice, when the name has no brace (the channel's hash tag is the
+    /// whole name, while a key with braces hashes by the part its own braces hold).
+    pub(crate) fn latch_shares_one_slot(&self) -> bool {
+        use redis::cluster_routing::Slot;
+        Slot::for_key(self.as_str()) == Slot::for_key(self.latch_channel())
+    }
+
     /// `prefix:` then the name as a hash tag (Redisson's `prefixName`).
     fn prefixed(&self, prefix: &str) -> String {
         // One allocation: this runs on every unlock (the channel).

@@ -21,6 +21,8 @@
 //!   holder's permits must come back on their own.
 //! - **A fast lock** ([`LockClient::fast_lock`]) on hot, uncontended paths that never
 //!   re-enter: one string key, the cheapest scripts.
+//! - **A count-down latch** ([`LockClient::count_down_latch`]) when work must wait until N
+//!   other steps, anywhere, are done: it holds nothing, it only opens.
 //! - Every kind has the watchdog, `lost()`, bounded waits and the same errors; see
 //!   [`LockKind`] for what each stores in Redis.
 //! - **A [`MultiLock`]** when one piece of work needs several locks at once (an order and a
@@ -68,6 +70,7 @@ mod hold_status;
 #[cfg_attr(docsrs, doc(cfg(feature = "inspect")))]
 pub mod inspect;
 mod keys;
+mod latch;
 mod lease_list;
 mod lock;
 mod loss_signal;
@@ -95,8 +98,11 @@ pub use config::{
     ClientConfig, Deployment, ReplicaSync, ShardedSubscriptionMode, MAX_NAMESPACE_LEN,
 };
 pub use error::{LockError, ServerReply};
-pub use handle::{AcquireOptions, Lock, PermitExpirableSemaphore, PermitOptions, Semaphore};
+pub use handle::{
+    AcquireOptions, CountDownLatch, Lock, PermitExpirableSemaphore, PermitOptions, Semaphore,
+};
 pub use keys::LockName;
+pub use latch::LatchActor;
 pub use lock::{LockActor, LockGuard, LockKind, LockOwner, Released};
 pub use macro_support::{current, default_client, fencing_token, set_default_client, CurrentLock};
 pub use node::NodeSupervisor;

@@ -11,7 +11,9 @@
 //!   [`LockState`]);
 //! - to a [`SemaphoreActor`](crate::SemaphoreActor): [`AcquirePermits`],
 //!   [`AcquireExpirablePermits`], [`ReleasePermits`], [`ReleasePermit`], [`TrySetPermits`],
-//!   [`SetPermits`], [`AddPermits`], [`AvailablePermits`].
+//!   [`SetPermits`], [`AddPermits`], [`AvailablePermits`];
+//! - to a [`LatchActor`](crate::LatchActor): [`TrySetCount`], [`CountDown`], [`GetCount`],
+//!   [`DeleteLatch`], [`AwaitLatch`].
 //!
 //! # Example
 //!
@@ -32,6 +34,7 @@
 //! # Ok(()) }
 //! ```
 
+pub use crate::latch::{AwaitLatch, CountDown, DeleteLatch, GetCount, TrySetCount};
 pub use crate::lock::{
     Acquire, AcquireFenced, ForceRelease, GetState, LockState, Release, Released, Renew,
 };

@@ -41,7 +41,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     // The guards are what the actors hand out (an `Acquire` replies with a `LockGuard`).
     (
         "actors and their guards",
-        &["lock", "semaphore", "registry", "lease_list", "reply", "queue_driver"],
+        &["lock", "semaphore", "latch", "registry", "lease_list", "reply", "queue_driver"],
     ),
     (
         "node: connections, subscriptions, routing",
@@ -68,6 +68,7 @@ const LAYERS: &[(&str, &[&str])] = &[
 const NOT_IN_NODE: &[&str] = &[
     "lock",
     "semaphore",
+    "latch",
     "rwlock",
     "compose",
     "client",

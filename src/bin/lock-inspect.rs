@@ -246,7 +246,7 @@ async fn command(cli: &Cli, inspector: &Inspector) -> Result<(), Failure> {
             let lock = found(name, inspector.show(name).await)?;
             let semaphore = matches!(
                 lock.kind,
-                InspectedKind::Semaphore | InspectedKind::ExpirableSemaphore
+                InspectedKind::Semaphore | InspectedKind::ExpirableSemaphore | InspectedKind::Latch
             );
             // A semaphore is refused by the inspector: no question for a refusal.
             if !yes && !semaphore {

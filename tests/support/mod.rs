@@ -135,8 +135,13 @@ impl RedisServer {
 
     /// A fresh multiplexed async connection to this server.
     pub async fn conn(&self) -> redis::aio::MultiplexedConnection {
+        // The tests' own reads get a generous reply bound: on a loaded machine redis-rs's
+        // default (half a second) fails a read, not the library under test.
+        let config = redis::AsyncConnectionConfig::new()
+            .set_response_timeout(Some(Duration::from_secs(10)))
+            .set_connection_timeout(Some(Duration::from_secs(10)));
         self.client()
-            .get_multiplexed_async_connection()
+            .get_multiplexed_async_connection_with_config(&config)
             .await
             .unwrap_or_else(|e| panic!("connect to test redis on port {}: {e}", self.port))
     }

@@ -1113,6 +1113,21 @@ impl RedisCluster {
             .sum()
     }
 
+    /// Subscribers of `channel` on the live nodes, sharded (`PUBSUB SHARDNUMSUB`) and
+    /// classic (`PUBSUB NUMSUB`, counted on the node that took each) alike.
+    pub fn subscribers_anywhere(&self, channel: &str) -> i64 {
+        let classic: i64 = self
+            .live_ports()
+            .into_iter()
+            .map(|port| {
+                let counts: Vec<(String, i64)> = query(port, &["PUBSUB", "NUMSUB", channel])
+                    .unwrap_or_else(|e| self.fail(&format!("PUBSUB NUMSUB: {e}")));
+                counts.first().map_or(0, |(_, n)| *n)
+            })
+            .sum();
+        self.sharded_subscribers(channel) + classic
+    }
+
     /// The log of the node on `port`.
     pub fn node_log(&self, port: u16) -> String {
         self.nodes

@@ -4,6 +4,7 @@
 
 use super::renewal::{RenewalHealth, RenewalService};
 use crate::keys::LockName;
+use crate::latch::{LatchActor, LatchRegistry};
 use crate::lease_list::Renewable;
 use crate::lock::lease_entry::WatchRegistry;
 use crate::lock::{actor_key, Direct, LockActor, LockKind, LockOwner, LockRegistry};
@@ -19,12 +20,16 @@ use std::time::Duration;
 /// Semaphore actor ids sit far above any lock actor's: a channel never has two
 /// subscribers with one id.
 const SEMAPHORE_IDS: u64 = 1 << 62;
+/// Latch actor ids sit apart from both and from the inspector's watches (from 1 << 61),
+/// for the same reason.
+const LATCH_IDS: u64 = 1 << 60;
 
 /// A node and the actors of one client on it.
 pub(crate) struct NodeActors {
     pub(crate) node: Arc<Node>,
     locks: Arc<LockRegistry>,
     semaphores: Arc<SemaphoreRegistry>,
+    latches: Arc<LatchRegistry>,
     /// The holds the renewal service keeps alive.
     pub(crate) watchdog: Arc<WatchRegistry<LockActor>>,
     /// The lease-less permits the renewal service keeps alive.
@@ -52,6 +57,7 @@ impl NodeActors {
             node,
             locks: Arc::new(Registry::new(0)),
             semaphores: Arc::new(Registry::new(SEMAPHORE_IDS)),
+            latches: Arc::new(Registry::new(LATCH_IDS)),
             watchdog,
             permit_watch,
             health,
@@ -131,6 +137,26 @@ impl NodeActors {
         self.semaphores.evict(&(kind, name.clone()), addr);
     }
 
+    /// The live actor of latch `name`, started on the client's arbiter if there is none.
+    pub(crate) fn latch_actor(&self, name: &LockName) -> Addr<LatchActor> {
+        let (addr, ()) = self.latches.get_or_start(name.clone(), |id| {
+            let node = self.node.clone();
+            let registry = self.latches.clone();
+            let actor_name = name.clone();
+            let addr = self
+                .node
+                .arbiter
+                .start(move |_| LatchActor::new(node, registry, actor_name, id));
+            (addr, ())
+        });
+        addr
+    }
+
+    /// How many latch actors are registered (live or stopping).
+    pub(crate) fn latch_actors(&self) -> usize {
+        self.latches.len()
+    }
+
     /// The live actor `A` names by `key`, started if there is none.
     pub(crate) fn find<A: Registered>(&self, key: &A::Key) -> Addr<A> {
         A::find(self, key)
@@ -162,6 +188,9 @@ impl NodeActors {
             actor.do_send(Closing(errands.start()));
         }
         for actor in self.semaphores.live_where(|_| true) {
+            actor.do_send(Closing(errands.start()));
+        }
+        for actor in self.latches.live_where(|_| true) {
             actor.do_send(Closing(errands.start()));
         }
     }
@@ -213,5 +242,17 @@ impl Registered for SemaphoreActor {
 
     fn evict(actors: &NodeActors, (kind, name): &Self::Key, stopped: &Addr<Self>) {
         actors.evict_semaphore_actor(*kind, name, stopped);
+    }
+}
+
+impl Registered for LatchActor {
+    type Key = LockName;
+
+    fn find(actors: &NodeActors, name: &Self::Key) -> Addr<Self> {
+        actors.latch_actor(name)
+    }
+
+    fn evict(actors: &NodeActors, name: &Self::Key, stopped: &Addr<Self>) {
+        actors.latches.evict(name, stopped);
     }
 }

@@ -2,8 +2,10 @@
 //! of a client ([`Lock`], [`Semaphore`], [`PermitExpirableSemaphore`]) and the options of a
 //! take. A handle talks to its actor through the client's registry; it holds nothing itself.
 
+mod latch;
 mod lock;
 mod semaphore;
 
+pub use latch::CountDownLatch;
 pub use lock::{AcquireOptions, Lock};
 pub use semaphore::{PermitExpirableSemaphore, PermitOptions, Semaphore};

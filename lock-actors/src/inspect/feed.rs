@@ -14,8 +14,9 @@ use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tokio::sync::mpsc;
 
-/// Subscriber ids of watches: apart from lock actors' (from 1) and semaphore actors'
-/// (from 1 << 62), so a channel never has two subscribers with one id.
+/// Subscriber ids of watches: apart from lock actors' (from 1), semaphore actors' (from
+/// 1 << 62) and latch actors' (from 1 << 60), so a channel never has two subscribers with
+/// one id.
 const WATCH_IDS: u64 = 1 << 61;
 static NEXT_WATCH: AtomicU64 = AtomicU64::new(1);
 
@@ -57,6 +58,7 @@ pub(super) fn start(
         name.unlock_channel(),
         name.rwlock_channel(),
         SemaphoreKeys::new(&name, Kind::Plain).channel,
+        name.latch_channel(),
     ];
     let mut relays = Vec::new();
     for channel in channels {
@@ -198,6 +200,10 @@ pub(super) fn diff(before: Option<&LockInfo>, after: Option<&LockInfo>) -> Vec<C
             waiter: queued.clone(),
         });
     }
+    let count = after.and_then(|l| l.count);
+    if let Some(count) = count.filter(|_| before.and_then(|l| l.count) != count) {
+        changes.push(Change::Counted { count });
+    }
     changes
 }
 
@@ -230,6 +236,7 @@ mod tests {
                 .collect(),
             permits: None,
             fencing_token: None,
+            count: None,
         }
     }
 
@@ -242,6 +249,7 @@ mod tests {
                 Change::Queued { waiter } => format!("q{}", waiter.field),
                 Change::Dequeued { waiter } => format!("d{}", waiter.field),
                 Change::Message { channel } => format!("m{channel}"),
+                Change::Counted { count } => format!("#{count}"),
             })
             .collect()
     }
@@ -254,6 +262,18 @@ mod tests {
             labels(&diff(Some(&before), Some(&after))),
             ["-c:1", "dc:2", "+c:2x1"]
         );
+    }
+
+    #[test]
+    fn a_latch_counted_down_is_a_count_change() {
+        let mut three = lock(&[], &[]);
+        three.count = Some(3);
+        let mut two = three.clone();
+        two.count = Some(2);
+        assert!(diff(Some(&three), Some(&three)).is_empty());
+        assert_eq!(labels(&diff(Some(&three), Some(&two))), ["#2"]);
+        assert_eq!(labels(&diff(None, Some(&two))), ["#2"]);
+        assert!(diff(Some(&two), None).is_empty(), "opened: no lock left");
     }
 
     #[test]

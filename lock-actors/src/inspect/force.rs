@@ -56,6 +56,12 @@ pub(super) async fn force_unlock(
                 )
             }
         }
+        InspectedKind::Latch => {
+            return Err(LockError::invalid_config(format!(
+                "`{name}` is a count-down latch: nobody holds it; count it down \
+                 (count_down) or delete it to open it"
+            )))
+        }
         InspectedKind::Semaphore | InspectedKind::ExpirableSemaphore => {
             return Err(LockError::invalid_config(format!(
                 "`{name}` is a {}: its permits have no holder to force out; add permits \

@@ -31,6 +31,11 @@ pub enum InspectedKind {
     /// A permit count with a `{name}:timeout` sorted set of permit ids and their expiry
     /// (Redisson's `RPermitExpirableSemaphore`).
     ExpirableSemaphore,
+    /// A string holding an integer that someone waits on through
+    /// `redisson_countdownlatch__channel__{name}`: a count-down latch's count (Redisson's
+    /// `RCountDownLatch`). A latch nobody waits on has a semaphore's shape and is shown as
+    /// one.
+    Latch,
 }
 
 impl InspectedKind {
@@ -44,11 +49,12 @@ impl InspectedKind {
             InspectedKind::Fast => "fast",
             InspectedKind::Semaphore => "semaphore",
             InspectedKind::ExpirableSemaphore => "expirable_semaphore",
+            InspectedKind::Latch => "latch",
         }
     }
 
     /// Every kind, in the order tables list them.
-    pub const ALL: [InspectedKind; 7] = [
+    pub const ALL: [InspectedKind; 8] = [
         InspectedKind::Reentrant,
         InspectedKind::Fenced,
         InspectedKind::Fair,
@@ -56,6 +62,7 @@ impl InspectedKind {
         InspectedKind::Fast,
         InspectedKind::Semaphore,
         InspectedKind::ExpirableSemaphore,
+        InspectedKind::Latch,
     ];
 }
 
@@ -161,6 +168,8 @@ pub struct LockInfo {
     pub permits: Option<i64>,
     /// A fenced lock's last issued fencing token.
     pub fencing_token: Option<i64>,
+    /// A count-down latch's count (0 and below: open).
+    pub count: Option<i64>,
 }
 
 /// What [`Inspector::force_unlock`](crate::inspect::Inspector::force_unlock) did.
@@ -204,6 +213,12 @@ pub enum Change {
     Message {
         /// The channel.
         channel: String,
+    },
+    /// A count-down latch's count changed (counted down, or set anew); a latch that opened
+    /// is gone, so its last change is to no lock at all.
+    Counted {
+        /// The count now.
+        count: i64,
     },
 }
 

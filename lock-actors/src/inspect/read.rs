@@ -126,6 +126,15 @@ pub(super) async fn read(
                     .arg(0)
                     .arg(-1)
                     .arg("WITHSCORES");
+                // A count-down latch has a semaphore's shape: only its waiters tell it.
+                let latch = name.latch_channel();
+                reads
+                    .cmd("PUBSUB")
+                    .arg("NUMSUB")
+                    .arg(&latch)
+                    .cmd("PUBSUB")
+                    .arg("SHARDNUMSUB")
+                    .arg(&latch);
                 Plan::String
             }
             // A queue with no lock key: a fair lock between holders. With a lock key, the
@@ -176,7 +185,8 @@ pub(super) async fn read(
 enum Plan {
     /// HGETALL, PTTL, GET token, LRANGE queue, ZRANGE timeouts.
     Hash,
-    /// GET, PTTL, ZRANGE permit timeouts.
+    /// GET, PTTL, ZRANGE permit timeouts, the latch channel's classic and sharded
+    /// subscribers.
     String,
     /// EXISTS lock, LRANGE queue, ZRANGE timeouts.
     Queue,
@@ -186,8 +196,8 @@ enum Plan {
 impl Plan {
     fn width(&self) -> usize {
         match self {
-            Plan::Hash => 5,
-            Plan::String | Plan::Queue => 3,
+            Plan::Hash | Plan::String => 5,
+            Plan::Queue => 3,
             Plan::Skip => 0,
         }
     }
@@ -220,6 +230,7 @@ fn empty(name: &LockName, caller_name: String, kind: InspectedKind) -> LockInfo 
         waiters: Vec::new(),
         permits: None,
         fencing_token: None,
+        count: None,
     }
 }
 
@@ -263,6 +274,13 @@ fn string_info(name: &LockName, caller: String, part: &[Value], now: i64) -> Opt
         }
         StringLock::Permits(available) => {
             let held = scored::<Vec<u8>>(&part[2]);
+            let awaited = subscribers(&part[3]) + subscribers(&part[4]) > 0;
+            if held.is_empty() && awaited {
+                let mut lock = empty(name, caller, InspectedKind::Latch);
+                lock.count = Some(available);
+                lock.ttl_ms = ttl;
+                return Some(lock);
+            }
             let kind = if held.is_empty() {
                 InspectedKind::Semaphore
             } else {
@@ -275,6 +293,14 @@ fn string_info(name: &LockName, caller: String, part: &[Value], now: i64) -> Opt
             Some(lock)
         }
     }
+}
+
+/// The subscriber count of a `PUBSUB NUMSUB` / `SHARDNUMSUB` reply for one channel.
+fn subscribers(value: &Value) -> i64 {
+    Vec::<(String, i64)>::from_redis_value_ref(value)
+        .ok()
+        .and_then(|counts| counts.first().map(|(_, n)| *n))
+        .unwrap_or(0)
 }
 
 fn queue_info(name: &LockName, caller: String, part: &[Value], now: i64) -> Option<LockInfo> {

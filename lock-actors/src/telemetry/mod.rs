@@ -11,7 +11,7 @@
 //! [`ClientConfig::metrics_lock_name_labels`]: crate::ClientConfig
 
 /// The one list of `kind` labels, in index order: every lock kind, then every semaphore
-/// kind. It makes [`Kind`] and the static metric keys of `record`; each kind's module maps
+/// kind, then the count-down latch (its waits count as acquires). It makes [`Kind`] and the static metric keys of `record`; each kind's module maps
 /// its kind onto it (a test checks every kind's label is its name).
 ///
 /// `with_kinds!(then)` expands to `then!(Variant "label", ...)`;
@@ -25,7 +25,8 @@ macro_rules! with_kinds {
             Write "write",
             Fair "fair",
             Semaphore "semaphore",
-            ExpirableSemaphore "expirable_semaphore"
+            ExpirableSemaphore "expirable_semaphore",
+            Latch "latch"
         }
     };
 }

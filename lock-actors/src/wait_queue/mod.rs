@@ -76,6 +76,22 @@ impl<T> Waiter<T> {
     }
 }
 
+impl<T> Waiter<T> {
+    /// What a waiter whose wait ran out is answered: the transient error its last try got
+    /// (Redis was away), else a timeout on `name`; and how long it waited.
+    pub(crate) fn timeout_error(&mut self, name: &str) -> (LockError, Duration) {
+        let waited = self.started.elapsed();
+        let error = match self.last_error.take() {
+            Some(transient) if transient.is_transient() => transient,
+            _ => LockError::Timeout {
+                name: name.to_string(),
+                waited,
+            },
+        };
+        (error, waited)
+    }
+}
+
 /// What the head of the queue is doing: exactly one of these at a time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Head {

@@ -67,6 +67,9 @@ fn detail(lock: &LockInfo) -> String {
     if let Some(permits) = lock.permits {
         parts.push(format!("permits={permits}"));
     }
+    if let Some(count) = lock.count {
+        parts.push(format!("count={count}"));
+    }
     if let Some(token) = lock.fencing_token {
         parts.push(format!("token={token}"));
     }
@@ -135,6 +138,9 @@ pub fn detail_view(lock: &LockInfo) -> String {
     let _ = writeln!(out, "ttl:      {}", ttl(lock.ttl_ms));
     if let Some(permits) = lock.permits {
         let _ = writeln!(out, "permits:  {permits} available");
+    }
+    if let Some(count) = lock.count {
+        let _ = writeln!(out, "count:    {count} to go (count-down latch)");
     }
     if let Some(token) = lock.fencing_token {
         let _ = writeln!(out, "token:    {token} (last issued fencing token)");
@@ -222,6 +228,7 @@ pub fn watch_lines(name: &str, event: &WatchEvent, first: bool) -> String {
             }
             Change::Dequeued { waiter } => format!("dequeued  {}", clean(&waiter.field)),
             Change::Message { channel } => format!("message   on {}", clean(channel)),
+            Change::Counted { count } => format!("counted   {count} to go"),
         };
         let _ = writeln!(out, "{at}  {}  {what}", clean(name));
     }

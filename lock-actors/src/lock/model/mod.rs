@@ -27,11 +27,14 @@
 //! - `read_write`: readers and writers with mixed leases, each read hold's timeout key.
 //! - `semaphore`: plain and permit-expirable semaphores, lost replies, closing and dying
 //!   clients.
+//! - `latch`: the count-down latch's waiters against count-downs, deletes and counts set
+//!   again, messages late or lost, waiters giving up.
 
 mod clock;
 mod fair;
 mod fast_path;
 mod kinds_mirror;
+mod latch;
 mod mirror;
 mod read_write;
 mod reentrant;

@@ -69,6 +69,15 @@ pub(super) async fn run_call(
     call.evalsha().query_async(connection).await.unwrap()
 }
 
+impl Server {
+    /// A pub/sub connection of its own, to listen on channels.
+    pub(super) async fn pubsub(&self) -> redis::aio::PubSub {
+        let client = redis::Client::open(format!("redis://127.0.0.1:{}/", self.port)).unwrap();
+        // The server answers already: `connect` waited for it.
+        client.get_async_pubsub().await.unwrap()
+    }
+}
+
 impl Drop for Server {
     fn drop(&mut self) {
         let _ = self.child.kill();

@@ -191,19 +191,14 @@ impl SemaphoreActor {
         self.drive(effects, ctx);
     }
 
-    pub(super) fn time_out(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
+    pub(super) fn time_out(&mut self, mut waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
         queue_driver::forget(self, waiter.id, ctx);
-        let waited = waiter.started.elapsed();
-        let error = match waiter.last_error {
-            Some(transient) if transient.is_transient() => transient,
-            _ if waiter.data.unset => LockError::NoPermitsSet {
-                name: self.name.to_string(),
-                waited,
-            },
-            _ => LockError::Timeout {
-                name: self.name.to_string(),
-                waited,
-            },
+        let (error, waited) = waiter.timeout_error(self.name.unmapped());
+        let error = match error {
+            LockError::Timeout { name, waited } if waiter.data.unset => {
+                LockError::NoPermitsSet { name, waited }
+            }
+            other => other,
         };
         tracing::debug!(semaphore = %self.name, permits = waiter.data.permits, ?waited,
             "wait for permits timed out");

@@ -71,6 +71,7 @@ import org.redisson.config.Config;
  * psem_release name id            -> released
  * psem_available name             -> available N
  * psem_count name key n leaseMs   -> counted n
+ * latch_...                       -> the count-down latch's commands: see LatchCommands
  * ping                            -> pong
  * </pre>
  *
@@ -404,8 +405,13 @@ public final class Peer {
                 }
                 return "counted " + n;
             }
-            default:
+            default: {
+                String latch = LatchCommands.execute(client, c);
+                if (latch != null) {
+                    return latch;
+                }
                 throw new IllegalArgumentException("unknown command " + c[0]);
+            }
         }
     }
 
