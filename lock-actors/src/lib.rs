@@ -91,6 +91,7 @@ pub mod web;
 
 pub use client::LockClient;
 pub use compose::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
+pub use config::SpinBackoff;
 pub use config::{
     ClientConfig, Deployment, ReplicaSync, ShardedSubscriptionMode, MAX_NAMESPACE_LEN,
 };

@@ -4,6 +4,7 @@
 
 mod lock;
 mod semaphore;
+mod spin;
 
 pub use lock::{AcquireOptions, Lock};
 pub use semaphore::{PermitExpirableSemaphore, PermitOptions, Semaphore};
