@@ -17,7 +17,8 @@
 //! - **A fair lock** ([`LockClient::fair_lock`]) to serve waiters in request order across
 //!   processes; **a read-write lock** ([`LockClient::read_write_lock`]) for many readers or
 //!   one writer; **a fast lock** ([`LockClient::fast_lock`]) for hot paths that never
-//!   re-enter. [`LockKind`] says what each stores in Redis.
+//!   re-enter; **a spin lock** ([`LockClient::spin_lock`]) where pub/sub is unavailable or
+//!   costly (waiters poll with a [`SpinBackoff`]). [`LockKind`] says what each stores in Redis.
 //! - **[`distributed_lock`]** when the lock guards a whole handler or async fn: the
 //!   attribute takes and releases it for you.
 //!

@@ -415,3 +415,40 @@ async fn a_bad_backoff_is_refused_with_the_setting_named() {
     ));
     assert_eq!(server.keys().await, Vec::<String>::new());
 }
+
+/// A spin lock is the reentrant lock's hash in Redis (Redisson's `RSpinLock` too): the
+/// inspector lists and shows it as that, with its holder.
+#[cfg(feature = "inspector")]
+#[tokio::test]
+async fn the_inspector_shows_a_spin_lock_as_the_reentrant_hash_it_is() {
+    use actix_distributed_lock::inspect::InspectedKind;
+    let server = RedisServer::start();
+    let locks = client(&server).await;
+    let guard = locks
+        .spin_lock("spin:shown")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    let inspector = locks.inspector();
+    let shown = inspector.show("spin:shown").await.unwrap().expect("shown");
+    assert_eq!(shown.kind, InspectedKind::Reentrant);
+    let holders: Vec<_> = shown
+        .holders
+        .iter()
+        .map(|h| (h.field.clone(), h.count))
+        .collect();
+    assert_eq!(holders, [(field(&locks, guard.owner()), 1)]);
+    assert!(shown.ttl_ms.is_some_and(|ttl| ttl > 0));
+    let listed = inspector.list(Some("spin:*")).await.unwrap();
+    let listed: Vec<_> = listed
+        .iter()
+        .map(|l| (l.name.as_str(), l.kind, &l.holders))
+        .collect();
+    assert_eq!(
+        listed,
+        [("spin:shown", InspectedKind::Reentrant, &shown.holders)]
+    );
+    guard.unlock().await.unwrap();
+    assert_eq!(inspector.show("spin:shown").await.unwrap(), None);
+}

@@ -21,6 +21,9 @@
 //!   holder's permits must come back on their own.
 //! - **A fast lock** ([`LockClient::fast_lock`]) on hot, uncontended paths that never
 //!   re-enter: one string key, the cheapest scripts.
+//! - **A spin lock** ([`LockClient::spin_lock`]) where pub/sub is unavailable or costly:
+//!   the reentrant lock without channels, its waiters polling with a backoff
+//!   ([`SpinBackoff`]), as Redisson's `RSpinLock`.
 //! - Every kind has the watchdog, `lost()`, bounded waits and the same errors; see
 //!   [`LockKind`] for what each stores in Redis.
 //! - **A [`MultiLock`]** when one piece of work needs several locks at once (an order and a

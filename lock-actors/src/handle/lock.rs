@@ -93,8 +93,8 @@ impl AcquireOptions {
 /// reentrant lock (Redisson's `RLock`): one owner at a time, and that owner may take it
 /// again; it is free after as many releases as acquisitions.
 ///
-/// The other kinds come from [`LockClient::fast_lock`], [`LockClient::fenced_lock`] and
-/// [`LockClient::read_write_lock`]; their differences are on [`LockKind`]. The handle is
+/// The other kinds come from [`LockClient::fast_lock`], [`LockClient::fenced_lock`],
+/// [`LockClient::fair_lock`], [`LockClient::spin_lock`] and [`LockClient::read_write_lock`]; their differences are on [`LockKind`]. The handle is
 /// cheap to clone and holds no lock itself; each acquire returns a [`LockGuard`].
 ///
 /// # Example
