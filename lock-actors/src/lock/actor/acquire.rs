@@ -36,6 +36,12 @@ pub(crate) fn busy_retry_in(pttl: i64, allowance: Option<Duration>) -> Duration 
     }
 }
 
+/// How long a spin waiter whose try found the lock busy sleeps: the next pause of its
+/// backoff, or less when the holder's lease (`pttl`) runs out sooner.
+pub(crate) fn poll_retry_in(pttl: i64, delays: &mut SpinDelays) -> Duration {
+    busy_retry_in(pttl, None).min(delays.next())
+}
+
 impl LockActor {
     /// The longest lease any local hold may still have in Redis.
     pub(super) fn longest_local_lease(&self) -> Duration {
@@ -301,12 +307,11 @@ impl LockActor {
                     .kind
                     .per_owner()
                     .then_some(self.node.config.fair_wait_timeout);
-                let mut ttl = busy_retry_in(pttl, allowance);
                 let waiting = self.queue.get_mut(id);
-                if let Some(delays) = waiting.and_then(|waiter| waiter.data.backoff.as_mut()) {
-                    // A spin waiter tries again after its backoff (or as the lease runs out).
-                    ttl = ttl.min(delays.next());
-                }
+                let ttl = match waiting.and_then(|waiter| waiter.data.backoff.as_mut()) {
+                    Some(delays) => poll_retry_in(pttl, delays),
+                    None => busy_retry_in(pttl, allowance),
+                };
                 tracing::trace!(lock = %self.name, owner = owner.id(), ?ttl, "busy");
                 self.queue.busy(id, now, ttl)
             }

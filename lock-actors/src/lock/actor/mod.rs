@@ -5,7 +5,7 @@
 
 mod acquire;
 #[cfg(test)]
-pub(crate) use acquire::busy_retry_in;
+pub(crate) use acquire::{busy_retry_in, poll_retry_in};
 mod forced;
 mod reconcile;
 mod release;

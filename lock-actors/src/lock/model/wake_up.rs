@@ -50,19 +50,19 @@ impl Asker for Ask {
 }
 
 /// The library's queue, compared and hashed by what it shows of itself (it keeps errors
-/// that are not hashable; its debug form names every field).
+/// that are not hashable; its debug form names every field). (`spin` keeps one too.)
 #[derive(Debug, Clone)]
-pub(crate) struct Queue(WaitQueue<Ask>);
+pub(crate) struct Queue<A = Ask>(pub(super) WaitQueue<A>);
 
-impl PartialEq for Queue {
+impl<A: std::fmt::Debug> PartialEq for Queue<A> {
     fn eq(&self, other: &Self) -> bool {
         format!("{:?}", self.0) == format!("{:?}", other.0)
     }
 }
 
-impl Eq for Queue {}
+impl<A: std::fmt::Debug> Eq for Queue<A> {}
 
-impl Hash for Queue {
+impl<A: std::fmt::Debug> Hash for Queue<A> {
     fn hash<H: Hasher>(&self, state: &mut H) {
         format!("{:?}", self.0).hash(state);
     }
