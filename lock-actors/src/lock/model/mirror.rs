@@ -308,41 +308,21 @@ async fn two_holds_nobody_counts_are_undone_by_two_reconciles_on_a_real_redis() 
         lease: 30_000,
         counted: 0,
     };
+    let (current, reentrant) = (Scripts::Current, LockKind::Reentrant);
     assert_eq!(
-        run_lua(
-            &mut connection,
-            Scripts::Current,
-            LockKind::Reentrant,
-            &name,
-            reconcile
-        )
-        .await,
+        run_lua(&mut connection, current, reentrant, &name, reconcile).await,
         Some(0),
         "the first undoes one hold"
     );
     assert_eq!(
-        run_lua(
-            &mut connection,
-            Scripts::Current,
-            LockKind::Reentrant,
-            &name,
-            reconcile
-        )
-        .await,
+        run_lua(&mut connection, current, reentrant, &name, reconcile).await,
         Some(1),
         "the second frees the lock"
     );
     let (fields, pttl) = read_back(&mut connection, &key).await;
     assert!(fields.is_empty() && pttl == -2, "{fields:?} {pttl}");
     assert_eq!(
-        run_lua(
-            &mut connection,
-            Scripts::Current,
-            LockKind::Reentrant,
-            &name,
-            reconcile
-        )
-        .await,
+        run_lua(&mut connection, current, reentrant, &name, reconcile).await,
         Some(-1),
         "nothing more to undo"
     );

@@ -40,6 +40,7 @@ mod semaphore;
 mod server;
 mod spin;
 mod store;
+mod waits;
 mod wake_up;
 
 /// Whether `LOCK_MODEL_DEPTH=deep` asks for the deeper bounds.

@@ -17,13 +17,11 @@
 //! waiter without its messages) breaks the first.
 
 use super::clock::at;
-use super::store::{Scripts, Store};
-use super::wake_up::Queue;
+use super::waits::{owner, Peer, Step, Waits};
 use crate::config::{SpinBackoff, SpinDelays};
 use crate::lock::actor::{busy_retry_in, poll_retry_in};
-use crate::wait_queue::{Asker, Effect, Gate, Granted, Retry, WaitQueue};
+use crate::wait_queue::{Asker, Effect, Granted, Retry, WaitQueue};
 use stateright::{Checker, Model, Property};
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// One step of the model's clock.
@@ -38,8 +36,11 @@ const WAIT: u64 = 6_000;
 const BUDGET: i64 = 7_000;
 /// The backoff's cap.
 const MAX_DELAY: i64 = 2_000;
-/// The other process's owner.
-const PEER: u8 = 9;
+/// The other process.
+const PEER: Peer = Peer {
+    owner: 9,
+    lease: PEER_LEASE,
+};
 
 fn backoff() -> SpinBackoff {
     SpinBackoff::exponential()
@@ -89,18 +90,9 @@ pub(crate) enum Pause {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct State {
-    now: i64,
-    store: Store,
-    queue: Queue<Ask>,
+    /// The queue, the head's try and timers, the lock in Redis, the clock.
+    waits: Waits<Ask>,
     callers: Vec<Phase>,
-    /// The head's try in Redis: its waiter, and its answer once it ran.
-    trying: Option<(u64, Option<Option<i64>>)>,
-    /// The head's sleep timer: its token and when it fires.
-    timer: Option<(u64, i64)>,
-    /// Deadline timers, by waiter.
-    deadlines: BTreeMap<u64, i64>,
-    /// The other process holds the lock (it starts holding it).
-    peer: bool,
     /// A waiter was granted after the other process let go.
     polled_and_granted: bool,
 }
@@ -109,15 +101,11 @@ pub(crate) struct State {
 pub(crate) enum Action {
     /// Caller `0` asks for the lock (at the start); `1`: after a busy try on the fast path.
     Acquire(usize, bool),
-    TryRuns,
-    TryAnswered,
-    Slept,
-    Expire(u64),
+    /// A step of the try, the timers, the other process or the clock.
+    Step(Step),
     /// Caller `0` drops its acquire's future.
     Leave(usize),
     Release(usize),
-    PeerUnlock,
-    Tick,
 }
 
 pub(crate) struct SpinModel {
@@ -126,48 +114,25 @@ pub(crate) struct SpinModel {
     pub(crate) only: Option<&'static str>,
 }
 
-fn owner(caller: usize) -> u8 {
-    caller as u8 + 1
-}
-
 impl SpinModel {
     /// Carries out the queue's effects in order, as `queue_driver::apply` does.
     fn apply(&self, state: &mut State, effects: Vec<Effect<Ask>>) {
         for effect in effects {
-            match effect {
-                Effect::Try { id } => state.trying = Some((id, None)),
-                Effect::Subscribe => unreachable!("a polling queue never subscribes"),
-                Effect::Sleep { token, pause } => {
-                    state.timer = Some((token, state.now + pause.as_millis() as i64));
+            match state.waits.carry_out(effect) {
+                Some(Effect::Subscribe) => unreachable!("a polling queue never subscribes"),
+                Some(Effect::TimedOut(w) | Effect::Fail(w, _)) => {
+                    state.callers[w.data.caller] = Phase::TimedOut;
                 }
-                Effect::CancelSleep => state.timer = None,
-                Effect::ArmDeadline { id, at: deadline } => {
-                    let ms = deadline.duration_since(at(0)).as_millis() as i64;
-                    state.deadlines.insert(id, ms);
-                }
-                Effect::TimedOut(waiter) | Effect::Fail(waiter, _) => {
-                    state.deadlines.remove(&waiter.id);
-                    state.callers[waiter.data.caller] = Phase::TimedOut;
-                }
-                Effect::Withdrawn(waiter) => {
-                    state.deadlines.remove(&waiter.id);
-                    state.callers[waiter.data.caller] = Phase::Left;
-                }
+                Some(Effect::Withdrawn(w)) => state.callers[w.data.caller] = Phase::Left,
+                _ => {}
             }
         }
     }
 
-    /// Lets the head go if it may, with the lock actor's gate: a head whose lock another
-    /// local owner holds sleeps (at most that hold's lease) until that owner lets go.
+    /// Lets the head go if it may, with the lock actor's gate.
     fn pump(&self, state: &mut State) {
         let local = state.callers.iter().position(|p| *p == Phase::Holding);
-        let effects = state.queue.0.pump(at(state.now), |head| match local {
-            Some(holder) if holder != head.data.caller => Gate::Hold {
-                pause: Duration::from_millis(LEASE),
-                error: None,
-            },
-            _ => Gate::Go,
-        });
+        let effects = state.waits.pump(local, |ask| ask.caller, LEASE);
         self.apply(state, effects);
     }
 
@@ -184,20 +149,12 @@ impl Model for SpinModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        let mut store = Store::default();
-        store.acquire(Scripts::Current, 0, PEER, PEER_LEASE);
         let retry = Retry::UnansweredFirstTry {
             grace: Duration::from_millis(STEP as u64),
         };
         vec![State {
-            now: 0,
-            store,
-            queue: Queue(WaitQueue::polling(retry)),
+            waits: Waits::new(WaitQueue::polling(retry), PEER),
             callers: vec![Phase::Idle; self.callers],
-            trying: None,
-            timer: None,
-            deadlines: BTreeMap::new(),
-            peer: true,
             polled_and_granted: false,
         }]
     }
@@ -205,9 +162,9 @@ impl Model for SpinModel {
     fn actions(&self, state: &State, actions: &mut Vec<Action>) {
         for (c, phase) in state.callers.iter().enumerate() {
             match phase {
-                Phase::Idle if state.now == 0 => {
+                Phase::Idle if state.waits.now == 0 => {
                     actions.push(Action::Acquire(c, false));
-                    if !state.store.fields.is_empty() {
+                    if !state.waits.store.fields.is_empty() {
                         actions.push(Action::Acquire(c, true));
                     }
                 }
@@ -216,30 +173,14 @@ impl Model for SpinModel {
                 _ => {}
             }
         }
-        match state.trying {
-            Some((_, None)) => actions.push(Action::TryRuns),
-            Some((_, Some(_))) => actions.push(Action::TryAnswered),
-            None => {}
-        }
-        if state.timer.is_some_and(|(_, fires)| fires <= state.now) {
-            actions.push(Action::Slept);
-        }
-        for (&id, &fires) in &state.deadlines {
-            if fires <= state.now {
-                actions.push(Action::Expire(id));
-            }
-        }
-        if state.peer && state.store.fields.contains_key(&PEER) {
-            actions.push(Action::PeerUnlock);
-        }
-        if state.now < BUDGET {
-            actions.push(Action::Tick);
-        }
+        let mut steps = Vec::new();
+        state.waits.steps(PEER, BUDGET, &mut steps);
+        actions.extend(steps.into_iter().map(Action::Step));
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let mut state = last.clone();
-        let now = at(state.now);
+        let now = at(state.waits.now);
         match action {
             Action::Acquire(c, after_busy) => {
                 let ask = Ask {
@@ -248,67 +189,61 @@ impl Model for SpinModel {
                     delays: backoff().delays(),
                 };
                 let wait = Duration::from_millis(WAIT);
-                let mut waiter = state.queue.0.waiter(now, wait, ask);
+                let mut waiter = state.waits.queue.0.waiter(now, wait, ask);
                 if after_busy {
                     // Restated from the actor's `AfterDirect`: tried once, rests first.
                     waiter.attempts = 1;
                     waiter.rest = Some(waiter.data.delays.next());
                 }
                 state.callers[c] = Phase::Waiting(waiter.id);
-                let effects = state.queue.0.enqueue(waiter, false);
+                let effects = state.waits.queue.0.enqueue(waiter, false);
                 self.apply(&mut state, effects);
                 self.pump(&mut state);
             }
-            Action::TryRuns => {
-                let (id, _) = state.trying?;
+            Action::Step(Step::TryRuns) => {
+                let (id, _) = state.waits.trying?;
                 let c = state
                     .callers
                     .iter()
                     .position(|p| matches!(p, Phase::Waiting(w) | Phase::Leaving(w) if *w == id))?;
-                let answer = state
-                    .store
-                    .acquire(Scripts::Current, state.now, owner(c), LEASE);
-                state.trying = Some((id, Some(answer)));
+                state.waits.try_runs(owner(c), LEASE)?;
             }
-            Action::TryAnswered => {
-                let (id, Some(answer)) = state.trying.take()? else {
-                    return None;
-                };
+            Action::Step(Step::TryAnswered) => {
+                let (id, answer) = state.waits.answered()?;
                 match answer {
                     None => {
-                        if let Granted::To(waiter) = state.queue.0.granted(id) {
-                            state.deadlines.remove(&waiter.id);
+                        if let Granted::To(waiter) = state.waits.queue.0.granted(id) {
+                            state.waits.deadlines.remove(&waiter.id);
                             let c = waiter.data.caller;
                             if waiter.data.left {
                                 // Its asker left: the undelivered guard's drop unlocks.
-                                state.store.unlock(state.now, owner(c), LEASE);
+                                let now = state.waits.now;
+                                state.waits.store.unlock(now, owner(c), LEASE);
                                 state.callers[c] = Phase::Left;
                             } else {
                                 state.callers[c] = Phase::Holding;
-                                state.polled_and_granted |= !state.peer;
+                                state.polled_and_granted |= !state.waits.peer;
                             }
                         }
                     }
                     Some(pttl) => {
-                        let waiter = state.queue.0.get_mut(id)?;
+                        let waiter = state.waits.queue.0.get_mut(id)?;
                         let retry_in = match self.pause {
                             Pause::Backoff => poll_retry_in(pttl, &mut waiter.data.delays),
                             Pause::Lease => busy_retry_in(pttl, None),
                         };
-                        let effects = state.queue.0.busy(id, now, retry_in);
+                        let effects = state.waits.queue.0.busy(id, now, retry_in);
                         self.apply(&mut state, effects);
                     }
                 }
                 self.pump(&mut state);
             }
-            Action::Slept => {
-                let (token, _) = state.timer.take()?;
-                state.queue.0.slept(token);
+            Action::Step(Step::Slept) => {
+                state.waits.slept()?;
                 self.pump(&mut state);
             }
-            Action::Expire(id) => {
-                state.deadlines.remove(&id);
-                let effects = state.queue.0.expire(id);
+            Action::Step(Step::Expire(id)) => {
+                let effects = state.waits.expire(id);
                 self.apply(&mut state, effects);
                 self.pump(&mut state);
             }
@@ -316,31 +251,25 @@ impl Model for SpinModel {
                 let Phase::Waiting(id) = state.callers[c] else {
                     return None;
                 };
-                state.queue.0.get_mut(id)?.data.left = true;
+                state.waits.queue.0.get_mut(id)?.data.left = true;
                 state.callers[c] = Phase::Leaving(id);
-                let effects = state.queue.0.gone(id);
+                let effects = state.waits.queue.0.gone(id);
                 self.apply(&mut state, effects);
                 self.pump(&mut state);
             }
             Action::Release(c) => {
                 state.callers[c] = Phase::Released;
-                state.store.unlock(state.now, owner(c), LEASE);
+                let now = state.waits.now;
+                state.waits.store.unlock(now, owner(c), LEASE);
                 // A local holder let go: the actor wakes its head at once.
-                let effects = state.queue.0.wake();
+                let effects = state.waits.queue.0.wake();
                 self.apply(&mut state, effects);
                 self.pump(&mut state);
             }
-            Action::PeerUnlock => {
-                state.peer = false;
-                state.store.unlock(state.now, PEER, PEER_LEASE); // publishes nothing
+            Action::Step(Step::PeerUnlock) => {
+                state.waits.peer_unlocks(PEER); // publishes nothing
             }
-            Action::Tick => {
-                state.now += STEP;
-                state.store.expire(state.now);
-                if !state.store.fields.contains_key(&PEER) {
-                    state.peer = false; // died, or unlocked: its key is gone either way
-                }
-            }
+            Action::Step(Step::Tick) => state.waits.tick(STEP, PEER),
         }
         Some(state)
     }
@@ -348,21 +277,23 @@ impl Model for SpinModel {
     fn properties(&self) -> Vec<Property<Self>> {
         let mut properties = vec![
             Property::always(NO_LONG_SLEEP, |_: &SpinModel, state: &State| {
-                let free = state.store.fields.is_empty();
-                let long = state
+                let (waits, now) = (&state.waits, state.waits.now);
+                let free = waits.store.fields.is_empty();
+                let long = waits
                     .timer
-                    .is_some_and(|(_, fires)| fires - state.now > MAX_DELAY);
+                    .is_some_and(|(_, fires)| fires - now > MAX_DELAY);
                 !(SpinModel::waiting(state) && free && long)
             }),
             Property::always("at most one owner holds", |_: &SpinModel, state: &State| {
-                state.store.fields.len() <= 1
+                state.waits.store.fields.len() <= 1
             }),
             Property::always(
                 "no waiter that timed out or left keeps a hold",
                 |_: &SpinModel, state: &State| {
-                    state.store.fields.keys().all(|&o| {
-                        let in_redis = |id| state.trying.is_some_and(|(t, _)| t == id);
-                        o == PEER
+                    let waits = &state.waits;
+                    waits.store.fields.keys().all(|&o| {
+                        let in_redis = |id| waits.trying.is_some_and(|(t, _)| t == id);
+                        o == PEER.owner
                             || match state.callers[usize::from(o - 1)] {
                                 Phase::Holding => true,
                                 Phase::Waiting(id) | Phase::Leaving(id) => in_redis(id),
@@ -374,7 +305,7 @@ impl Model for SpinModel {
             Property::eventually(
                 "every waiter is granted, times out or leaves",
                 // (A caller that did not ask at the start never does.)
-                |_: &SpinModel, state: &State| state.now > 0 && !SpinModel::waiting(state),
+                |_: &SpinModel, state: &State| state.waits.now > 0 && !SpinModel::waiting(state),
             ),
             Property::sometimes(
                 "a polling waiter is granted after the other process let go",
@@ -417,5 +348,5 @@ fn waiters_that_sleep_the_holders_lease_miss_a_freed_lock() {
         .assert_any_discovery(NO_LONG_SLEEP)
         .into_actions();
     eprintln!("  broken by {trace:?}");
-    assert!(trace.contains(&Action::PeerUnlock), "{trace:?}");
+    assert!(trace.contains(&Action::Step(Step::PeerUnlock)), "{trace:?}");
 }
