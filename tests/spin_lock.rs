@@ -452,3 +452,55 @@ async fn the_inspector_shows_a_spin_lock_as_the_reentrant_hash_it_is() {
     guard.unlock().await.unwrap();
     assert_eq!(inspector.show("spin:shown").await.unwrap(), None);
 }
+
+/// Where pub/sub is unavailable: a Redis user with no channel at all and none of the
+/// pub/sub commands (`reset` leaves it none) still takes, waits for, renews and hands over
+/// spin locks under its prefix. Its keys: the lock's name alone (no channel key either).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_user_without_any_pub_sub_rights_uses_spin_locks_fully() {
+    let server = RedisServer::start();
+    let commands = "evalsha script|load exists hexists hincrby hget pexpire pttl del type";
+    let mut setuser = redis::cmd("ACL");
+    setuser
+        .arg("SETUSER")
+        .arg("spinner")
+        .arg("reset")
+        .arg("on")
+        .arg(">pw");
+    setuser.arg("~spin:*");
+    for command in commands.split_whitespace() {
+        setuser.arg(format!("+{command}"));
+    }
+    let () = setuser.query_async(&mut server.conn().await).await.unwrap();
+    let url = format!("redis://spinner:pw@127.0.0.1:{}/", server.port());
+    let lease = Duration::from_millis(1500);
+    let connect = || {
+        let config = actix_distributed_lock::ClientConfig::new(url.clone()).watchdog_timeout(lease);
+        support::clients::connect(config, "the user without pub/sub")
+    };
+    let (holder, waiter) = (connect().await, connect().await);
+    let name = "spin:acl";
+    let guard = holder.spin_lock(name).unwrap().acquire().await.unwrap();
+    let next = {
+        let lock = waiter.spin_lock(name).unwrap();
+        tokio::spawn(async move { lock.acquire_timeout(PROMPT).await })
+    };
+    tokio::time::sleep(2 * lease).await; // renewals keep it; the waiter polls meanwhile
+    assert!(!guard.is_lost() && !next.is_finished());
+    let lock = holder.spin_lock(name).unwrap();
+    assert!(lock.is_locked().await.unwrap());
+    assert_eq!(lock.hold_count(guard.owner()).await.unwrap(), 1);
+    assert_eq!(guard.unlock().await.unwrap(), Released::Unlocked);
+    let taken = tokio::time::timeout(PROMPT, next)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(taken.unlock().await.unwrap(), Released::Unlocked);
+    assert_eq!(server.keys().await, Vec::<String>::new());
+    let refused = holder.spin_lock("other:acl").unwrap().try_acquire().await;
+    assert!(
+        matches!(refused, Err(LockError::Denied { .. })),
+        "{refused:?}"
+    );
+}
