@@ -176,7 +176,7 @@ impl SpinBackoff {
     /// let upside_down = SpinBackoff::exponential()
     ///     .initial_delay(Duration::from_secs(1))
     ///     .max_delay(Duration::from_millis(10));
-    /// assert!(upside_down.check().unwrap_err().to_string().contains("initial delay"));
+    /// assert!(upside_down.check().unwrap_err().to_string().contains("must not exceed"));
     /// ```
     pub fn check(&self) -> Result<(), LockError> {
         let refuse = |reason: String| Err(LockError::invalid_config(reason));
