@@ -17,7 +17,8 @@
 //! - **A fair lock** ([`LockClient::fair_lock`]) to serve waiters in request order across
 //!   processes; **a read-write lock** ([`LockClient::read_write_lock`]) for many readers or
 //!   one writer; **a fast lock** ([`LockClient::fast_lock`]) for hot paths that never
-//!   re-enter. [`LockKind`] says what each stores in Redis.
+//!   re-enter; **a spin lock** ([`LockClient::spin_lock`]) where pub/sub is unavailable or
+//!   costly (waiters poll with a [`SpinBackoff`]). [`LockKind`] says what each stores in Redis.
 //! - **A count-down latch** ([`LockClient::count_down_latch`]) when work must wait until N
 //!   steps, in any process, are done: [`CountDownLatch`] holds nothing, it only opens.
 //! - **[`distributed_lock`]** when the lock guards a whole handler or async fn: the
@@ -82,6 +83,7 @@ pub use lock_actors::messages;
 pub use lock_actors::web;
 #[doc(hidden)]
 pub use lock_actors::Deferred;
+pub use lock_actors::SpinBackoff;
 pub use lock_actors::{
     current, default_client, fencing_token, redact_url, set_default_client, AcquireOptions,
     ClientConfig, CurrentLock, Deployment, Lock, LockActor, LockClient, LockError, LockGuard,
@@ -120,7 +122,7 @@ pub use lock_actors::{CountDownLatch, LatchActor};
 /// |---|---|---|
 /// | `wait = "5s"` | how long to wait for a busy lock, in `humantime`'s syntax (`"250ms"`, `"5s"`, `"2m"`, `"1h"`, combined: `"1m30s"` or `"1m 30s"`; whole milliseconds); `"0s"` tries once | the client's `default_wait` |
 /// | `lease = "30s"` | a fixed lease, no watchdog | watchdog lease, renewed while the body runs |
-/// | `kind = reentrant` | the lock kind: `reentrant`, `fair`, `read`, `write`, `fast` (non-reentrant: a nested call is `AlreadyHeld`) or `fenced`; or permits of a semaphore: `semaphore` (no lease) or `expirable_semaphore` (set its permits at start-up with `try_set_permits`; permits are not reentrant: a nested call takes more). Checked at compile time: each name is a variant of one enum the runtime matches | `reentrant` |
+/// | `kind = reentrant` | the lock kind: `reentrant`, `fair`, `read`, `write`, `fast` (non-reentrant: a nested call is `AlreadyHeld`), `fenced` or `spin` (no pub/sub: waiters back off); or permits of a semaphore: `semaphore` (no lease) or `expirable_semaphore` (set its permits at start-up with `try_set_permits`; permits are not reentrant: a nested call takes more). Checked at compile time: each name is a variant of one enum the runtime matches | `reentrant` |
 /// | `permits = 2` | how many permits the body holds (semaphore kinds only) | `1` |
 /// | `client = expr` | the client: a `LockClient`, a reference to one, an `Arc`, or `web::Data<LockClient>` | see below |
 /// | `on_fail = path` | a `fn(LockError) -> E` whose result is returned as `Err(E)` | see below |

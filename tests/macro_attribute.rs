@@ -310,17 +310,28 @@ async fn fenced_job(client: &LockClient, id: u64) -> Result<bool, LockError> {
         .await
 }
 
+#[distributed_lock("spun:<id>", client = client, kind = spin, wait = "5s")]
+async fn spin_job(client: &LockClient, id: u64) -> Result<u32, LockError> {
+    // The body runs holding the spin lock, as the task's owner.
+    let owner = LockOwner::current().expect("task owner");
+    client
+        .spin_lock(&format!("spun:{id}"))?
+        .hold_count(owner)
+        .await
+}
+
 /// The kinds this file uses the attribute with, by the name `kind = …` spells (the fns
 /// above and below): the runtime's list of attribute kinds must be exactly these, so a kind
 /// added to the runtime's list without being reachable by its name fails here (a name the
 /// attribute accepts without a runtime variant fails to compile).
-const KINDS_USED_HERE: [&str; 8] = [
+const KINDS_USED_HERE: [&str; 9] = [
     "reentrant",
     "fair",
     "read",
     "write",
     "fenced",
     "fast",
+    "spin",
     "semaphore",
     "expirable_semaphore",
 ];
@@ -334,6 +345,7 @@ async fn the_attribute_reaches_every_kind_the_runtime_lists_by_its_name() {
     let client = support::client(&server).await;
     assert!(plain_job(&client, 1).await.unwrap());
     assert!(fenced_job(&client, 1).await.unwrap());
+    assert_eq!(spin_job(&client, 1).await.unwrap(), 1);
     assert_eq!(server.keys().await, vec!["redisson_lock_token:{fenced:1}"]);
 }
 

@@ -529,6 +529,47 @@ async fn semaphores_are_counted_by_their_own_kind() {
 }
 
 #[tokio::test]
+async fn spin_locks_are_counted_by_their_own_kind() {
+    let (_turn, server) = turn().await;
+    let holder = support::client(&server).await;
+    let waiter = support::client(&server).await;
+    let held = holder.spin_lock("metrics:spin").unwrap().acquire().await;
+    let lock = waiter.spin_lock("metrics:spin").unwrap();
+    let before = Figures::now();
+    let busy = lock.acquire_timeout(Duration::from_millis(100)).await;
+    assert!(busy.is_err_and(|error| error.is_timeout()));
+    held.unwrap().unlock().await.unwrap();
+    lock.acquire().await.unwrap().unlock().await.unwrap();
+    let after = Figures::now();
+    let wait = "distributed_lock_acquire_wait_seconds";
+    for outcome in ["timeout", "acquired"] {
+        let id = format!("{wait}{{kind=spin,outcome={outcome}}}");
+        assert_eq!(after.samples(&id).len(), 1, "{id}");
+    }
+    assert_rose(
+        &before,
+        &after,
+        "distributed_lock_acquire_timeouts_total{kind=spin}",
+        1,
+    );
+    assert_rose(
+        &before,
+        &after,
+        "distributed_lock_contended_acquires_total{kind=spin}",
+        1,
+    );
+    assert_eq!(
+        after
+            .samples("distributed_lock_hold_seconds{kind=spin}")
+            .len(),
+        2
+    );
+    assert_eq!(after.gauge("distributed_lock_waiters{kind=spin}"), 0.0);
+    holder.shutdown();
+    waiter.shutdown();
+}
+
+#[tokio::test]
 async fn a_lost_subscription_connection_counts_one_reconnect() {
     let (_turn, server) = turn().await;
     let name = "metrics:reconnect";

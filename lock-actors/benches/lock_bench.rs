@@ -30,6 +30,9 @@
 //!   the p50 of one EVALSHA sent right after, each sample starting after the same idle time as
 //!   a hand-off (threads parked, as they are while a waiter waits); the table also shows the
 //!   limit measured back to back. rslock's p50 is over 80 hand-offs (its waiter polls).
+//! - spin_handoff: 200 hand-offs of the spin lock (no pub/sub): as handoff, but the waiter
+//!   polls at its backoff's cap (128 ms) and the unlock falls at a random point of its pause;
+//!   beside the handoff row, and its p50 over handoff's.
 //! - herd: 1000 waiters in one client on one name behind a holder in another client; commands
 //!   sent from the holder's unlock to the last waiter's unlock, per hand-off (1000).
 //! - watchdog: 10,000 locks held with a 3 s watchdog lease (renewals every second); renewal
@@ -90,6 +93,8 @@ const HANDOFFS: usize = 2000;
 const IDLE_BEFORE_UNLOCK: Duration = Duration::from_millis(1);
 /// Hand-offs measured for rslock: each one lasts its retry delay (up to 200 ms), so fewer.
 const RSLOCK_HANDOFFS: usize = 80;
+/// Hand-offs measured for the spin lock: each one lasts a few hundred ms, so fewer.
+const SPIN_HANDOFFS: usize = 200;
 /// Waiters in the herd.
 const HERD: usize = 1000;
 /// Locks held under the watchdog.
@@ -141,6 +146,8 @@ mod redlock;
 mod server;
 #[path = "lock_bench/single.rs"]
 mod single;
+#[path = "lock_bench/spin_handoff.rs"]
+mod spin_handoff;
 #[path = "lock_bench/stats.rs"]
 mod stats;
 #[path = "lock_bench/uncontended.rs"]
@@ -156,6 +163,7 @@ use inspector::*;
 use redlock::*;
 use server::*;
 use single::*;
+use spin_handoff::*;
 use stats::*;
 use uncontended::*;
 use watchdog::*;
@@ -257,6 +265,7 @@ struct BenchJson {
     fast_lock: FastLockJson,
     single_task: SingleTaskJson,
     handoff: HandoffJson,
+    spin_handoff: SpinHandoffJson,
     herd: HerdJson,
     redlock: RedlockJson,
     watchdog: WatchdogJson,
@@ -321,6 +330,14 @@ struct HandoffJson {
     redisson_p99_us: Option<f64>,
     ratio_to_redisson: Option<f64>,
     p99_ratio_to_redisson: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct SpinHandoffJson {
+    handoffs: usize,
+    p50_us: Option<f64>,
+    p99_us: Option<f64>,
+    ratio_to_handoff: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -421,6 +438,12 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
     } else {
         None
     };
+    let spin = if knobs.wants("spin_handoff") {
+        let pubsub_p50 = handoff.map(|h| h.p50_us);
+        Some(spin_handoff(url, pubsub_p50, &mut rows).await)
+    } else {
+        None
+    };
     let herd = if knobs.wants("herd") {
         Some(herd(url, &mut inspector, &inner, &mut rows).await)
     } else {
@@ -499,6 +522,12 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
                 handoff.map(|h| h.p99_us),
                 redisson.as_ref().and_then(|r| r.handoff).map(|h| h.1),
             ),
+        },
+        spin_handoff: SpinHandoffJson {
+            handoffs: SPIN_HANDOFFS,
+            p50_us: spin.map(|s| round1(s.p50_us)),
+            p99_us: spin.map(|s| round1(s.p99_us)),
+            ratio_to_handoff: spin.zip(handoff).map(|(s, h)| round3(s.p50_us / h.p50_us)),
         },
         herd: HerdJson {
             waiters: HERD,

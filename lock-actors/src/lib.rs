@@ -21,6 +21,9 @@
 //!   holder's permits must come back on their own.
 //! - **A fast lock** ([`LockClient::fast_lock`]) on hot, uncontended paths that never
 //!   re-enter: one string key, the cheapest scripts.
+//! - **A spin lock** ([`LockClient::spin_lock`]) where pub/sub is unavailable or costly:
+//!   the reentrant lock without channels, its waiters polling with a backoff
+//!   ([`SpinBackoff`]), as Redisson's `RSpinLock`.
 //! - **A count-down latch** ([`LockClient::count_down_latch`]) when work must wait until N
 //!   other steps, anywhere, are done: it holds nothing, it only opens.
 //! - Every kind has the watchdog, `lost()`, bounded waits and the same errors; see
@@ -94,6 +97,7 @@ pub mod web;
 
 pub use client::LockClient;
 pub use compose::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
+pub use config::SpinBackoff;
 pub use config::{
     ClientConfig, Deployment, ReplicaSync, ShardedSubscriptionMode, MAX_NAMESPACE_LEN,
 };

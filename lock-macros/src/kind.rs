@@ -36,6 +36,7 @@ pub(crate) const KINDS: &[KindName] = &[
     lock("write", "Write"),
     lock("fenced", "Fenced"),
     lock("fast", "Fast"),
+    lock("spin", "Spin"),
     semaphore("semaphore", "Semaphore"),
     semaphore("expirable_semaphore", "ExpirableSemaphore"),
 ];

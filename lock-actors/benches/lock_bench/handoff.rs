@@ -32,16 +32,7 @@ pub(crate) async fn handoff(
             .await
             .expect("holder acquire");
         let pttl_before = inspector.calls("pttl").await;
-        let lock = waiter.lock(&name).expect("valid name");
-        let waiting = tokio::spawn(async move {
-            let guard = lock
-                .acquire_timeout(Duration::from_secs(10))
-                .await
-                .expect("waiter acquire");
-            let acquired = Instant::now();
-            guard.unlock().await.expect("waiter unlock");
-            acquired
-        });
+        let waiting = spawn_waiter(waiter.lock(&name).expect("valid name"));
         // Parked: subscribed and refused twice (each refusal runs PTTL in the script).
         let deadline = Instant::now() + Duration::from_secs(10);
         while inspector.calls("pttl").await < pttl_before + 2 {
@@ -118,6 +109,19 @@ pub(crate) async fn handoff(
         limit_us: limit,
         rslock_p50_us: rslock_p50,
     }
+}
+
+/// A waiter for `lock`, spawned: when it got the lock (it unlocks at once).
+pub(crate) fn spawn_waiter(lock: lock_actors::Lock) -> tokio::task::JoinHandle<Instant> {
+    tokio::spawn(async move {
+        let guard = lock
+            .acquire_timeout(Duration::from_secs(10))
+            .await
+            .expect("waiter acquire");
+        let acquired = Instant::now();
+        guard.unlock().await.expect("waiter unlock");
+        acquired
+    })
 }
 
 /// Where hand-offs spend their time, from the library's own events (`LOCK_BENCH_TRACE=1`).

@@ -1,7 +1,10 @@
 //! Client settings: where Redis is, how long leases last, how long to wait.
 
+mod spin_backoff;
 mod tls;
 
+pub use spin_backoff::SpinBackoff;
+pub(crate) use spin_backoff::SpinDelays;
 pub(crate) use tls::TlsSettings;
 
 use crate::error::LockError;

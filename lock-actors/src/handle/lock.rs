@@ -1,12 +1,12 @@
 //! `Lock`: the handle users take every kind of lock through, its options, and state reads.
 
 use crate::client::LockClient;
-use crate::config::positive_millis;
+use crate::config::{positive_millis, SpinBackoff};
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::lock::{
-    read_state, Acquire, AcquireFenced, AfterDirect, DirectCache, ForceRelease, LockActor,
-    LockGuard, LockKind, LockOwner, LockState, Tried,
+    read_state, Acquire, AcquireFenced, AcquireSpinning, AfterDirect, DirectCache, ForceRelease,
+    LockActor, LockGuard, LockKind, LockOwner, LockState, Tried,
 };
 use crate::telemetry;
 use actix::Addr;
@@ -93,8 +93,8 @@ impl AcquireOptions {
 /// reentrant lock (Redisson's `RLock`): one owner at a time, and that owner may take it
 /// again; it is free after as many releases as acquisitions.
 ///
-/// The other kinds come from [`LockClient::fast_lock`], [`LockClient::fenced_lock`] and
-/// [`LockClient::read_write_lock`]; their differences are on [`LockKind`]. The handle is
+/// The other kinds come from [`LockClient::fast_lock`], [`LockClient::fenced_lock`],
+/// [`LockClient::fair_lock`], [`LockClient::spin_lock`] and [`LockClient::read_write_lock`]; their differences are on [`LockKind`]. The handle is
 /// cheap to clone and holds no lock itself; each acquire returns a [`LockGuard`].
 ///
 /// # Example
@@ -126,6 +126,8 @@ pub struct Lock {
     kind: LockKind,
     name: LockName,
     fenced: bool,
+    /// A spin lock's backoff (`None` for the other kinds).
+    backoff: Option<SpinBackoff>,
     direct: DirectCache<LockActor>,
 }
 
@@ -255,8 +257,28 @@ impl Lock {
             kind,
             name,
             fenced,
+            backoff: None,
             direct: DirectCache::default(),
         }
+    }
+
+    /// This handle, its waiters backing off by `backoff` (a spin lock's).
+    pub(super) fn backing_off(mut self, backoff: SpinBackoff) -> Self {
+        self.backoff = Some(backoff);
+        self
+    }
+
+    /// The backoff a spin lock's waiters space their tries by; `None` for the other kinds.
+    ///
+    /// ```no_run
+    /// # use actix_distributed_lock::SpinBackoff;
+    /// # fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// assert_eq!(client.spin_lock("a")?.spin_backoff(), Some(SpinBackoff::default()));
+    /// assert_eq!(client.lock("a")?.spin_backoff(), None);
+    /// # Ok(()) }
+    /// ```
+    pub fn spin_backoff(&self) -> Option<SpinBackoff> {
+        self.backoff
     }
 
     /// The kind of this lock.
@@ -429,13 +451,14 @@ impl Lock {
         lease: Option<Duration>,
         wait: Duration,
     ) -> Result<LockGuard, LockError> {
-        let fenced = self.fenced;
+        let (fenced, backoff) = (self.fenced, self.backoff);
         let after_direct = |error| AfterDirect {
             owner,
             lease,
             wait,
             fenced,
             error,
+            backoff,
         };
         match tried {
             Tried::Acquired(guard) => return Ok(guard),
@@ -449,6 +472,12 @@ impl Lock {
                 return actor.send(request).await.map_err(|_| LockError::Shutdown)?;
             }
             Tried::AskActor => {}
+        }
+        let key = (self.kind, self.name.clone(), Some(owner));
+        if let Some(backoff) = backoff {
+            let acquire = Acquire { owner, lease, wait };
+            let request = AcquireSpinning { acquire, backoff };
+            return self.client.ask::<LockActor, _>(key, request).await?;
         }
         if fenced {
             let request = AcquireFenced { owner, lease, wait };

@@ -5,6 +5,7 @@
 mod latch;
 mod lock;
 mod semaphore;
+mod spin;
 
 pub use latch::CountDownLatch;
 pub use lock::{AcquireOptions, Lock};

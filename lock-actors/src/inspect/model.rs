@@ -13,7 +13,8 @@ use serde::Serialize;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum InspectedKind {
-    /// A hash of owner → hold count (ours and Redisson's `RLock`).
+    /// A hash of owner → hold count (ours and Redisson's `RLock`). A spin lock (ours and
+    /// Redisson's `RSpinLock`) is the same hash, without pub/sub: it is listed as this.
     Reentrant,
     /// A reentrant hash with a fencing-token counter `redisson_lock_token:{name}`.
     Fenced,

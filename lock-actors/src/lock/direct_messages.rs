@@ -5,6 +5,7 @@
 //! neither names the other's module for them.
 
 use super::{LockGuard, LockOwner, Released};
+use crate::config::SpinBackoff;
 use crate::error::LockError;
 use crate::hold_status::StatusSender;
 use crate::runtime::Errand;
@@ -35,6 +36,8 @@ pub(crate) struct AfterDirect {
     pub(crate) fenced: bool,
     /// `None`: it was busy. `Some`: Redis did not answer.
     pub(crate) error: Option<LockError>,
+    /// A spin lock's backoff (`None`: Redisson's default, or a kind that subscribes).
+    pub(crate) backoff: Option<SpinBackoff>,
 }
 
 impl Message for AfterDirect {

@@ -13,6 +13,7 @@ mod model;
 mod owner;
 mod state;
 
+pub(crate) use actor::AcquireSpinning;
 #[cfg(feature = "inspect")]
 pub(crate) use actor::ForceReleaseIf;
 pub use actor::LockActor;

@@ -66,6 +66,8 @@ attribute_kinds! {
         Fenced = "fenced",
         /// `kind = fast`: [`LockClient::fast_lock`](crate::LockClient::fast_lock), not reentrant.
         Fast = "fast",
+        /// `kind = spin`: [`LockClient::spin_lock`](crate::LockClient::spin_lock), no pub/sub (waiters back off).
+        Spin = "spin",
         /// `kind = semaphore`: permits of [`LockClient::semaphore`](crate::LockClient::semaphore) (no lease, no owner).
         Semaphore = "semaphore",
         /// `kind = expirable_semaphore`: permits of [`LockClient::expirable_semaphore`](crate::LockClient::expirable_semaphore).
@@ -98,6 +100,7 @@ impl Kind {
             Kind::Read => Some(LockKind::Read),
             Kind::Write => Some(LockKind::Write),
             Kind::Fast => Some(LockKind::Fast),
+            Kind::Spin => Some(LockKind::Spin),
             Kind::Semaphore | Kind::ExpirableSemaphore => None,
         }
     }

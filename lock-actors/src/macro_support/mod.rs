@@ -242,6 +242,7 @@ pub(crate) fn lock_of(client: &LockClient, name: &str, kind: Kind) -> Result<Loc
         Kind::Fenced => client.fenced_lock(name)?,
         Kind::Fast => client.fast_lock(name)?,
         Kind::Fair => client.fair_lock(name)?,
+        Kind::Spin => client.spin_lock(name)?,
         Kind::Read => client.read_write_lock(name)?.read().clone(),
         Kind::Write => client.read_write_lock(name)?.write().clone(),
         Kind::Semaphore | Kind::ExpirableSemaphore => {

@@ -24,6 +24,7 @@ macro_rules! with_kinds {
             Read "read",
             Write "write",
             Fair "fair",
+            Spin "spin",
             Semaphore "semaphore",
             ExpirableSemaphore "expirable_semaphore",
             Latch "latch"

@@ -17,6 +17,9 @@
 //!    │   subscribed                                               │
 //!    └────────────── slept / woken / head left ◄──────────────────┘
 //! ```
+//!
+//! A polling queue ([`WaitQueue::polling`], the spin lock's) never subscribes: its head
+//! sleeps after every busy answer (the pause the actor gives, its backoff) and tries again.
 
 #[cfg(test)]
 mod tests;
@@ -55,6 +58,9 @@ pub(crate) struct Waiter<T> {
     /// Its deadline timer is armed (only once it has to wait: an uncontended acquire never
     /// needs one).
     armed: bool,
+    /// A pause before its next try, taken when it heads the queue: a polling waiter whose
+    /// try elsewhere (the fast path's) found the lock busy.
+    pub(crate) rest: Option<Duration>,
     pub(crate) data: T,
 }
 
@@ -71,6 +77,7 @@ impl<T> Waiter<T> {
             retried: false,
             last_error: None,
             armed: false,
+            rest: None,
             data,
         }
     }
@@ -189,6 +196,8 @@ pub(crate) struct WaitQueue<T> {
     next_token: u64,
     /// The actor's client is closing (see [`close`](Self::close)): nobody waits any more.
     closed: bool,
+    /// Its waiters poll and never subscribe (see [`polling`](Self::polling)).
+    polls: bool,
 }
 
 impl<T: Asker> WaitQueue<T> {
@@ -203,6 +212,16 @@ impl<T: Asker> WaitQueue<T> {
             next_id: 1,
             next_token: 1,
             closed: false,
+            polls: false,
+        }
+    }
+
+    /// An empty queue whose waiters poll: a busy head sleeps the pause [`busy`](Self::busy)
+    /// is given and tries again, and no subscription is ever asked for.
+    pub(crate) fn polling(retry: Retry) -> Self {
+        WaitQueue {
+            polls: true,
+            ..Self::new(retry)
         }
     }
 
@@ -318,8 +337,16 @@ impl<T: Asker> WaitQueue<T> {
                 }
             }
         };
+        if let Some(head) = self.waiters.front_mut() {
+            if let Some(pause) = head.rest.take() {
+                let pause = pause.min(head.deadline.saturating_duration_since(now));
+                self.arm(id, &mut effects);
+                self.sleep(pause, &mut effects);
+                return effects;
+            }
+        }
         let tried = self.waiters.front().is_some_and(|head| head.attempts > 0);
-        if tried && self.subscription.due(now) {
+        if tried && self.subscription_due(now) {
             self.head = Head::Subscribing;
             self.ever_subscribed = true;
             effects.push(Effect::Subscribe);
@@ -442,7 +469,7 @@ impl<T: Asker> WaitQueue<T> {
             waiter.armed = false;
         }
         self.arm(id, &mut effects);
-        if woken || self.subscription.due(now) {
+        if woken || self.subscription_due(now) {
             return effects; // the next pump retries at once (after subscribing, if need be)
         }
         self.sleep(retry_in.min(until_deadline), &mut effects);
@@ -590,6 +617,11 @@ impl<T: Asker> WaitQueue<T> {
             self.wake_head(&mut effects);
         }
         effects
+    }
+
+    /// A subscription is to be asked for before the head's next try.
+    fn subscription_due(&self, now: Instant) -> bool {
+        !self.polls && self.subscription.due(now)
     }
 
     fn position(&self, id: u64) -> Option<usize> {

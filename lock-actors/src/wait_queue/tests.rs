@@ -569,3 +569,47 @@ fn a_closed_queue_lets_the_answer_decide_for_a_head_whose_try_is_in_redis() {
     assert_eq!(run.failed("A", unavailable()), ["fail A"], "no retry");
     assert!(run.queue.is_empty());
 }
+
+/// A polling queue (the spin lock's): never subscribes; the head sleeps the pause it is
+/// given after every busy answer, and a waiter that found the lock busy elsewhere rests
+/// before its first try here.
+#[test]
+fn a_polling_head_never_subscribes_and_sleeps_its_pause_between_tries() {
+    let retry = Retry::TransientOnce;
+    let mut run = Run {
+        queue: WaitQueue::polling(retry),
+        ..Run::new(retry)
+    };
+    run.enqueue("A", WAIT);
+    assert_eq!(run.pump(), ["try A"]);
+    assert_eq!(run.busy("A", 2 * MS), ["arm A +10s", "sleep 2ms"]);
+    run.at += 2 * MS;
+    run.queue.slept(run.token);
+    assert_eq!(run.pump(), ["try A"], "no subscription first");
+    assert_eq!(run.busy("A", 4 * MS), ["sleep 4ms"]);
+    assert!(!run.queue.ever_subscribed());
+
+    let now = run.now();
+    let mut rested = run.queue.waiter(
+        now,
+        3 * MS,
+        Ask {
+            name: "B",
+            left: false,
+        },
+    );
+    rested.attempts = 1;
+    rested.rest = Some(8 * MS);
+    run.ids.push(("B", rested.id));
+    let effects = run.queue.enqueue(rested, false);
+    assert_eq!(run.log(effects), ["arm B +5ms"]);
+    run.queue.slept(run.token);
+    assert_eq!(run.granted("A"), "A");
+    assert_eq!(
+        run.pump(),
+        ["sleep 3ms"],
+        "B rests (within its wait) before it tries"
+    );
+    run.queue.slept(run.token);
+    assert_eq!(run.pump(), ["try B"]);
+}

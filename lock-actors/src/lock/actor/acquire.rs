@@ -2,7 +2,7 @@
 //! contends in Redis) and carries out what the queue asks for.
 
 use super::{Hold, Holder, LockActor, Waiting};
-use crate::config::positive_millis;
+use crate::config::{positive_millis, SpinBackoff, SpinDelays};
 use crate::error::LockError;
 use crate::hold_status::StatusSender;
 use crate::lock::direct::{run_acquire, TryReply};
@@ -34,6 +34,12 @@ pub(crate) fn busy_retry_in(pttl: i64, allowance: Option<Duration>) -> Duration 
         Some(allowance) => ttl.min(allowance / 3),
         None => ttl,
     }
+}
+
+/// How long a spin waiter whose try found the lock busy sleeps: the next pause of its
+/// backoff, or less when the holder's lease (`pttl`) runs out sooner.
+pub(crate) fn poll_retry_in(pttl: i64, delays: &mut SpinDelays) -> Duration {
+    busy_retry_in(pttl, None).min(delays.next())
 }
 
 impl LockActor {
@@ -106,11 +112,21 @@ impl LockActor {
         let _ = waiter.data.reply.send(Err(error));
     }
 
-    /// Queues an acquire (fenced or not) and lets the queue move.
+    /// A polling kind's waiter's pauses, by `backoff` or Redisson's default; `None` for the
+    /// kinds whose waiters subscribe.
+    fn delays(&self, backoff: Option<SpinBackoff>) -> Option<SpinDelays> {
+        self.kind
+            .polls()
+            .then(|| backoff.unwrap_or_default().delays())
+    }
+
+    /// Queues an acquire (fenced or not; a spin waiter's by `backoff`) and lets the queue
+    /// move.
     pub(super) fn enqueue(
         &mut self,
         msg: Acquire,
         fenced: bool,
+        backoff: Option<SpinBackoff>,
         ctx: &mut Context<Self>,
     ) -> Deferred<Result<LockGuard, LockError>> {
         self.take_charge(ctx);
@@ -150,6 +166,7 @@ impl LockActor {
             fenced,
             reply: reply.clone(),
             queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
+            backoff: self.delays(backoff),
         };
         let waiter = self.queue.waiter(Instant::now(), msg.wait, data);
         self.enqueue_waiter(waiter, ctx);
@@ -290,7 +307,11 @@ impl LockActor {
                     .kind
                     .per_owner()
                     .then_some(self.node.config.fair_wait_timeout);
-                let ttl = busy_retry_in(pttl, allowance);
+                let waiting = self.queue.get_mut(id);
+                let ttl = match waiting.and_then(|waiter| waiter.data.backoff.as_mut()) {
+                    Some(delays) => poll_retry_in(pttl, delays),
+                    None => busy_retry_in(pttl, allowance),
+                };
                 tracing::trace!(lock = %self.name, owner = owner.id(), ?ttl, "busy");
                 self.queue.busy(id, now, ttl)
             }
@@ -327,7 +348,7 @@ impl Handler<AcquireFenced> for LockActor {
             lease: msg.lease,
             wait: msg.wait,
         };
-        self.enqueue(plain, true, ctx)
+        self.enqueue(plain, true, None, ctx)
     }
 }
 
@@ -335,7 +356,7 @@ impl Handler<Acquire> for LockActor {
     type Result = Deferred<Result<LockGuard, LockError>>;
 
     fn handle(&mut self, msg: Acquire, ctx: &mut Context<Self>) -> Self::Result {
-        self.enqueue(msg, false, ctx)
+        self.enqueue(msg, false, None, ctx)
     }
 }
 
@@ -350,12 +371,16 @@ impl Handler<AfterDirect> for LockActor {
             // Its fast-path try found the lock busy.
             telemetry::contended(self.kind, &self.name, &self.node.config);
         }
+        let mut backoff = self.delays(msg.backoff);
+        // A spin waiter whose fast-path try found the lock busy pauses before its next one.
+        let rest = backoff.as_mut().filter(|_| !failed).map(SpinDelays::next);
         let data = Waiting {
             owner: msg.owner,
             lease: msg.lease,
             fenced: msg.fenced,
             reply: reply.clone(),
             queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
+            backoff,
         };
         let now = Instant::now();
         let mut waiter = self.queue.waiter(now, msg.wait, data);
@@ -367,6 +392,7 @@ impl Handler<AfterDirect> for LockActor {
         waiter.attempts = u32::from(!failed);
         waiter.last_error = msg.error;
         waiter.retried = failed;
+        waiter.rest = rest;
         self.enqueue_waiter(waiter, ctx);
         Deferred(reply)
     }

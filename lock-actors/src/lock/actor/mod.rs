@@ -5,13 +5,15 @@
 
 mod acquire;
 #[cfg(test)]
-pub(crate) use acquire::busy_retry_in;
+pub(crate) use acquire::{busy_retry_in, poll_retry_in};
 mod forced;
 mod reconcile;
 mod release;
+mod spin;
 
 #[cfg(feature = "inspect")]
 pub(crate) use forced::ForceReleaseIf;
+pub(crate) use spin::AcquireSpinning;
 
 use super::direct::Direct;
 use super::direct_messages::DirectHold;
@@ -21,6 +23,7 @@ use super::kind::{actor_key, ActorKey};
 use super::lease_entry::{kept_lease, HoldLost, WatchRegistry};
 use super::state::read_state;
 use super::{GetState, LockGuard, LockOwner, LockState, Released};
+use crate::config::SpinDelays;
 use crate::error::LockError;
 use crate::hold_status::{HoldStatus, StatusSender};
 use crate::keys::LockName;
@@ -182,6 +185,8 @@ pub(crate) struct Waiting {
     /// Counts it in the waiters gauge while it is queued; dropped before its asker hears
     /// the answer, so an asker never sees itself still counted.
     queued: telemetry::Queued,
+    /// A spin lock waiter's pauses between tries; `None` for the kinds that subscribe.
+    backoff: Option<SpinDelays>,
 }
 
 impl Asker for Waiting {
@@ -248,7 +253,9 @@ impl LockActor {
         registry: Arc<LockRegistry>,
     ) -> Self {
         let owner = owner.filter(|_| kind.per_owner());
-        let grace = node.config.response_timeout;
+        let retry = Retry::UnansweredFirstTry {
+            grace: node.config.response_timeout,
+        };
         LockActor {
             node,
             kind,
@@ -258,7 +265,11 @@ impl LockActor {
             name,
             id,
             holders: HashMap::new(),
-            queue: WaitQueue::new(Retry::UnansweredFirstTry { grace }),
+            queue: if kind.polls() {
+                WaitQueue::polling(retry)
+            } else {
+                WaitQueue::new(retry)
+            },
             sleep: None,
             timers: None,
             keepalive: None,

@@ -11,6 +11,7 @@ mod fair;
 mod fast;
 mod read;
 mod reentrant;
+mod spin;
 mod write;
 
 use super::LockOwner;
@@ -51,6 +52,10 @@ pub enum LockKind {
     Write,
     /// Redisson's `RFairLock`: a reentrant lock granted in request order across processes.
     Fair,
+    /// Redisson's `RSpinLock`: the reentrant lock's hash, without pub/sub. Its unlock
+    /// publishes nothing; its waiters try again after a backoff
+    /// ([`SpinBackoff`](crate::SpinBackoff)) and never subscribe.
+    Spin,
 }
 
 /// Who may hold a lock of a kind at the same time, and how its waiters line up.
@@ -80,6 +85,13 @@ pub(crate) trait KindRules: Sync + 'static {
     /// Whether the same owner may take it again while holding it.
     fn reentrant(&self) -> bool {
         true
+    }
+
+    /// Whether its waiters poll (try again after a backoff) instead of waiting for a
+    /// message on a channel: they never subscribe, and its unlocks publish nothing (their
+    /// calls take no channel key).
+    fn polls(&self) -> bool {
+        false
     }
 
     /// The key type a lock of this kind is stored as.
@@ -153,7 +165,8 @@ pub(crate) trait KindRules: Sync + 'static {
     }
 
     /// The unlock call, or with `reconcile` the reconcile call, without the reconcile's
-    /// last argument: the script on the lock's name, then the channel and the kind's
+    /// last argument: the script on the lock's name, then the channel (unless it
+    /// [`polls`](Self::polls)) and the kind's
     /// [`unlock_keys`](Self::unlock_keys); then the freed message, the lease left and the
     /// field.
     fn release_call(
@@ -178,16 +191,20 @@ pub(crate) trait KindRules: Sync + 'static {
 
     /// The force-unlock call (see [`LockKind::force_unlock`]).
     fn force_unlock(&self, name: &LockName, pubsub: PubSub, holders: bool) -> ScriptCall {
-        let script = if holders {
-            &FORCE_UNLOCK_IF
-        } else {
-            &FORCE_UNLOCK
-        };
+        let [plain, checked] = self.force_unlock_scripts();
+        let script = if holders { checked } else { plain };
         let mut call = ScriptCall::with_key(script.get(pubsub), name.as_str());
-        call.key(self.channel(name))
-            .arg(self.freed_message())
-            .arg(self.key_type());
+        if !self.polls() {
+            call.key(self.channel(name));
+        }
+        call.arg(self.freed_message()).arg(self.key_type());
         call
+    }
+
+    /// The scripts of the default [`force_unlock`](Self::force_unlock): without and with
+    /// the holder check.
+    fn force_unlock_scripts(&self) -> [&'static PublishingScript; 2] {
+        [&FORCE_UNLOCK, &FORCE_UNLOCK_IF]
     }
 
     /// The scripts of its own, for loading into Redis's cache at connect (both flavours
@@ -221,7 +238,9 @@ fn release_call<R: KindRules + ?Sized>(
 ) -> ScriptCall {
     let script = rules.unlock_scripts().pick(reconcile);
     let mut call = ScriptCall::with_key(script.get(pubsub), name.as_str());
-    call.key(rules.channel(name));
+    if !rules.polls() {
+        call.key(rules.channel(name));
+    }
     for key in rules.unlock_keys(name, field) {
         call.key(key);
     }
@@ -239,13 +258,26 @@ pub(crate) struct UnlockScripts {
 impl UnlockScripts {
     /// From the kind's `holds` function and its unlock's parts.
     fn new(holds: &str, unlock: &[&str]) -> Self {
+        Self::made(holds, unlock, PublishingScript::new)
+    }
+
+    /// As [`new`](Self::new), publishing with `silent` (a `publish` that tells nobody) in
+    /// both flavours.
+    fn silent(silent: &str, holds: &str, unlock: &[&str]) -> Self {
+        Self::made(holds, unlock, |parts| {
+            PublishingScript::silent(silent, parts)
+        })
+    }
+
+    /// The unlock and its reconcile, each made by `make` from its parts.
+    fn made(holds: &str, unlock: &[&str], make: impl Fn(&[&str]) -> PublishingScript) -> Self {
         let reconcile: Vec<&str> = [holds, RECONCILE]
             .into_iter()
             .chain(unlock.iter().copied())
             .collect();
         UnlockScripts {
-            unlock: PublishingScript::new(unlock),
-            reconcile: PublishingScript::new(&reconcile),
+            unlock: make(unlock),
+            reconcile: make(&reconcile),
         }
     }
 
@@ -276,12 +308,14 @@ fn lease_and_field(script: &'static Script, args: &AcquireArgs<'_>) -> ScriptCal
 /// The reconcile prelude, joined between a kind's `holds` function and its unlock.
 const RECONCILE: &str = include_str!("reconcile.lua");
 static SET_LEASE: LazyLock<Script> = LazyLock::new(|| script(&[include_str!("set_lease.lua")]));
+/// The shared force-unlock's source (the spin kind runs it without a publish).
+const FORCE_UNLOCK_SOURCE: &str = include_str!("force_unlock.lua");
 static FORCE_UNLOCK: LazyLock<PublishingScript> =
-    LazyLock::new(|| PublishingScript::new(&[include_str!("force_unlock.lua")]));
+    LazyLock::new(|| PublishingScript::new(&[FORCE_UNLOCK_SOURCE]));
 /// The holder check an operator's force-unlock runs first, in the same script.
 const EXPECT_HOLDERS: &str = include_str!("expect_holders.lua");
 static FORCE_UNLOCK_IF: LazyLock<PublishingScript> =
-    LazyLock::new(|| PublishingScript::new(&[EXPECT_HOLDERS, include_str!("force_unlock.lua")]));
+    LazyLock::new(|| PublishingScript::new(&[EXPECT_HOLDERS, FORCE_UNLOCK_SOURCE]));
 
 /// One script from one or more source files, joined in order (a reconcile is the kind's
 /// `holds` function, the shared prelude, then the kind's unlock).
@@ -309,6 +343,16 @@ impl PublishingScript {
             sharded: Script::new(&format!(
                 "local publish_command = 'spublish'\n{publish}\n{body}"
             )),
+        }
+    }
+
+    /// The script made of `parts` after `silent`, a `publish` that tells nobody: the same
+    /// script in both flavours.
+    fn silent(silent: &str, parts: &[&str]) -> Self {
+        let body = format!("{silent}\n{}", parts.join("\n"));
+        PublishingScript {
+            classic: Script::new(&body),
+            sharded: Script::new(&body),
         }
     }
 
@@ -342,12 +386,13 @@ pub(crate) fn all_scripts() -> Vec<&'static Script> {
 
 impl LockKind {
     /// Every kind.
-    pub(crate) const ALL: [LockKind; 5] = [
+    pub(crate) const ALL: [LockKind; 6] = [
         LockKind::Reentrant,
         LockKind::Fast,
         LockKind::Read,
         LockKind::Write,
         LockKind::Fair,
+        LockKind::Spin,
     ];
 
     /// The one list of kinds: each kind's rules, from its module.
@@ -358,6 +403,7 @@ impl LockKind {
             LockKind::Read => &read::Read,
             LockKind::Write => &write::Write,
             LockKind::Fair => &fair::Fair,
+            LockKind::Spin => &spin::Spin,
         }
     }
 
@@ -389,6 +435,11 @@ impl LockKind {
     /// How many holds `field` has, from the reply to [`read_holds`](Self::read_holds).
     pub(crate) fn holds_in(self, reply: Option<&str>, field: &str) -> u32 {
         self.rules().holds_in(reply, field)
+    }
+
+    /// Whether its waiters poll with a backoff instead of subscribing (the spin lock).
+    pub(crate) fn polls(self) -> bool {
+        self.rules().polls()
     }
 
     /// Whether holders of different owners may hold it at the same time.
@@ -588,7 +639,7 @@ mod tests {
             scripts.iter().map(|script| script.get_hash()).collect();
         assert_eq!(hashes.len(), scripts.len());
         // 9 plain scripts and 16 publishing ones in two flavours, as before the kinds
-        // had modules of their own.
-        assert_eq!(scripts.len(), 9 + 16 * 2);
+        // had modules of their own; the spin kind's 4 that publish nothing (one flavour).
+        assert_eq!(scripts.len(), 9 + 16 * 2 + 4);
     }
 }

@@ -1,6 +1,6 @@
 //! The reentrant lock (Redisson's `RLock`): a hash of owner → hold count; the same owner
 //! may take it again. A fenced acquire also draws a token from `redisson_lock_token:{name}`.
-//! The read, write and fair kinds build on this layout (its `holds` and renewal).
+//! The read, write, fair and spin kinds build on this layout (its `holds` and renewal).
 
 use super::{lease_and_field, script, AcquireArgs, Grant, KindRules, UnlockScripts};
 use crate::script::ScriptCall;
@@ -18,8 +18,10 @@ static ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("reentrant/acquire.lua")]));
 static FENCED_ACQUIRE: LazyLock<Script> =
     LazyLock::new(|| script(&[include_str!("reentrant/fenced_acquire.lua")]));
+/// The unlock's source, which the spin kind runs without a publish.
+pub(super) const UNLOCK_SOURCE: &str = include_str!("reentrant/unlock.lua");
 static UNLOCK: LazyLock<UnlockScripts> =
-    LazyLock::new(|| UnlockScripts::new(HOLDS, &[include_str!("reentrant/unlock.lua")]));
+    LazyLock::new(|| UnlockScripts::new(HOLDS, &[UNLOCK_SOURCE]));
 
 /// The reentrant kind.
 pub(super) struct Reentrant;

@@ -22,6 +22,8 @@
 //!   calls answered, lost or abandoned, a client that closes.
 //! - `wake_up`: waiters in the wait queue against a holder that unlocks or dies, messages
 //!   late or lost.
+//! - `spin`: the spin lock's polling waiters (no pub/sub) against a holder that unlocks or
+//!   dies, waiters that start after a busy try elsewhere or leave.
 //! - `fair`: the fair lock's waiters in its Redis queue: wake-ups on their own channels or
 //!   by the timed fallback, giving up, dying, grants in queue order.
 //! - `read_write`: readers and writers with mixed leases, each read hold's timeout key.
@@ -40,7 +42,9 @@ mod read_write;
 mod reentrant;
 mod semaphore;
 mod server;
+mod spin;
 mod store;
+mod waits;
 mod wake_up;
 
 /// Whether `LOCK_MODEL_DEPTH=deep` asks for the deeper bounds.

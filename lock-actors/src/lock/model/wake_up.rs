@@ -16,12 +16,10 @@
 //! holds. A negative control whose unlock publishes nothing breaks the first.
 
 use super::clock::at;
-use super::store::{Scripts, Store};
+use super::waits::{owner, Peer, Step, Waits};
 use crate::lock::actor::busy_retry_in;
-use crate::wait_queue::{Asker, Effect, Gate, Granted, Retry, Subscribed, WaitQueue};
+use crate::wait_queue::{Asker, Effect, Granted, Retry, Subscribed, WaitQueue};
 use stateright::{Checker, Model, Property};
-use std::collections::BTreeMap;
-use std::hash::{Hash, Hasher};
 use std::time::Duration;
 
 /// One step of the model's clock.
@@ -34,8 +32,11 @@ const LEASE: u64 = 10_000;
 const WAIT: u64 = 4_000;
 /// The clock stops here (every waiter's deadline falls before it).
 const BUDGET: i64 = 6_000;
-/// The other process's owner.
-const PEER: u8 = 9;
+/// The other process.
+const PEER: Peer = Peer {
+    owner: 9,
+    lease: PEER_LEASE,
+};
 
 /// What the queue keeps of one asker: which caller it is (askers never leave here).
 #[derive(Debug, Clone)]
@@ -46,25 +47,6 @@ pub(crate) struct Ask {
 impl Asker for Ask {
     fn left(&self) -> bool {
         false
-    }
-}
-
-/// The library's queue, compared and hashed by what it shows of itself (it keeps errors
-/// that are not hashable; its debug form names every field).
-#[derive(Debug, Clone)]
-pub(crate) struct Queue<A = Ask>(pub(crate) WaitQueue<A>);
-
-impl<A: std::fmt::Debug> PartialEq for Queue<A> {
-    fn eq(&self, other: &Self) -> bool {
-        format!("{:?}", self.0) == format!("{:?}", other.0)
-    }
-}
-
-impl<A: std::fmt::Debug> Eq for Queue<A> {}
-
-impl<A: std::fmt::Debug> Hash for Queue<A> {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        format!("{:?}", self.0).hash(state);
     }
 }
 
@@ -94,13 +76,9 @@ pub(crate) enum Unlock {
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct State {
-    now: i64,
-    store: Store,
-    queue: Queue,
+    /// The queue, the head's try and timers, the lock in Redis, the clock.
+    waits: Waits<Ask>,
     callers: Vec<Phase>,
-    /// The head's try in Redis: its waiter, and its answer once it ran (`None` taken,
-    /// `Some(pttl)` busy).
-    trying: Option<(u64, Option<Option<i64>>)>,
     /// The subscription request: sent, and whether Redis has registered it.
     subscribing: Option<bool>,
     /// Redis delivers the channel's messages to this process.
@@ -109,12 +87,6 @@ pub(crate) struct State {
     inbox: u8,
     /// A message was lost on the way.
     dropped: bool,
-    /// The head's sleep timer: its token and when it fires.
-    timer: Option<(u64, i64)>,
-    /// Deadline timers, by waiter.
-    deadlines: BTreeMap<u64, i64>,
-    /// The other process holds the lock (it starts holding it).
-    peer: bool,
     /// The lock was freed by an unlock (cleared when it is taken again).
     freed_by_unlock: bool,
     /// A waiter was granted after a message woke the head.
@@ -127,10 +99,8 @@ pub(crate) struct State {
 pub(crate) enum Action {
     /// Caller `0` asks for the lock (at the start).
     Acquire(usize),
-    /// The head's try runs in Redis.
-    TryRuns,
-    /// Its answer comes back.
-    TryAnswered,
+    /// A step of the try, the timers, the other process or the clock.
+    Step(Step),
     /// Redis registers the subscription.
     SubscribeRuns,
     /// The subscription's confirmation comes back.
@@ -139,16 +109,8 @@ pub(crate) enum Action {
     Deliver,
     /// A message on the channel is lost.
     Drop,
-    /// The head's sleep timer fires.
-    Slept,
-    /// Waiter `0`'s deadline timer fires.
-    Expire(u64),
     /// Caller `0` releases its hold.
     Release(usize),
-    /// The other process unlocks.
-    PeerUnlock,
-    /// The clock advances one step (the other process may die meanwhile: its key runs out).
-    Tick,
 }
 
 /// The model: how many waiters, which unlock, whether messages may be lost.
@@ -159,48 +121,24 @@ pub(crate) struct WakeUpModel {
     pub(crate) only: Option<&'static str>,
 }
 
-fn owner(caller: usize) -> u8 {
-    caller as u8 + 1
-}
-
 impl WakeUpModel {
     /// Carries out the queue's effects in order, as `queue_driver::apply` does.
     fn apply(&self, state: &mut State, effects: Vec<Effect<Ask>>) {
         for effect in effects {
-            match effect {
-                Effect::Try { id } => state.trying = Some((id, None)),
-                Effect::Subscribe => state.subscribing = Some(false),
-                Effect::Sleep { token, pause } => {
-                    state.timer = Some((token, state.now + pause.as_millis() as i64));
+            match state.waits.carry_out(effect) {
+                Some(Effect::Subscribe) => state.subscribing = Some(false),
+                Some(Effect::TimedOut(w) | Effect::Fail(w, _) | Effect::Withdrawn(w)) => {
+                    state.callers[w.data.caller] = Phase::TimedOut;
                 }
-                Effect::CancelSleep => state.timer = None,
-                Effect::ArmDeadline { id, at: deadline } => {
-                    let ms = deadline.duration_since(at(0)).as_millis() as i64;
-                    state.deadlines.insert(id, ms);
-                }
-                Effect::TimedOut(waiter) | Effect::Fail(waiter, _) | Effect::Withdrawn(waiter) => {
-                    state.deadlines.remove(&waiter.id);
-                    state.callers[waiter.data.caller] = Phase::TimedOut;
-                }
+                _ => {}
             }
         }
     }
 
-    /// Lets the head go if it may, with the lock actor's gate for a reentrant lock: a head
-    /// whose lock another local owner holds sleeps (at most that hold's lease) instead of
-    /// asking Redis.
+    /// Lets the head go if it may, with the lock actor's gate for a reentrant lock.
     fn pump(&self, state: &mut State) {
-        let local = state
-            .callers
-            .iter()
-            .position(|phase| *phase == Phase::Holding);
-        let effects = state.queue.0.pump(at(state.now), |head| match local {
-            Some(holder) if holder != head.data.caller => Gate::Hold {
-                pause: Duration::from_millis(LEASE),
-                error: None,
-            },
-            _ => Gate::Go,
-        });
+        let local = state.callers.iter().position(|p| *p == Phase::Holding);
+        let effects = state.waits.pump(local, |ask| ask.caller, LEASE);
         self.apply(state, effects);
     }
 
@@ -225,23 +163,16 @@ impl Model for WakeUpModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        let mut store = Store::default();
-        store.acquire(Scripts::Current, 0, PEER, PEER_LEASE);
+        let queue = WaitQueue::new(Retry::UnansweredFirstTry {
+            grace: Duration::from_millis(STEP as u64),
+        });
         vec![State {
-            now: 0,
-            store,
-            queue: Queue(WaitQueue::new(Retry::UnansweredFirstTry {
-                grace: Duration::from_millis(STEP as u64),
-            })),
+            waits: Waits::new(queue, PEER),
             callers: vec![Phase::Idle; self.callers],
-            trying: None,
             subscribing: None,
             subscribed: false,
             inbox: 0,
             dropped: false,
-            timer: None,
-            deadlines: BTreeMap::new(),
-            peer: true,
             freed_by_unlock: false,
             woken_and_granted: false,
             news: false,
@@ -251,15 +182,10 @@ impl Model for WakeUpModel {
     fn actions(&self, state: &State, actions: &mut Vec<Action>) {
         for (c, phase) in state.callers.iter().enumerate() {
             match phase {
-                Phase::Idle if state.now == 0 => actions.push(Action::Acquire(c)),
+                Phase::Idle if state.waits.now == 0 => actions.push(Action::Acquire(c)),
                 Phase::Holding => actions.push(Action::Release(c)),
                 _ => {}
             }
-        }
-        match state.trying {
-            Some((_, None)) => actions.push(Action::TryRuns),
-            Some((_, Some(_))) => actions.push(Action::TryAnswered),
-            None => {}
         }
         match state.subscribing {
             Some(false) => actions.push(Action::SubscribeRuns),
@@ -273,58 +199,37 @@ impl Model for WakeUpModel {
                 actions.push(Action::Drop);
             }
         }
-        if let Some((_, fires)) = state.timer {
-            if fires <= state.now {
-                actions.push(Action::Slept);
-            }
-        }
-        for (&id, &fires) in &state.deadlines {
-            if fires <= state.now {
-                actions.push(Action::Expire(id));
-            }
-        }
-        if state.peer && state.store.fields.contains_key(&PEER) {
-            actions.push(Action::PeerUnlock);
-        }
-        if state.now < BUDGET {
-            actions.push(Action::Tick);
-        }
+        let mut steps = Vec::new();
+        state.waits.steps(PEER, BUDGET, &mut steps);
+        actions.extend(steps.into_iter().map(Action::Step));
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let mut state = last.clone();
-        let now = at(state.now);
+        let now = at(state.waits.now);
         match action {
             Action::Acquire(c) => {
-                let waiter =
-                    state
-                        .queue
-                        .0
-                        .waiter(now, Duration::from_millis(WAIT), Ask { caller: c });
+                let wait = Duration::from_millis(WAIT);
+                let waiter = state.waits.queue.0.waiter(now, wait, Ask { caller: c });
                 state.callers[c] = Phase::Waiting(waiter.id);
-                let effects = state.queue.0.enqueue(waiter, false);
+                let effects = state.waits.queue.0.enqueue(waiter, false);
                 self.apply(&mut state, effects);
                 self.pump(&mut state);
             }
-            Action::TryRuns => {
-                let (id, _) = state.trying?;
+            Action::Step(Step::TryRuns) => {
+                let (id, _) = state.waits.trying?;
                 let c = state
                     .callers
                     .iter()
                     .position(|phase| *phase == Phase::Waiting(id))?;
-                let answer = state
-                    .store
-                    .acquire(Scripts::Current, state.now, owner(c), LEASE);
-                state.trying = Some((id, Some(answer)));
+                state.waits.try_runs(owner(c), LEASE)?;
             }
-            Action::TryAnswered => {
-                let (id, Some(answer)) = state.trying.take()? else {
-                    return None;
-                };
+            Action::Step(Step::TryAnswered) => {
+                let (id, answer) = state.waits.answered()?;
                 match answer {
                     None => {
-                        if let Granted::To(waiter) = state.queue.0.granted(id) {
-                            state.deadlines.remove(&waiter.id);
+                        if let Granted::To(waiter) = state.waits.queue.0.granted(id) {
+                            state.waits.deadlines.remove(&waiter.id);
                             state.callers[waiter.data.caller] = Phase::Holding;
                             state.freed_by_unlock = false;
                             state.woken_and_granted |= state.news;
@@ -333,7 +238,7 @@ impl Model for WakeUpModel {
                     }
                     Some(pttl) => {
                         let retry_in = busy_retry_in(pttl, None);
-                        let effects = state.queue.0.busy(id, now, retry_in);
+                        let effects = state.waits.queue.0.busy(id, now, retry_in);
                         self.apply(&mut state, effects);
                     }
                 }
@@ -345,13 +250,13 @@ impl Model for WakeUpModel {
             }
             Action::Subscribed => {
                 state.subscribing = None;
-                state.queue.0.subscribed(Subscribed::Yes);
+                state.waits.queue.0.subscribed(Subscribed::Yes);
                 self.pump(&mut state);
             }
             Action::Deliver => {
                 state.inbox -= 1;
                 state.news = true;
-                let effects = state.queue.0.news();
+                let effects = state.waits.queue.0.news();
                 self.apply(&mut state, effects);
                 self.pump(&mut state);
             }
@@ -359,40 +264,32 @@ impl Model for WakeUpModel {
                 state.inbox -= 1;
                 state.dropped = true;
             }
-            Action::Slept => {
-                let (token, _) = state.timer.take()?;
-                state.queue.0.slept(token);
+            Action::Step(Step::Slept) => {
+                state.waits.slept()?;
                 self.pump(&mut state);
             }
-            Action::Expire(id) => {
-                state.deadlines.remove(&id);
-                let effects = state.queue.0.expire(id);
+            Action::Step(Step::Expire(id)) => {
+                let effects = state.waits.expire(id);
                 self.apply(&mut state, effects);
                 self.pump(&mut state);
             }
             Action::Release(c) => {
                 state.callers[c] = Phase::Released;
-                if state.store.unlock(state.now, owner(c), LEASE) == Some(1) {
+                let now = state.waits.now;
+                if state.waits.store.unlock(now, owner(c), LEASE) == Some(1) {
                     self.publish(&mut state);
                 }
                 // A local holder let go: the actor wakes its head at once.
-                let effects = state.queue.0.wake();
+                let effects = state.waits.queue.0.wake();
                 self.apply(&mut state, effects);
                 self.pump(&mut state);
             }
-            Action::PeerUnlock => {
-                state.peer = false;
-                if state.store.unlock(state.now, PEER, PEER_LEASE) == Some(1) {
+            Action::Step(Step::PeerUnlock) => {
+                if state.waits.peer_unlocks(PEER) {
                     self.publish(&mut state);
                 }
             }
-            Action::Tick => {
-                state.now += STEP;
-                state.store.expire(state.now);
-                if !state.store.fields.contains_key(&PEER) {
-                    state.peer = false; // died, or unlocked: its key is gone either way
-                }
-            }
+            Action::Step(Step::Tick) => state.waits.tick(STEP, PEER),
         }
         Some(state)
     }
@@ -402,22 +299,24 @@ impl Model for WakeUpModel {
             Property::always(
                 "no wake-up is lost: the head never sleeps on a lock an unlock freed",
                 |_: &WakeUpModel, state: &State| {
-                    let asleep = state.timer.is_some() && WakeUpModel::waiting(state);
+                    let asleep = state.waits.timer.is_some() && WakeUpModel::waiting(state);
                     !(asleep
                         && state.freed_by_unlock
-                        && state.store.fields.is_empty()
+                        && state.waits.store.fields.is_empty()
                         && state.inbox == 0
                         && !state.dropped)
                 },
             ),
             Property::always(
                 "at most one owner holds",
-                |_: &WakeUpModel, state: &State| state.store.fields.len() <= 1,
+                |_: &WakeUpModel, state: &State| state.waits.store.fields.len() <= 1,
             ),
             Property::eventually(
                 "every waiter is granted or times out",
                 // (A caller that did not ask at the start never does.)
-                |_: &WakeUpModel, state: &State| state.now > 0 && !WakeUpModel::waiting(state),
+                |_: &WakeUpModel, state: &State| {
+                    state.waits.now > 0 && !WakeUpModel::waiting(state)
+                },
             ),
             Property::sometimes(
                 "a waiter woken by an unlock's message is granted",
@@ -479,5 +378,5 @@ fn an_unlock_that_publishes_nothing_loses_the_wake_up() {
         .assert_any_discovery(NO_LOST_WAKE_UP)
         .into_actions();
     eprintln!("  broken by {trace:?}");
-    assert!(trace.contains(&Action::PeerUnlock), "{trace:?}");
+    assert!(trace.contains(&Action::Step(Step::PeerUnlock)), "{trace:?}");
 }

@@ -21,7 +21,7 @@
 //! fallback read covers for it).
 
 use super::super::clock::at;
-use super::super::wake_up::Queue;
+use super::super::waits::Queue;
 use super::store::{Message, Scripts, Store};
 use crate::latch::{nobody_waits, open_count, FALLBACK_POLL};
 use crate::wait_queue::{Asker, Effect, Gate, Granted, Retry, Subscribed, WaitQueue};

@@ -47,7 +47,8 @@ import org.redisson.config.Config;
  * reply line {@code <slot> <reply...>}, or {@code <slot> error <ExceptionClass> <message>}.
  *
  * <p>Lock kinds {@code K}: {@code lock} (RLock), {@code fair} (RFairLock), {@code read} and
- * {@code write} (the two sides of RReadWriteLock), {@code fenced} (RFencedLock).
+ * {@code write} (the two sides of RReadWriteLock), {@code fenced} (RFencedLock), {@code spin}
+ * (RSpinLock, Redisson's default backoff).
  *
  * <pre>
  * owner                           -> owner uuid:threadId      (this slot's lock owner field)
@@ -249,6 +250,7 @@ public final class Peer {
             case "read": return client.getReadWriteLock(name).readLock();
             case "write": return client.getReadWriteLock(name).writeLock();
             case "fenced": return client.getFencedLock(name);
+            case "spin": return client.getSpinLock(name);
             default: throw new IllegalArgumentException("unknown lock kind " + kind);
         }
     }
