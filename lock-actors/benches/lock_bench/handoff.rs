@@ -112,7 +112,9 @@ pub(crate) async fn handoff(
 }
 
 /// A waiter for `lock`, spawned: when it got the lock (it unlocks at once).
-pub(crate) fn spawn_waiter(lock: actix_distributed_lock_actors::Lock) -> tokio::task::JoinHandle<Instant> {
+pub(crate) fn spawn_waiter(
+    lock: actix_distributed_lock_actors::Lock,
+) -> tokio::task::JoinHandle<Instant> {
     tokio::spawn(async move {
         let guard = lock
             .acquire_timeout(Duration::from_secs(10))
