@@ -68,6 +68,7 @@ mod hold_status;
 #[cfg_attr(docsrs, doc(cfg(feature = "inspect")))]
 pub mod inspect;
 mod keys;
+mod lease_control;
 mod lease_list;
 mod lock;
 mod loss_signal;

@@ -1,0 +1,121 @@
+//! A fixed-lease RedLock hold's lease set again on every node it is held on (redsync's
+//! `Extend`): valid on a quorum again, or counting on the earlier end.
+
+use super::{lock_joined, RedLockGuard, Status};
+use crate::compose::redlock::RedLock;
+use crate::error::LockError;
+use futures_util::future::join_all;
+use std::time::{Duration, Instant};
+
+impl RedLockGuard {
+    /// Sets the lease of this hold to `lease` from now on every node it is held on, longer
+    /// or shorter (redsync's `Extend`). Only for a hold taken with a fixed lease; one kept
+    /// by the watchdog is refused with [`LockError::InvalidConfig`].
+    ///
+    /// Each node's hold is set as [`LockGuard::extend`](crate::LockGuard::extend) sets it
+    /// (never below what another hold on that node's key needs), all at once, each waiting
+    /// at most the node timeout. When a quorum confirmed it in time, the
+    /// [`validity`](RedLockGuard::validity) becomes `lease − elapsed − drift`, counted from
+    /// before the first request, as at acquisition; [`lost`](RedLockGuard::lost) fires
+    /// then. Otherwise the hold keeps the earlier of its old validity and that one, and the
+    /// error is returned: [`LockError::Lost`] when nodes found the hold gone, else the
+    /// first node's error.
+    ///
+    /// # Cancel safety
+    ///
+    /// Nothing is sent before the first poll; from then each node's update goes on whether
+    /// or not the future is dropped. The validity moves to the new end only when the future
+    /// completes: a dropped extend leaves the guard on its old validity (and on the new
+    /// one straight away when it is the earlier).
+    ///
+    /// ```no_run
+    /// # use actix_distributed_lock::AcquireOptions;
+    /// # use std::time::Duration;
+    /// # async fn demo(lock: actix_distributed_lock::RedLock) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = lock.acquire_with(AcquireOptions::new().lease(Duration::from_secs(10))).await?;
+    /// // ... more work than planned ...
+    /// guard.extend(Duration::from_secs(10)).await?;
+    /// assert!(guard.validity() > Duration::from_secs(9));
+    /// # Ok(()) }
+    /// ```
+    pub async fn extend(&self, lease: Duration) -> Result<(), LockError> {
+        let name = || self.lock.name().to_string();
+        if self.fixed_lease.is_none() {
+            return Err(LockError::invalid_config(format!(
+                "RedLock `{}` is held with the watchdog (taken without a lease): it lasts as \
+                 long as its guard and needs no extending; extend holds taken with a fixed lease",
+                self.lock.name()
+            )));
+        }
+        match self.standing.borrow().status {
+            Status::Held if !self.is_lost() => {}
+            Status::Released => return Err(LockError::NotOwner { name: name() }),
+            _ => return Err(LockError::Lost { name: name() }),
+        }
+        let started = Instant::now();
+        let validity_until = started + lease.saturating_sub(RedLock::clock_drift(lease));
+        // A shorter lease may reach some nodes: until a quorum confirms, the earlier end.
+        self.move_validity(|old| old.min(validity_until));
+        let bound = self.node_timeout;
+        let reports = {
+            let joined = lock_joined(&self.joined);
+            let updates: Vec<_> = self
+                .members
+                .iter()
+                .chain(joined.iter())
+                .map(|(_, guard)| tokio::time::timeout(bound, guard.extend_request(lease)))
+                .collect();
+            drop(joined);
+            join_all(updates).await
+        };
+        let confirmed = reports.iter().filter(|r| matches!(r, Ok(Ok(())))).count();
+        if confirmed >= self.lock.quorum() && Instant::now() < validity_until {
+            self.move_validity(|_| validity_until);
+            return Ok(());
+        }
+        let errors: Vec<LockError> = reports
+            .into_iter()
+            .filter_map(|report| match report {
+                Ok(Ok(())) => None,
+                Ok(Err(error)) => Some(error),
+                Err(_) => Some(LockError::Unavailable {
+                    node: self.lock.name().to_string(),
+                    reason: format!("a node did not confirm the new lease within {bound:?}"),
+                }),
+            })
+            .collect();
+        let lost = errors.iter().any(|e| matches!(e, LockError::Lost { .. }));
+        Err(match errors.into_iter().next() {
+            Some(_) if lost => LockError::Lost { name: name() },
+            Some(error) => error,
+            // A quorum answered, but too late to leave any validity.
+            None => LockError::Lost { name: name() },
+        })
+    }
+
+    /// How long the lock is still surely held: its [`validity`](RedLockGuard::validity)
+    /// (the same, under the name every guard has).
+    ///
+    /// ```no_run
+    /// # async fn demo(lock: actix_distributed_lock::RedLock) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = lock.acquire().await?;
+    /// assert_eq!(guard.remaining_lease().as_secs(), guard.validity().as_secs());
+    /// # Ok(()) }
+    /// ```
+    pub fn remaining_lease(&self) -> Duration {
+        self.validity()
+    }
+
+    /// Sets the validity's end to what `to` makes of the current one, while held (the
+    /// keeper follows it).
+    fn move_validity(&self, to: impl FnOnce(Instant) -> Instant) {
+        self.standing.send_if_modified(|s| {
+            let until = to(s.valid_until);
+            let moved = s.status == Status::Held && until != s.valid_until;
+            if moved {
+                s.valid_until = until;
+            }
+            moved
+        });
+    }
+}
