@@ -5,8 +5,8 @@
 mod support;
 
 use actix_distributed_lock::{LockClient, LockError, PermitGuard, PermitOptions};
-use redis::AsyncCommands;
 use std::time::{Duration, Instant};
+use support::permits::permit_left;
 use support::RedisServer;
 
 const FIRST: Duration = Duration::from_millis(1000);
@@ -17,22 +17,6 @@ const SLACK: Duration = Duration::from_millis(1000);
 
 fn fixed(lease: Duration) -> PermitOptions {
     PermitOptions::new().lease(lease).wait(Duration::ZERO)
-}
-
-/// Milliseconds the permit `id` of semaphore `name` has left in Redis (by the server's
-/// clock); `None` when it is not in the timeout zset.
-async fn permit_left(server: &RedisServer, name: &str, id: &str) -> Option<i64> {
-    let mut conn = server.conn().await;
-    let raw: Vec<u8> = (0..id.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(&id[i..i + 2], 16).unwrap())
-        .collect();
-    let score: Option<f64> = conn
-        .zscore(format!("{{{name}}}:timeout"), raw)
-        .await
-        .unwrap();
-    let (secs, micros): (i64, i64) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
-    score.map(|expiry| expiry as i64 - (secs * 1000 + micros / 1000))
 }
 
 async fn semaphore_of(client: &LockClient, name: &str, permits: u32) {

@@ -17,6 +17,7 @@ pub mod nemesis;
 pub mod nemesis_java;
 pub mod nemesis_topology;
 pub mod netns;
+pub mod permits;
 pub mod proxy;
 pub mod slot_monitor;
 #[cfg(feature = "tls")]
