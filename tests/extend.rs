@@ -12,6 +12,7 @@ use actix_distributed_lock::{
 use futures_util::future::join_all;
 use redis::AsyncCommands;
 use std::time::{Duration, Instant};
+use support::kinds::{lock_of_kind, KINDS};
 use support::RedisServer;
 
 /// The lease holds are taken with.
@@ -23,24 +24,9 @@ const DRIFT: Duration = Duration::from_millis(32);
 /// Slack for a loaded machine: a timer that fires this late still passes.
 const SLACK: Duration = Duration::from_millis(1000);
 
-const KINDS: [&str; 6] = ["reentrant", "fenced", "fast", "fair", "read", "write"];
-
-fn handle(client: &LockClient, kind: &str, name: &str) -> Lock {
-    match kind {
-        "reentrant" => client.lock(name),
-        "fenced" => client.fenced_lock(name),
-        "fast" => client.fast_lock(name),
-        "fair" => client.fair_lock(name),
-        "read" => client.read_write_lock(name).map(|rw| rw.read().clone()),
-        "write" => client.read_write_lock(name).map(|rw| rw.write().clone()),
-        other => panic!("no kind {other}"),
-    }
-    .unwrap()
-}
-
 /// The handle that excludes `kind`'s holder: a writer beside a reader, the same kind else.
 fn rival_of(client: &LockClient, kind: &str, name: &str) -> Lock {
-    handle(client, if kind == "read" { "write" } else { kind }, name)
+    lock_of_kind(client, if kind == "read" { "write" } else { kind }, name)
 }
 
 async fn pttl(server: &RedisServer, key: &str) -> i64 {
@@ -72,7 +58,7 @@ async fn free_soon(lock: Lock) {
 /// keeps the key, nobody else gets it, no loss is reported) and is lost at its new end.
 async fn extend_one(server: &RedisServer, client: &LockClient, rival: &LockClient, kind: &str) {
     let name = format!("extend:{kind}");
-    let guard = handle(client, kind, &name)
+    let guard = lock_of_kind(client, kind, &name)
         .acquire_with(fixed(FIRST))
         .await
         .unwrap();
@@ -138,7 +124,7 @@ async fn extend_after_the_hold_is_gone_is_lost() {
     let server = RedisServer::start();
     let client = support::client(&server).await;
     for kind in KINDS {
-        let lock = handle(&client, kind, &format!("gone:{kind}"));
+        let lock = lock_of_kind(&client, kind, &format!("gone:{kind}"));
         let guard = lock
             .acquire_with(fixed(Duration::from_millis(200)))
             .await
@@ -169,7 +155,7 @@ async fn a_shorter_extend_of_a_reentry_never_lowers_the_other_holds_ttl() {
     let short = Duration::from_millis(300);
     for kind in ["reentrant", "fenced", "fair", "read", "write"] {
         let name = format!("reentries:{kind}");
-        let lock = handle(&client, kind, &name);
+        let lock = lock_of_kind(&client, kind, &name);
         let outer = lock.acquire_with(fixed(long)).await.unwrap();
         let owner = outer.owner();
         let inner = lock.acquire_with(fixed(long).owner(owner)).await.unwrap();
@@ -212,7 +198,7 @@ async fn a_reader_cutting_its_lease_leaves_the_other_reader_its_own() {
     );
     let long = Duration::from_secs(5);
     let short = Duration::from_millis(300);
-    let read = |client: &LockClient| handle(client, "read", "readers");
+    let read = |client: &LockClient| lock_of_kind(client, "read", "readers");
     let first = read(&a).acquire_with(fixed(long)).await.unwrap();
     let second = read(&b).acquire_with(fixed(long)).await.unwrap();
     first.extend(short).await.unwrap();
@@ -244,7 +230,10 @@ async fn a_reader_cutting_its_lease_leaves_the_other_reader_its_own() {
         "the hash has {left} ms with the second reader in it"
     );
     assert!(second.remaining_lease().as_millis() as i64 <= left);
-    let writer = handle(&w, "write", "readers").try_acquire().await.unwrap();
+    let writer = lock_of_kind(&w, "write", "readers")
+        .try_acquire()
+        .await
+        .unwrap();
     assert!(writer.is_none(), "a writer got in beside a reader");
 }
 
@@ -277,7 +266,7 @@ async fn remaining_lease_counts_down_within_the_keys_pttl() {
     let server = RedisServer::start();
     let client = support::client(&server).await;
     for kind in KINDS {
-        let guard = handle(&client, kind, &format!("countdown:{kind}"))
+        let guard = lock_of_kind(&client, kind, &format!("countdown:{kind}"))
             .acquire_with(fixed(Duration::from_secs(2)))
             .await
             .unwrap();

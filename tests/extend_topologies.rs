@@ -4,10 +4,11 @@
 mod support;
 
 use actix_distributed_lock::{
-    AcquireOptions, Lock, LockClient, LockGuard, LockOwner, PermitOptions, Released,
+    AcquireOptions, LockClient, LockGuard, LockOwner, PermitOptions, Released,
 };
 use futures_util::future::join_all;
 use std::time::{Duration, Instant};
+use support::kinds::lock_of_kind;
 use support::topology::{RedisCluster, SentinelSetup};
 use support::{cluster_client, sentinel_client};
 
@@ -19,19 +20,6 @@ fn pttl(conn: &mut impl redis::ConnectionLike, key: &str) -> i64 {
     redis::cmd("PTTL").arg(key).query(conn).expect("PTTL")
 }
 
-fn handle(client: &LockClient, kind: &str, name: &str) -> Lock {
-    match kind {
-        "reentrant" => client.lock(name),
-        "fenced" => client.fenced_lock(name),
-        "fast" => client.fast_lock(name),
-        "fair" => client.fair_lock(name),
-        "read" => client.read_write_lock(name).map(|rw| rw.read().clone()),
-        "write" => client.read_write_lock(name).map(|rw| rw.write().clone()),
-        other => panic!("no kind {other}"),
-    }
-    .unwrap()
-}
-
 /// Takes `name` as `kind` with the first lease, extends it, and checks it outlives that
 /// lease with nobody else in; returns the guard.
 async fn extend_and_hold(
@@ -41,7 +29,7 @@ async fn extend_and_hold(
     name: String,
 ) -> LockGuard {
     let taken = Instant::now();
-    let guard = handle(client, kind, &name)
+    let guard = lock_of_kind(client, kind, &name)
         .acquire_with(AcquireOptions::new().lease(FIRST))
         .await
         .unwrap();
@@ -49,7 +37,7 @@ async fn extend_and_hold(
     tokio::time::sleep_until((taken + FIRST + FIRST / 2).into()).await;
     assert!(!guard.is_lost(), "{kind} {name}: lost at the old end");
     let rival_kind = if kind == "read" { "write" } else { kind };
-    let other = handle(rival, rival_kind, &name)
+    let other = lock_of_kind(rival, rival_kind, &name)
         .try_acquire()
         .await
         .unwrap();
@@ -103,7 +91,7 @@ async fn extends_permit_updates_and_releases_by_id_on_a_cluster() {
     // foreign unlock's keys (timeout keys, the tag) are all in the lock's slot.
     let other = cluster_client(&cluster, |c| c.client_id("cluster-workers")).await;
     let owner = LockOwner::from_id(7);
-    let read = handle(&client, "read", "doc:{7}");
+    let read = lock_of_kind(&client, "read", "doc:{7}");
     let _outer = read
         .acquire_with(AcquireOptions::new().owner(owner))
         .await
@@ -112,7 +100,7 @@ async fn extends_permit_updates_and_releases_by_id_on_a_cluster() {
         .acquire_with(AcquireOptions::new().owner(owner))
         .await
         .unwrap();
-    let theirs = handle(&other, "read", "doc:{7}");
+    let theirs = lock_of_kind(&other, "read", "doc:{7}");
     assert_eq!(theirs.hold_count(owner).await.unwrap(), 2);
     assert_eq!(
         theirs.unlock_as(owner).await.unwrap(),

@@ -13,6 +13,7 @@ pub mod history;
 pub mod holder;
 pub mod impair;
 pub mod java_peer;
+pub mod kinds;
 pub mod nemesis;
 pub mod nemesis_java;
 pub mod nemesis_topology;
