@@ -19,7 +19,8 @@ impl RedLockGuard {
     /// before the first request, as at acquisition; [`lost`](RedLockGuard::lost) fires
     /// then. Otherwise the hold keeps the earlier of its old validity and that one, and the
     /// error is returned: [`LockError::Lost`] when nodes found the hold gone, else the
-    /// first node's error.
+    /// first node's error. A node whose grant comes in after the extend (see
+    /// [`nodes_pending`](RedLockGuard::nodes_pending)) keeps the lease it was taken with.
     ///
     /// # Cancel safety
     ///
@@ -57,17 +58,15 @@ impl RedLockGuard {
         // A shorter lease may reach some nodes: until a quorum confirms, the earlier end.
         self.move_validity(|old| old.min(validity_until));
         let bound = self.node_timeout;
-        let reports = {
+        let updates: Vec<_> = {
             let joined = lock_joined(&self.joined);
-            let updates: Vec<_> = self
-                .members
+            self.members
                 .iter()
                 .chain(joined.iter())
                 .map(|(_, guard)| tokio::time::timeout(bound, guard.extend_request(lease)))
-                .collect();
-            drop(joined);
-            join_all(updates).await
+                .collect()
         };
+        let reports = join_all(updates).await;
         let confirmed = reports.iter().filter(|r| matches!(r, Ok(Ok(())))).count();
         if confirmed >= self.lock.quorum() && Instant::now() < validity_until {
             self.move_validity(|_| validity_until);
