@@ -71,10 +71,11 @@ async fn extend_one(server: &RedisServer, client: &LockClient, rival: &LockClien
         left > (LONGER - FIRST / 2).as_millis() as i64 && left <= LONGER.as_millis() as i64,
         "{kind}: the key has {left} ms after an extend to {LONGER:?}"
     );
+    // Read after the PTTL: what the guard counts on then is at most what the key had.
     let remaining = guard.remaining_lease();
     assert!(remaining > LONGER - FIRST / 2, "{kind}: {remaining:?} left");
     assert!(
-        remaining.as_millis() as i64 <= pttl(server, guard.key()).await,
+        remaining.as_millis() as i64 <= left,
         "{kind}: the guard counts on more than the key has"
     );
     if kind == "read" {
@@ -270,16 +271,25 @@ async fn remaining_lease_counts_down_within_the_keys_pttl() {
             .acquire_with(fixed(Duration::from_secs(2)))
             .await
             .unwrap();
+        // Each remaining lease is read after the PTTL it is held against.
+        let left = pttl(&server, guard.key()).await;
         let first = guard.remaining_lease();
         assert!(first > Duration::from_millis(1500) && first < Duration::from_secs(2));
-        assert!(first.as_millis() as i64 <= pttl(&server, guard.key()).await);
+        assert!(
+            first.as_millis() as i64 <= left,
+            "{kind}: {first:?} vs {left} ms"
+        );
         tokio::time::sleep(Duration::from_millis(200)).await;
+        let left = pttl(&server, guard.key()).await;
         let second = guard.remaining_lease();
         assert!(
             second + Duration::from_millis(190) <= first,
             "{kind}: {first:?} → {second:?}"
         );
-        assert!(second.as_millis() as i64 <= pttl(&server, guard.key()).await);
+        assert!(
+            second.as_millis() as i64 <= left,
+            "{kind}: {second:?} vs {left} ms"
+        );
         guard.unlock().await.unwrap();
     }
 }

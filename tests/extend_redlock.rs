@@ -37,7 +37,7 @@ async fn a_redlock_extends_on_a_quorum_and_is_lost_at_the_new_end() {
         validity > LONGER - FIRST / 2 && validity <= LONGER,
         "{validity:?}"
     );
-    assert_eq!(guard.remaining_lease().as_secs(), validity.as_secs());
+    assert!(guard.remaining_lease() <= validity);
     for server in &servers {
         let left: i64 = server.conn().await.pttl("payout").await.unwrap();
         assert!(left > 2000, "a node has {left} ms");
