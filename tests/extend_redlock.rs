@@ -3,13 +3,22 @@
 
 mod support;
 
-use actix_distributed_lock::{AcquireOptions, LockClient, LockError, RedLock};
+use actix_distributed_lock::{AcquireOptions, LockClient, LockError, RedLock, RedLockGuard};
 use redis::AsyncCommands;
 use std::time::{Duration, Instant};
 use support::RedisServer;
 
 const FIRST: Duration = Duration::from_millis(1000);
 const LONGER: Duration = Duration::from_secs(3);
+
+/// Waits until every node's answer to the acquire is in, and all three granted it.
+async fn held_everywhere(guard: &RedLockGuard) {
+    support::eventually("every node answered", Duration::from_secs(5), || async {
+        guard.nodes_pending() == 0
+    })
+    .await;
+    assert_eq!(guard.nodes_held(), 3);
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_redlock_extends_on_a_quorum_and_is_lost_at_the_new_end() {
@@ -25,11 +34,7 @@ async fn a_redlock_extends_on_a_quorum_and_is_lost_at_the_new_end() {
         .await
         .unwrap();
     // Every node's grant is in (a grant that comes later keeps its first lease).
-    support::eventually("every node answered", Duration::from_secs(5), || async {
-        guard.nodes_pending() == 0
-    })
-    .await;
-    assert_eq!(guard.nodes_held(), 3);
+    held_everywhere(&guard).await;
     let before = Instant::now();
     guard.extend(LONGER).await.unwrap();
     let validity = guard.validity();
@@ -64,6 +69,7 @@ async fn a_redlock_extends_on_a_quorum_and_is_lost_at_the_new_end() {
         .acquire_with(AcquireOptions::new().lease(Duration::from_secs(30)))
         .await
         .unwrap();
+    held_everywhere(&guard).await;
     let _: () = servers[0].conn().await.del("payout").await.unwrap();
     let short = Duration::from_millis(500);
     guard.extend(short).await.unwrap();
@@ -77,6 +83,7 @@ async fn a_redlock_extends_on_a_quorum_and_is_lost_at_the_new_end() {
         .acquire_with(AcquireOptions::new().lease(Duration::from_secs(30)))
         .await
         .unwrap();
+    held_everywhere(&guard).await;
     for server in &servers[..2] {
         let _: () = server.conn().await.del("payout").await.unwrap();
     }

@@ -17,9 +17,10 @@ impl RedLockGuard {
     /// at most the node timeout. When a quorum confirmed it in time, the
     /// [`validity`](RedLockGuard::validity) becomes `lease − elapsed − drift`, counted from
     /// before the first request, as at acquisition; [`lost`](RedLockGuard::lost) fires
-    /// then. Otherwise the hold keeps the earlier of its old validity and that one, and the
-    /// error is returned: [`LockError::Lost`] when nodes found the hold gone, else the
-    /// first node's error. A node whose grant comes in after the extend (see
+    /// then. Otherwise the hold keeps the earlier of its old validity and that one, and an
+    /// error is returned: [`LockError::Lost`] when fewer than a quorum of nodes still hold
+    /// it (the hold is lost), else the first node's error (or
+    /// [`LockError::Unavailable`]: too few nodes confirmed; the hold goes on). A node whose grant comes in after the extend (see
     /// [`nodes_pending`](RedLockGuard::nodes_pending)) keeps the lease it was taken with.
     ///
     /// # Cancel safety
@@ -58,38 +59,51 @@ impl RedLockGuard {
         // A shorter lease may reach some nodes: until a quorum confirms, the earlier end.
         self.move_validity(|old| old.min(validity_until));
         let bound = self.node_timeout;
-        let updates: Vec<_> = {
+        let (nodes, updates): (Vec<usize>, Vec<_>) = {
             let joined = lock_joined(&self.joined);
             self.members
                 .iter()
                 .chain(joined.iter())
-                .map(|(_, guard)| tokio::time::timeout(bound, guard.extend_request(lease)))
-                .collect()
+                .map(|(index, guard)| {
+                    let update = tokio::time::timeout(bound, guard.extend_request(lease));
+                    (*index, update)
+                })
+                .unzip()
         };
         let reports = join_all(updates).await;
+        let quorum = self.lock.quorum();
         let confirmed = reports.iter().filter(|r| matches!(r, Ok(Ok(())))).count();
-        if confirmed >= self.lock.quorum() && Instant::now() < validity_until {
+        if confirmed >= quorum && Instant::now() < validity_until {
             self.move_validity(|_| validity_until);
             return Ok(());
         }
-        let errors: Vec<LockError> = reports
-            .into_iter()
-            .filter_map(|report| match report {
-                Ok(Ok(())) => None,
+        // Too few confirmed in time. Lost when too few nodes still hold it (or no validity
+        // is left); otherwise the hold goes on with its earlier validity.
+        let gone = reports
+            .iter()
+            .filter(|r| matches!(r, Ok(Err(LockError::Lost { .. }))))
+            .count();
+        if reports.len() - gone < quorum || self.is_lost() {
+            return Err(LockError::Lost { name: name() });
+        }
+        let first = nodes.into_iter().zip(reports).find_map(|(index, report)| {
+            let node = || self.lock.member(index).node.to_string();
+            match report {
+                Ok(Ok(())) | Ok(Err(LockError::Lost { .. })) => None,
                 Ok(Err(error)) => Some(error),
                 Err(_) => Some(LockError::Unavailable {
-                    node: self.lock.name().to_string(),
-                    reason: format!("a node did not confirm the new lease within {bound:?}"),
+                    node: node(),
+                    reason: format!("no answer to the new lease within {bound:?}"),
                 }),
-            })
-            .collect();
-        let lost = errors.iter().any(|e| matches!(e, LockError::Lost { .. }));
-        Err(match errors.into_iter().next() {
-            Some(_) if lost => LockError::Lost { name: name() },
-            Some(error) => error,
-            // A quorum answered, but too late to leave any validity.
-            None => LockError::Lost { name: name() },
-        })
+            }
+        });
+        Err(first.unwrap_or_else(|| LockError::Unavailable {
+            node: self.lock.name().to_string(),
+            reason: format!(
+                "the new lease reached {confirmed} nodes, fewer than the quorum of {quorum}; the \
+                 hold keeps its earlier validity"
+            ),
+        }))
     }
 
     /// How long the lock is still surely held: its [`validity`](RedLockGuard::validity)
