@@ -5,6 +5,7 @@
 //! ```text
 //! lock_holder <redis-url> <lock-name> [--watchdog-ms N] [--lease-ms N] [--kind KIND]
 //!             [--fair-wait-ms N] [--count N --counter KEY] [--pubsub auto|classic]
+//!             [--client-id ID] [--owner-id N]
 //! ```
 //!
 //! - Takes `<lock-name>` with the watchdog (lease `--watchdog-ms`, default 30 000, renewed
@@ -21,6 +22,9 @@
 //! - `<redis-url>` may be several URLs separated by commas: the nodes of a Redis Cluster;
 //!   `--pubsub classic` keeps it on classic pub/sub (for Java services on Redisson < 3.23,
 //!   which do not use sharded pub/sub), `auto` (the default) uses sharded pub/sub on Redis 7+.
+//! - `--client-id ID` writes `ID` before its owner instead of a uuid of its own
+//!   (`ClientConfig::client_id`), and `--owner-id N` holds as `LockOwner::from_id(N)`: a
+//!   process whose client has the same id can then check or release the hold knowing `N`.
 //! - Prints one line `acquired <client-id> <owner-id>`: in Redis a reentrant lock is the hash
 //!   `<lock-name>` with the field `<client-id>:<owner-id>` (a reader's field is the same, a
 //!   writer's ends in `:write`; a fast lock is a string with that value).
@@ -42,7 +46,7 @@
 //! ```
 
 use actix_distributed_lock::{
-    AcquireOptions, ClientConfig, Lock, LockClient, LockError, ShardedSubscriptionMode,
+    AcquireOptions, ClientConfig, Lock, LockClient, LockError, LockOwner, ShardedSubscriptionMode,
 };
 use std::io::{BufRead, Write};
 use std::process::ExitCode;
@@ -51,7 +55,8 @@ use tokio::sync::mpsc;
 
 const USAGE: &str = "usage: lock_holder <redis-url>[,<url>...] <lock-name> [--watchdog-ms N] \
                      [--lease-ms N] [--kind reentrant|fast|fair|fenced|read|write] \
-                     [--fair-wait-ms N] [--count N --counter KEY] [--pubsub auto|classic]";
+                     [--fair-wait-ms N] [--count N --counter KEY] [--pubsub auto|classic] \
+                     [--client-id ID] [--owner-id N]";
 
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
@@ -68,6 +73,10 @@ struct Args {
     kind: Kind,
     /// `Some`: the fair lock's queue allowance (`fair_wait_timeout`).
     fair_wait: Option<Duration>,
+    /// `Some`: the client id written before the owner (`ClientConfig::client_id`).
+    client_id: Option<String>,
+    /// `Some`: hold as `LockOwner::from_id` of it.
+    owner_id: Option<u64>,
 }
 
 /// Which lock to take (`--kind`).
@@ -118,6 +127,8 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     let mut count = None;
     let mut counter = None;
     let mut pubsub = ShardedSubscriptionMode::Auto;
+    let mut client_id = None;
+    let mut owner_id = None;
     while let Some(flag) = args.next() {
         let value = args.next().ok_or_else(|| format!("{flag} needs a value"))?;
         let ms = || -> Result<Duration, String> {
@@ -146,6 +157,14 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
                     _ => return Err(format!("--pubsub: `{value}` is not auto or classic")),
                 }
             }
+            "--client-id" => client_id = Some(value),
+            "--owner-id" => {
+                owner_id = Some(
+                    value
+                        .parse::<u64>()
+                        .map_err(|_| format!("--owner-id: `{value}` is not a number"))?,
+                )
+            }
             _ => return Err(format!("unknown option `{flag}`")),
         }
     }
@@ -163,6 +182,8 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
         lease,
         kind,
         fair_wait,
+        client_id,
+        owner_id,
     })
 }
 
@@ -253,8 +274,14 @@ async fn run(args: Args) -> Result<(), Failure> {
     if let Some(fair_wait) = args.fair_wait {
         config = config.fair_wait_timeout(fair_wait);
     }
+    if let Some(id) = &args.client_id {
+        config = config.client_id(id.as_str());
+    }
     let client = LockClient::connect(config).await?;
     let mut options = AcquireOptions::new();
+    if let Some(id) = args.owner_id {
+        options = options.owner(LockOwner::from_id(id));
+    }
     if let Some(lease) = args.lease {
         options = options.lease(lease);
     }

@@ -4,7 +4,7 @@
 //! turn at the lease's end even while the client's actors are too busy to say so.
 
 use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
@@ -46,6 +46,8 @@ struct StatusCell {
     /// Microseconds since [`base`]; `u64::MAX`: no deadline (nothing times this hold).
     deadline: AtomicU64,
     changed: Notify,
+    /// Cells that take every deadline this one gets (see [`StatusSender::follow`]).
+    followers: Mutex<Vec<Arc<StatusCell>>>,
 }
 
 /// The origin of the deadlines kept as microseconds.
@@ -64,6 +66,10 @@ impl StatusCell {
         self.deadline.store(micros, Ordering::SeqCst);
         // A `lost()` future sleeping on the old deadline picks the new one up.
         self.changed.notify_waiters();
+        let followers = self.followers.lock().unwrap_or_else(|p| p.into_inner());
+        for follower in followers.iter() {
+            follower.set_deadline(deadline);
+        }
     }
 
     fn deadline(&self) -> Option<Instant> {
@@ -112,6 +118,7 @@ impl StatusSender {
             value: AtomicU8::new(HoldStatus::Held.as_u8()),
             deadline: AtomicU64::new(NO_DEADLINE),
             changed: Notify::new(),
+            followers: Mutex::new(Vec::new()),
         });
         (StatusSender(cell.clone()), StatusReceiver(cell))
     }
@@ -131,6 +138,19 @@ impl StatusSender {
     /// guards see `Lost` on their own.
     pub(crate) fn set_deadline(&self, deadline: Option<Instant>) {
         self.0.set_deadline(deadline);
+    }
+
+    /// `other` takes this status's deadline, now and at every later change (the watchdog's
+    /// included): a hold merged into another one's keeping is timed as that one is.
+    pub(crate) fn follow(&self, other: &StatusSender) {
+        other.0.set_deadline(self.0.deadline());
+        let mut followers = self.0.followers.lock().unwrap_or_else(|p| p.into_inner());
+        followers.push(other.0.clone());
+    }
+
+    /// True once the hold is lost, its deadline past included (as its guards see it).
+    pub(crate) fn is_lost(&self) -> bool {
+        self.0.get() == HoldStatus::Lost
     }
 
     pub(crate) fn send_replace(&self, status: HoldStatus) {
@@ -169,6 +189,18 @@ impl Drop for StatusSender {
 impl StatusReceiver {
     pub(crate) fn get(&self) -> HoldStatus {
         self.0.get()
+    }
+
+    /// How long the hold surely lasts from now: its deadline less now while held (`None`
+    /// when nothing times it), zero once it has ended (released, lost, or past the deadline).
+    pub(crate) fn remaining(&self) -> Option<Duration> {
+        match self.get() {
+            HoldStatus::Held => self
+                .0
+                .deadline()
+                .map(|deadline| deadline.saturating_duration_since(Instant::now())),
+            HoldStatus::Released | HoldStatus::Lost => Some(Duration::ZERO),
+        }
     }
 
     /// True once the hold is known lost (or its deadline has passed while held).
@@ -226,6 +258,21 @@ mod tests {
         assert_eq!(guard.get(), HoldStatus::Released);
         drop(status);
         assert_eq!(guard.get(), HoldStatus::Released);
+    }
+
+    #[test]
+    fn a_follower_takes_every_later_deadline_of_the_one_it_follows() {
+        let (main, _) = StatusSender::held();
+        let (merged, guard) = StatusSender::held();
+        let later = Instant::now() + Duration::from_secs(3600);
+        main.set_deadline(Some(later));
+        main.follow(&merged);
+        assert!(guard
+            .remaining()
+            .is_some_and(|left| left > Duration::from_secs(3500)));
+        main.set_deadline(Some(Instant::now() - Duration::from_millis(1)));
+        assert!(guard.is_lost());
+        assert_eq!(guard.remaining(), Some(Duration::ZERO));
     }
 
     #[tokio::test]

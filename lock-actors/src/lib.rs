@@ -74,6 +74,7 @@ mod hold_status;
 pub mod inspect;
 mod keys;
 mod latch;
+mod lease_control;
 mod lease_list;
 mod lock;
 mod loss_signal;

@@ -48,7 +48,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         &["node", "runtime"],
     ),
     (
-        "keys, scripts, config, errors, the wait queue, telemetry, TLS settings, loss signals, hold status",
+        "keys, scripts, config, errors, the wait queue, telemetry, TLS settings, loss signals, lease controls, hold status",
         &[
             "keys",
             "script",
@@ -59,6 +59,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "wait_queue",
             "telemetry",
             "loss_signal",
+            "lease_control",
             "hold_status",
         ],
     ),

@@ -13,10 +13,12 @@ pub mod history;
 pub mod holder;
 pub mod impair;
 pub mod java_peer;
+pub mod kinds;
 pub mod nemesis;
 pub mod nemesis_java;
 pub mod nemesis_topology;
 pub mod netns;
+pub mod permits;
 pub mod proxy;
 pub mod slot_monitor;
 #[cfg(feature = "tls")]

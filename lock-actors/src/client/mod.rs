@@ -28,8 +28,9 @@ use std::sync::Arc;
 /// response timeout is armed on the caller's tokio runtime when there is one, else on the
 /// client's own thread); `tests/outside_tokio.rs` drives every kind from a plain thread.
 ///
-/// Each client has its own uuid, which prefixes every owner it writes to Redis, and keeps
-/// two connections to the node (commands, subscriptions) however many locks it handles.
+/// Each client has its own uuid (or the id configured with [`ClientConfig::client_id`]),
+/// which prefixes every owner it writes to Redis, and keeps two connections to the node
+/// (commands, subscriptions) however many locks it handles.
 ///
 /// End it with [`close`](LockClient::close) (`client.close().await`) before the program
 /// returns or the server stops: the releases of guards dropped just before reach Redis, and
@@ -112,7 +113,10 @@ impl LockClient {
     pub async fn connect(config: ClientConfig) -> Result<Self, LockError> {
         config.validate()?;
         let config = Arc::new(config);
-        let id: Arc<str> = uuid::Uuid::new_v4().to_string().into();
+        let id: Arc<str> = match config.client_id_value() {
+            Some(id) => id.into(),
+            None => uuid::Uuid::new_v4().to_string().into(),
+        };
         let runtime = ActorRuntime::start()?;
         let connecting = Node::connect(config.clone(), id.clone(), &runtime, all_scripts());
         let node = match connecting.await {
@@ -225,7 +229,8 @@ impl LockClient {
         }
     }
 
-    /// This client's uuid: the first part of every owner field it writes.
+    /// This client's id: the first part of every owner field it writes. A uuid of its own,
+    /// or the one configured with [`ClientConfig::client_id`].
     ///
     /// ```no_run
     /// # fn demo(client: actix_distributed_lock::LockClient) {

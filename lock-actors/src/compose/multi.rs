@@ -291,11 +291,11 @@ async fn restart_leases(
 ) -> Result<(), LockError> {
     // Each member's own hold restarts; a longer hold of the same owner (a member it held
     // before) keeps what it has left.
-    let renewals = join_all(held.iter().map(|(_, guard)| guard.restart_lease(lease))).await;
+    let renewals = join_all(held.iter().map(|(_, guard)| guard.extend(lease))).await;
     for (member, renewed) in members.iter().zip(renewals) {
         match renewed {
-            Ok(true) => {}
-            Ok(false) => {
+            Ok(()) => {}
+            Err(LockError::Lost { .. }) => {
                 release_all(std::mem::take(held), RELEASE_REPORT_WAIT).await;
                 return Err(LockError::Lost {
                     name: member.lock.name().to_string(),
@@ -420,6 +420,53 @@ impl MultiLockGuard {
             .into_iter()
             .find_map(Result::err)
             .map_or(Ok(()), Err)
+    }
+
+    /// Sets the lease of every member's hold to `lease` from now, longer or shorter, as
+    /// [`LockGuard::extend`] does for each (at once): for a set taken with a fixed lease.
+    /// Every member is tried; the first failure is returned ([`LockError::Lost`] naming a
+    /// member that was gone: the set no longer excludes, so stop the work; a watchdog-kept
+    /// set is refused with [`LockError::InvalidConfig`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// Every member's update is sent before the first `.await` point completes and goes on
+    /// if the future is dropped; each member counts on the earlier of its old end and the
+    /// new one until Redis confirms it (see [`LockGuard::extend`]).
+    ///
+    /// ```no_run
+    /// # use actix_distributed_lock::AcquireOptions;
+    /// # use std::time::Duration;
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let options = AcquireOptions::new().lease(Duration::from_secs(10));
+    /// let guard = client.multi_lock(["a", "b"])?.acquire_with(options).await?;
+    /// guard.extend(Duration::from_secs(30)).await?;
+    /// # Ok(()) }
+    /// ```
+    pub async fn extend(&self, lease: Duration) -> Result<(), LockError> {
+        let updates = self.members.iter().map(|m| m.extend_request(lease));
+        let reports = join_all(updates.collect::<Vec<_>>()).await;
+        reports
+            .into_iter()
+            .find_map(Result::err)
+            .map_or(Ok(()), Err)
+    }
+
+    /// How long the whole set is surely still held: the least
+    /// [`remaining_lease`](LockGuard::remaining_lease) of its members.
+    ///
+    /// ```no_run
+    /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {
+    /// let guard = client.multi_lock(["a", "b"])?.acquire().await?;
+    /// let left = guard.remaining_lease();
+    /// # Ok(()) }
+    /// ```
+    pub fn remaining_lease(&self) -> Duration {
+        self.members
+            .iter()
+            .map(LockGuard::remaining_lease)
+            .min()
+            .unwrap_or_default()
     }
 
     /// Takes the whole set again for the same owner (nested holds), with this guard's lease

@@ -1,5 +1,6 @@
 //! Client settings: where Redis is, how long leases last, how long to wait.
 
+mod client_id;
 mod spin_backoff;
 mod tls;
 
@@ -47,6 +48,8 @@ pub struct ClientConfig {
     #[cfg(feature = "metrics")]
     pub(crate) metrics_lock_name_labels: bool,
     pub(crate) namespace: Option<String>,
+    /// The id written before every owner (see `client_id`); `None`: a new uuid per client.
+    pub(crate) client_id: Option<String>,
 }
 
 /// How the Redis behind a [`LockClient`](crate::LockClient) is deployed. Lock code does not
@@ -151,6 +154,7 @@ impl std::fmt::Debug for ClientConfig {
             .field("replica_sync", &self.replica_sync)
             .field("tls", &self.tls)
             .field("namespace", &self.namespace)
+            .field("client_id", &self.client_id)
             .finish()
     }
 }
@@ -181,6 +185,7 @@ impl ClientConfig {
             #[cfg(feature = "metrics")]
             metrics_lock_name_labels: false,
             namespace: None,
+            client_id: None,
         }
     }
 
@@ -523,6 +528,9 @@ impl ClientConfig {
         self.tls.validate()?;
         if let Some(namespace) = &self.namespace {
             check_namespace(namespace)?;
+        }
+        if let Some(id) = &self.client_id {
+            client_id::check_client_id(id)?;
         }
         Ok(())
     }

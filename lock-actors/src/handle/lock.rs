@@ -12,6 +12,8 @@ use crate::telemetry;
 use actix::Addr;
 use std::time::Duration;
 
+mod by_owner;
+
 /// How to take a lock: who, how long to wait, which lease.
 ///
 /// The defaults are a fresh owner (so no re-entry), the client's default wait, and the

@@ -11,6 +11,8 @@ use crate::telemetry;
 use actix::Addr;
 use std::time::Duration;
 
+mod permit_lease;
+
 /// A distributed semaphore (Redisson's `RSemaphore`): N anonymous permits shared by every
 /// process that uses the name.
 ///

@@ -19,7 +19,7 @@ use super::fast_path::{
 use super::guard::{GuardLink, ReleaseHold, Reply};
 use super::kind::LockKind;
 use super::lease_entry::{HoldLost, WatchRegistry};
-use super::{Acquire, AcquireFenced, LockGuard, LockOwner, Released, RestartLease};
+use super::{Acquire, AcquireFenced, ExtendHold, LockGuard, LockOwner, Released};
 use crate::error::LockError;
 use crate::hold_status::{HoldStatus, StatusSender};
 use crate::keys::LockName;
@@ -45,7 +45,7 @@ pub(crate) trait LockActorApi:
     + Handler<Acquire>
     + Handler<AcquireFenced>
     + Handler<HoldLost>
-    + Handler<RestartLease>
+    + Handler<ExtendHold>
 {
 }
 
@@ -57,7 +57,7 @@ impl<A> LockActorApi for A where
         + Handler<Acquire>
         + Handler<AcquireFenced>
         + Handler<HoldLost>
-        + Handler<RestartLease>
+        + Handler<ExtendHold>
 {
 }
 
@@ -460,12 +460,12 @@ impl<A: LockActorApi> GuardLink for Direct<A> {
         Box::pin(async move { request.await? })
     }
 
-    fn restart_lease(&self, owner: LockOwner, hold: u64, lease: Duration) -> Reply<bool> {
+    fn extend(&self, owner: LockOwner, hold: u64, lease: Duration) -> Reply<()> {
         let state = self.lock();
         let Some(actor) = state.actor() else {
             return Box::pin(async { Err(LockError::Shutdown) });
         };
-        let request = actor.send(RestartLease { owner, hold, lease });
+        let request = actor.send(ExtendHold { owner, hold, lease });
         Box::pin(async move { request.await.map_err(|_| LockError::Shutdown)? })
     }
 

@@ -10,6 +10,8 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
+mod lease;
+
 /// Proof that one hold of a lock is yours; the hold ends when the guard is released or dropped.
 ///
 /// - [`unlock`](LockGuard::unlock) releases and reports how it went.
@@ -64,8 +66,8 @@ pub(crate) trait GuardLink: Send + Sync {
     /// Releases the hold and reports how it went: straight to Redis for a hold still on
     /// the fast path, else through the actor. The release is on its way on return.
     fn unlock(self: Arc<Self>, owner: LockOwner, hold: u64) -> Reply<Released>;
-    /// Restarts `hold`'s fixed lease from now (see [`RestartLease`](super::RestartLease)).
-    fn restart_lease(&self, owner: LockOwner, hold: u64, lease: Duration) -> Reply<bool>;
+    /// Sets `hold`'s fixed lease again from now (see [`ExtendHold`](super::ExtendHold)).
+    fn extend(&self, owner: LockOwner, hold: u64, lease: Duration) -> Reply<()>;
     /// Takes the lock again for `owner` (a nested hold), as an acquire of the actor would.
     fn reenter(
         &self,
@@ -208,12 +210,6 @@ impl LockGuard {
         self.link
             .reenter(self.owner, self.lease, wait, fenced)
             .await
-    }
-
-    /// Restarts this hold's fixed lease from now (a MultiLock member once its set is
-    /// complete); whether the owner still holds the lock.
-    pub(crate) async fn restart_lease(&self, lease: Duration) -> Result<bool, LockError> {
-        self.link.restart_lease(self.owner, self.hold, lease).await
     }
 
     /// Resolves when the lock is lost while this guard holds it. It also resolves when the

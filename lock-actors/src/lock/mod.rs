@@ -138,7 +138,8 @@ impl Message for Release {
 /// Extend `owner`'s hold to at least `lease` from now, as one renewal of the watchdog would.
 ///
 /// Replies `true` when renewed, `false` when the owner no longer holds the lock in Redis.
-/// Useful for holds taken with a fixed lease that need more time. It only ever extends:
+/// Useful for holds taken with a fixed lease that need more time (a guard's own
+/// [`LockGuard::extend`] sets one hold's lease, shorter or longer). It only ever extends:
 /// the lock's key keeps whatever it has left beyond `lease` (its TTL is shared by every
 /// hold on it, and may belong to a longer one), and each hold keeps its own end if that is
 /// later.
@@ -170,19 +171,31 @@ impl Message for Renew {
     type Result = Result<bool, LockError>;
 }
 
-/// Restart the fixed lease of one hold from now: that hold ends `lease` from now, and the
+/// Set the fixed lease of one hold again from now: that hold ends `lease` from now, and the
 /// key keeps the longest lease the owner's holds then have left (never shorter than another
-/// owner's). A watchdog-kept hold stays with the watchdog. Replies whether the owner still
-/// holds the lock in Redis.
+/// holder's). Replies [`LockError::Lost`] when the owner no longer holds the lock, and
+/// [`LockError::InvalidConfig`] for a hold the watchdog keeps (see
+/// [`LockGuard::extend`]).
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct RestartLease {
+pub(crate) struct ExtendHold {
     pub(crate) owner: LockOwner,
     pub(crate) hold: u64,
     pub(crate) lease: Duration,
 }
 
-impl Message for RestartLease {
-    type Result = Result<bool, LockError>;
+impl Message for ExtendHold {
+    type Result = Result<(), LockError>;
+}
+
+/// Release one hold of `owner` whether or not this process counts it (an owner known by
+/// id; see [`Lock::unlock_as`](crate::Lock::unlock_as)).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ReleaseAs {
+    pub(crate) owner: LockOwner,
+}
+
+impl Message for ReleaseAs {
+    type Result = Result<Released, LockError>;
 }
 
 /// Delete the lock whoever holds it and wake a waiter. Replies whether a lock was there.

@@ -3,10 +3,13 @@
 //! body against the loss of its lock (`on_lost = stop`).
 
 use crate::error::LockError;
+use crate::lease_control::LeaseControl;
 use crate::loss_signal::LossSignal;
+use futures_util::future::join_all;
 use futures_util::future::select_all;
 use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
 tokio::task_local! {
     /// The hold of the innermost annotated call whose body is running in this task.
@@ -30,6 +33,10 @@ tokio::task_local! {
 /// | several templates (a MultiLock) | every member's name joined with `", "` | each member's name | `None` | any member is lost (the set no longer excludes) |
 /// | `kind = semaphore` | the semaphore's name | that name | `None` | never (its permits have no lease) |
 /// | `kind = expirable_semaphore` | the semaphore's name | that name | `None` | the permits are lost |
+///
+/// With a fixed `lease = "…"`, the body can see how long its hold has left
+/// ([`remaining_lease`](CurrentLock::remaining_lease)) and set it again
+/// ([`extend`](CurrentLock::extend)) when the work runs longer than planned.
 ///
 /// Cheap to clone; a clone moved into a spawned task keeps reporting on the same hold
 /// (after the body ends and the lock is released, `lost()` never resolves).
@@ -60,6 +67,8 @@ struct Inner {
     name: String,
     names: Vec<String>,
     watches: Vec<LossSignal>,
+    /// Each member's lease (empty until [`CurrentLock::with_leases`]).
+    leases: Vec<LeaseControl>,
     token: Option<u64>,
 }
 
@@ -72,9 +81,83 @@ impl CurrentLock {
                 name: names.join(", "),
                 names,
                 watches,
+                leases: Vec::new(),
                 token,
             }),
         }
+    }
+
+    /// The same hold, with each member's lease (in the order of its members).
+    pub(crate) fn with_leases(self, leases: Vec<LeaseControl>) -> Self {
+        let inner = &self.inner;
+        CurrentLock {
+            inner: Arc::new(Inner {
+                name: inner.name.clone(),
+                names: inner.names.clone(),
+                watches: inner.watches.clone(),
+                leases,
+                token: inner.token,
+            }),
+        }
+    }
+
+    /// Sets the lease of the hold (for a MultiLock: of every member) to `lease` from now,
+    /// longer or shorter: for a call with a fixed `lease = "…"`, whose body runs longer
+    /// than planned. As [`LockGuard::extend`](crate::LockGuard::extend) (and
+    /// [`PermitGuard::update_lease`](crate::PermitGuard::update_lease) for
+    /// `kind = expirable_semaphore`): the first failure is returned, [`LockError::Lost`]
+    /// for a hold that is gone, [`LockError::InvalidConfig`] for a call without a `lease`
+    /// (the watchdog keeps it as long as the body runs) or on plain semaphore permits.
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`LockGuard::extend`](crate::LockGuard::extend): the update goes on if the future
+    /// is dropped, and the hold counts on the earlier end until Redis confirms it.
+    ///
+    /// ```no_run
+    /// use actix_distributed_lock::{current, distributed_lock, LockClient, LockError};
+    /// use std::time::Duration;
+    ///
+    /// #[distributed_lock("export:<id>", client = client, lease = "30s")]
+    /// async fn export(client: &LockClient, id: u64) -> Result<(), LockError> {
+    ///     let hold = current().expect("inside an annotated body");
+    ///     for _batch in 0..100 {
+    ///         if hold.remaining_lease() < Duration::from_secs(10) {
+    ///             hold.extend(Duration::from_secs(30)).await?;
+    ///         }
+    ///         // export one batch …
+    ///     }
+    ///     Ok(())
+    /// }
+    /// ```
+    pub async fn extend(&self, lease: Duration) -> Result<(), LockError> {
+        let updates: Vec<_> = self.inner.leases.iter().map(|l| l.extend(lease)).collect();
+        join_all(updates)
+            .await
+            .into_iter()
+            .find_map(Result::err)
+            .map_or(Ok(()), Err)
+    }
+
+    /// How long the hold (for a MultiLock: every member) is surely still held, from now:
+    /// as [`LockGuard::remaining_lease`](crate::LockGuard::remaining_lease), the least of
+    /// the members'. `Duration::MAX` for plain semaphore permits (they never run out).
+    ///
+    /// ```no_run
+    /// use actix_distributed_lock::{current, distributed_lock, LockClient, LockError};
+    ///
+    /// #[distributed_lock("export:<id>", client = client, lease = "30s")]
+    /// async fn export(client: &LockClient, id: u64) -> Result<(), LockError> {
+    ///     println!("{:?} left", current().unwrap().remaining_lease());
+    ///     Ok(())
+    /// }
+    /// ```
+    pub fn remaining_lease(&self) -> Duration {
+        let leases = self.inner.leases.iter();
+        leases
+            .map(LeaseControl::remaining)
+            .min()
+            .unwrap_or_default()
     }
 
     /// The lock's name; for a MultiLock, every member's name joined with `", "`.

@@ -9,6 +9,7 @@ use crate::client::LockClient;
 use crate::compose::{MultiLock, MultiLockGuard};
 use crate::error::LockError;
 use crate::handle::{AcquireOptions, Lock, PermitOptions};
+use crate::lease_control::LeaseControl;
 use crate::lock::{LockGuard, LockOwner};
 use crate::loss_signal::LossSignal;
 use crate::semaphore::{PermitGuard, SemaphoreGuard};
@@ -176,12 +177,20 @@ impl Held {
 
     /// The hold as the body sees it through [`current`].
     pub fn current(&self) -> CurrentLock {
-        let (name, watch) = match self {
-            Held::Lock(guard) => (guard.name(), guard.loss_signal()),
-            Held::Permits(permits) => (permits.name(), LossSignal::never()),
-            Held::Permit(permit) => (permit.name(), permit.loss_signal()),
+        let (name, watch, lease) = match self {
+            Held::Lock(guard) => (guard.name(), guard.loss_signal(), guard.lease_control()),
+            Held::Permits(permits) => {
+                let what = format!("semaphore `{}`", permits.name());
+                (
+                    permits.name(),
+                    LossSignal::never(),
+                    LeaseControl::unleased(what),
+                )
+            }
+            Held::Permit(permit) => (permit.name(), permit.loss_signal(), permit.lease_control()),
         };
         CurrentLock::new(vec![(name.to_string(), watch)], self.fencing_token())
+            .with_leases(vec![lease])
     }
 }
 
@@ -192,7 +201,12 @@ pub fn current_of_many(guard: &MultiLockGuard) -> CurrentLock {
         .iter()
         .map(|member| (member.name().to_string(), member.loss_signal()))
         .collect();
-    CurrentLock::new(members, None)
+    let leases = guard
+        .guards()
+        .iter()
+        .map(LockGuard::lease_control)
+        .collect();
+    CurrentLock::new(members, None).with_leases(leases)
 }
 
 /// Takes every lock of `names` (the attribute's several templates) as one [`MultiLock`],

@@ -4,6 +4,7 @@
 use super::guard::PermitId;
 use crate::hold_status::StatusSender;
 use actix::SpawnHandle;
+use std::time::{Duration, Instant};
 
 /// Permit-expirable permits of one acquire, held by one [`PermitGuard`](crate::PermitGuard).
 pub(crate) struct Grant {
@@ -15,4 +16,7 @@ pub(crate) struct Grant {
     pub(crate) watched: Vec<u64>,
     /// A fixed lease: the timer at its end.
     pub(crate) expiry: Option<SpawnHandle>,
+    /// A fixed lease: when it surely ends (its acquire's or last update's send time plus
+    /// the lease, or earlier while an update is unconfirmed), and the lease.
+    pub(crate) fixed: Option<(Instant, Duration)>,
 }

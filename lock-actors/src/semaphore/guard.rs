@@ -12,6 +12,10 @@ use actix::Recipient;
 use std::future::Future;
 use std::time::Duration;
 
+mod lease;
+
+pub(crate) use lease::UpdateGrantLease;
+
 /// One permit id: 16 random bytes, shown as 32 lowercase hex digits (Redisson's shape).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct PermitId {
@@ -236,6 +240,8 @@ impl Drop for SemaphoreGuard {
 pub struct PermitGuard {
     /// Where the permits go back: the semaphore's actor.
     actor: Recipient<Detached<ReleaseGrant>>,
+    /// Where their lease is set again: the same actor.
+    lease_actor: Recipient<UpdateGrantLease>,
     /// The client's errands, as [`SemaphoreGuard`]'s.
     errands: Errands,
     name: LockName,
@@ -251,8 +257,10 @@ pub struct PermitGuard {
 }
 
 impl PermitGuard {
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         actor: Recipient<Detached<ReleaseGrant>>,
+        lease_actor: Recipient<UpdateGrantLease>,
         errands: Errands,
         name: LockName,
         grant: u64,
@@ -262,6 +270,7 @@ impl PermitGuard {
     ) -> Self {
         PermitGuard {
             actor,
+            lease_actor,
             errands,
             name,
             grant,

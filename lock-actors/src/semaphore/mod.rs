@@ -42,7 +42,7 @@ pub(crate) mod lease_entry;
 pub(crate) use kind::Kind;
 
 pub use actor::SemaphoreActor;
-pub(crate) use actor::SemaphoreRegistry;
+pub(crate) use actor::{SemaphoreRegistry, UpdatePermitLease};
 #[cfg(test)]
 pub(crate) use guard::PermitId;
 pub use guard::{PermitGuard, SemaphoreGuard};

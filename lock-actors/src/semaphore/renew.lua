@@ -1,4 +1,5 @@
--- Extend the lease of permits of a permit-expirable semaphore (the renewal of held permits).
+-- Set the lease of permits of a permit-expirable semaphore to ARGV[1] from now: the renewal of
+-- held permits, and a holder's lease update (Redisson's `updateLeaseTime` sets it the same way).
 --
 -- | KEYS[1] | the zset `{name}:timeout`: permit id → expiry                       |
 -- | ARGV[1] | the lease in milliseconds, from now                                |

@@ -181,6 +181,53 @@ pub(crate) fn lost(kind: impl Into<Kind>, name: &LockName, config: &ClientConfig
     let _ = (kind, name, config);
 }
 
+/// How a guard's request to set its lease again ended (the `outcome` label of the lease
+/// updates counter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum LeaseUpdate {
+    /// Redis holds the new lease.
+    Updated = 0,
+    /// The hold (or a permit) was gone.
+    Lost = 1,
+    /// Redis did not answer, or refused: the guard keeps the shorter of both leases.
+    Error = 2,
+}
+
+impl LeaseUpdate {
+    /// The outcome of a lease update that answered `result` (`Lost`: the hold was gone).
+    pub(crate) fn of<T>(result: &Result<T, LockError>) -> Self {
+        match result {
+            Ok(_) => LeaseUpdate::Updated,
+            Err(LockError::Lost { .. }) => LeaseUpdate::Lost,
+            Err(_) => LeaseUpdate::Error,
+        }
+    }
+
+    #[cfg(feature = "metrics")]
+    fn as_str(self) -> &'static str {
+        match self {
+            LeaseUpdate::Updated => "updated",
+            LeaseUpdate::Lost => "lost",
+            LeaseUpdate::Error => "error",
+        }
+    }
+}
+
+/// A guard's lease was set again (a lock hold's `extend`, a permit's `update_lease`), with
+/// `outcome`.
+pub(crate) fn lease_updated(
+    kind: impl Into<Kind>,
+    name: &LockName,
+    config: &ClientConfig,
+    outcome: LeaseUpdate,
+) {
+    tracing::debug!(lock = %name, outcome = ?outcome, "lease set again");
+    #[cfg(feature = "metrics")]
+    record::lease_updated(&Series::new(kind, name, config), outcome);
+    #[cfg(not(feature = "metrics"))]
+    let _ = (kind, name, config, outcome);
+}
+
 /// A connection of a node came back after it was lost (`connection`: `subscription`, or
 /// `primary` for a Sentinel-named primary reached anew).
 pub(crate) fn reconnected(connection: Connection) {

@@ -1,7 +1,7 @@
 //! The metrics themselves: names, static keys (so the hot path allocates nothing for its
 //! labels), descriptions, and the calls into the installed `metrics` recorder.
 
-use super::{Connection, Kind, Outcome, Series};
+use super::{Connection, Kind, LeaseUpdate, Outcome, Series};
 use metrics::{Key, Label, Level, Metadata, Unit};
 use std::time::Duration;
 
@@ -14,6 +14,7 @@ pub(crate) const RENEWAL_FAILURES: &str = "distributed_lock_renewal_failures_tot
 pub(crate) const RENEWAL_ROUND: &str = "distributed_lock_renewal_round_seconds";
 pub(crate) const RECONNECTS: &str = "distributed_lock_reconnects_total";
 pub(crate) const WAITERS: &str = "distributed_lock_waiters";
+pub(crate) const LEASE_UPDATES: &str = "distributed_lock_lease_updates_total";
 
 static METADATA: Metadata<'static> =
     Metadata::new(module_path!(), Level::INFO, Some(module_path!()));
@@ -52,7 +53,23 @@ macro_rules! by_kind_and_outcome {
     };
 }
 
+/// One static key per kind and lease update outcome.
+macro_rules! by_kind_and_update {
+    (@one $name:expr, $kind:literal, $outcome:literal) => {{
+        static LABELS: [Label; 2] = [label("kind", $kind), label("outcome", $outcome)];
+        Key::from_static_parts($name, &LABELS)
+    }};
+    ($name:expr; $($variant:ident $kind:literal),+) => {
+        [$([
+            by_kind_and_update!(@one $name, $kind, "updated"),
+            by_kind_and_update!(@one $name, $kind, "lost"),
+            by_kind_and_update!(@one $name, $kind, "error"),
+        ]),+]
+    };
+}
+
 static ACQUIRE_WAIT_KEYS: [[Key; 4]; Kind::COUNT] = with_kinds!(by_kind_and_outcome, ACQUIRE_WAIT);
+static LEASE_UPDATE_KEYS: [[Key; 3]; Kind::COUNT] = with_kinds!(by_kind_and_update, LEASE_UPDATES);
 static HOLD_KEYS: [Key; Kind::COUNT] = with_kinds!(by_kind, HOLD);
 static CONTENDED_KEYS: [Key; Kind::COUNT] = with_kinds!(by_kind, CONTENDED);
 static TIMEOUT_KEYS: [Key; Kind::COUNT] = with_kinds!(by_kind, TIMEOUTS);
@@ -126,6 +143,17 @@ pub(super) fn waiters(series: &Series, delta: f64) {
     });
 }
 
+pub(super) fn lease_updated(series: &Series, outcome: LeaseUpdate) {
+    let key = &LEASE_UPDATE_KEYS[series.kind as usize][outcome as usize];
+    debug_assert_eq!(
+        key.labels().nth(1).map(|l| l.value()),
+        Some(outcome.as_str())
+    );
+    keyed(key, series, |key| {
+        metrics::with_recorder(|r| r.register_counter(key, &METADATA)).increment(1)
+    });
+}
+
 pub(super) fn renewal_failed() {
     metrics::with_recorder(|r| r.register_counter(&RENEWAL_FAILURES_KEY, &METADATA)).increment(1);
 }
@@ -194,6 +222,13 @@ pub(super) fn describe() {
             count,
             "Connections that came back after they were lost, by connection (subscription, \
              primary)."
+                .into(),
+        );
+        r.describe_counter(
+            LEASE_UPDATES.into(),
+            count,
+            "Fixed leases set again by their holders (a lock guard's extend, a permit's lease \
+             update), by kind and outcome (updated, lost, error)."
                 .into(),
         );
         r.describe_gauge(

@@ -14,6 +14,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{oneshot, watch};
 
+mod extend;
+
 /// The shortest wait for each node's report in [`RedLockGuard::unlock`]: a release is not
 /// in a race against a lease, and a report missed on a loaded machine would turn a good
 /// release into an error.

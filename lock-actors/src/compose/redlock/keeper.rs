@@ -97,6 +97,8 @@ impl Keeper {
         let mut losts: FuturesUnordered<LostMember> = losts.into_iter().collect();
         let mut joining = joining;
         let quorum = self.lock.quorum();
+        // A fixed lease's validity moves when its guard extends it.
+        let mut moves = self.standing.subscribe();
         let mut next = match self.keeping {
             Keeping::Fixed => self.standing.borrow().valid_until,
             Keeping::Renewed { interval, .. } => (Instant::now() + interval / READS_PER_INTERVAL)
@@ -119,7 +121,13 @@ impl Keeper {
                     // After the join, so that a count of 0 means `nodes_held` is final.
                     self.pending.fetch_sub(1, Ordering::Release);
                 }
+                Ok(()) = moves.changed(), if matches!(self.keeping, Keeping::Fixed) => {
+                    next = self.standing.borrow().valid_until;
+                }
                 () = tokio::time::sleep_until(next.into()) => match self.keeping {
+                    Keeping::Fixed if Instant::now() < self.standing.borrow().valid_until => {
+                        next = self.standing.borrow().valid_until;
+                    }
                     Keeping::Fixed => return self.lose("its validity ran out"),
                     Keeping::Renewed { interval, timeout } => {
                         let now = Instant::now();

@@ -1,9 +1,12 @@
 //! The lock actor: one per (node, lock name) in use. It takes, renews and releases the lock
 //! for every local owner; `acquire` drives its wait queue, `release` lets go and keeps
 //! holds alive, `reconcile` settles holds whose Redis call got no answer, `forced` runs
-//! force-unlocks and tells the other actors on the key.
+//! force-unlocks and tells the other actors on the key; `extend` sets a hold's fixed lease
+//! again, `foreign` releases for an owner known only by id.
 
 mod acquire;
+mod extend;
+mod foreign;
 #[cfg(test)]
 pub(crate) use acquire::{busy_retry_in, poll_retry_in};
 mod forced;
@@ -148,8 +151,8 @@ impl Holder {
         }
     }
 
-    /// Until when the owner's holds surely last, as its guards time it. Merged holds'
-    /// guards hear of their end from the actor only (`set_status`).
+    /// Until when the owner's holds surely last, as its guards time it (merged holds'
+    /// guards follow it).
     fn set_deadline(&self, deadline: Option<Instant>) {
         self.status.set_deadline(deadline);
     }
@@ -327,8 +330,8 @@ impl LockActor {
                     self.watchdog.unregister(watch_id);
                 }
                 holder.holds.push(hold);
-                // Its watchdog entry is gone: nothing would move its deadline any more.
-                status.set_deadline(None);
+                // Its watchdog entry is gone: it is timed as the owner's other holds are.
+                holder.status.follow(&status);
                 holder.merged.push(status);
                 self.arm_lease_keeping(owner, sent, ctx);
             }

@@ -8,7 +8,7 @@ use crate::error::LockError;
 use crate::hold_status::HoldStatus;
 use crate::lock::guard::ReleaseHold;
 use crate::lock::lease_entry::{renew_confirmed, renewed_for};
-use crate::lock::{LockOwner, Release, Released, Renew, RestartLease};
+use crate::lock::{LockOwner, Release, Released, Renew};
 use crate::reply::{Deferred, Detached, ReplySlot};
 use crate::runtime::Errand;
 use crate::script::ScriptCall;
@@ -400,58 +400,6 @@ impl Handler<Renew> for LockActor {
                     }
                 }
                 Ok(None) => act.lose(owner, "a renewal found it gone", ctx),
-                Err(_) => {}
-            }
-            let _ = reply.send(outcome);
-        }));
-        Deferred(slot)
-    }
-}
-
-impl Handler<RestartLease> for LockActor {
-    type Result = Deferred<Result<bool, LockError>>;
-
-    fn handle(&mut self, msg: RestartLease, ctx: &mut Context<Self>) -> Self::Result {
-        self.take_charge(ctx);
-        if self.node.is_stopped() {
-            return Deferred::ready(Err(LockError::Shutdown));
-        }
-        if let Err(error) =
-            positive_millis(&format!("the lease of lock `{}`", self.name), msg.lease)
-        {
-            return Deferred::ready(Err(error));
-        }
-        let RestartLease { owner, hold, lease } = msg;
-        let sent = Instant::now();
-        let Some(fixed) = self
-            .holders
-            .get_mut(&owner)
-            .and_then(|holder| holder.holds.iter_mut().find(|h| h.id == hold))
-        else {
-            return Deferred::ready(Err(LockError::NotOwner {
-                name: self.name.to_string(),
-            }));
-        };
-        if fixed.lease.is_some() {
-            fixed.lease = Some(lease);
-            fixed.until = Some(sent + lease);
-        }
-        let ttl = self.kept_lease(owner).unwrap_or(lease);
-        let invocation =
-            self.kind
-                .set_lease(&self.name, &self.field(owner), ttl.as_millis() as u64);
-        let request = self
-            .node
-            .commands
-            .clone()
-            .eval::<i64>(invocation, self.name.clone());
-        let slot = ReplySlot::new();
-        let reply = slot.clone();
-        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
-            let outcome = result.map(|pttl| pttl != 0);
-            match outcome {
-                Ok(true) => act.arm_lease_keeping(owner, sent, ctx),
-                Ok(false) => act.lose(owner, "a lease restart found it gone", ctx),
                 Err(_) => {}
             }
             let _ = reply.send(outcome);

@@ -164,20 +164,25 @@ pub(crate) trait KindRules: Sync + 'static {
         Vec::new()
     }
 
-    /// The unlock call, or with `reconcile` the reconcile call, without the reconcile's
-    /// last argument: the script on the lock's name, then the channel (unless it
-    /// [`polls`](Self::polls)) and the kind's
-    /// [`unlock_keys`](Self::unlock_keys); then the freed message, the lease left and the
-    /// field.
+    /// The unlock call, the reconcile call (without its last argument) or the foreign
+    /// unlock, as `unlocking` says: the script on the lock's name, then the channel (unless
+    /// it [`polls`](Self::polls)) and the kind's [`unlock_keys`](Self::unlock_keys); then
+    /// the freed message, the lease left and the field.
     fn release_call(
         &self,
-        reconcile: bool,
+        unlocking: Unlocking,
         name: &LockName,
         field: &str,
         lease_ms: u64,
         pubsub: PubSub,
     ) -> ScriptCall {
-        release_call(self, reconcile, name, field, lease_ms, pubsub)
+        release_call(self, unlocking, name, field, lease_ms, pubsub)
+    }
+
+    /// The keys besides the lock's own whose TTL carries a hold's lease (a reader's
+    /// timeout keys' prefix), for [`LockKind::set_lease`].
+    fn lease_keys(&self, _name: &LockName, _field: &str) -> Vec<String> {
+        Vec::new()
     }
 
     /// The watchdog's batch renewal script (see [`LockKind::renew_script`]).
@@ -230,13 +235,13 @@ pub(crate) struct AcquireArgs<'a> {
 /// What [`KindRules::release_call`] builds unless a kind adds to it.
 fn release_call<R: KindRules + ?Sized>(
     rules: &R,
-    reconcile: bool,
+    unlocking: Unlocking,
     name: &LockName,
     field: &str,
     lease_ms: u64,
     pubsub: PubSub,
 ) -> ScriptCall {
-    let script = rules.unlock_scripts().pick(reconcile);
+    let script = rules.unlock_scripts().pick(unlocking);
     let mut call = ScriptCall::with_key(script.get(pubsub), name.as_str());
     if !rules.polls() {
         call.key(rules.channel(name));
@@ -248,11 +253,28 @@ fn release_call<R: KindRules + ?Sized>(
     call
 }
 
-/// A kind's unlock, and its reconcile: the kind's `holds` function, the shared prelude
-/// (`reconcile.lua`), then the same unlock.
+/// Which script of a kind's unlock family a release runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Unlocking {
+    /// The unlock of a hold this process counts.
+    Counted,
+    /// The reconcile: undo a hold Redis counts beyond this process's count.
+    Reconcile,
+    /// The unlock of an owner's hold this process does not count (`Lock::unlock_as`):
+    /// replies nil (no hold of the field), `{1, 0}` (freed), or `{0, n}` with the holds the
+    /// field has left (0: freed for it, others hold the key). The holds left keep the key's
+    /// TTL as it was; the lease argument is set only on a key without expiry.
+    Foreign,
+}
+
+/// A kind's unlock, its reconcile (the kind's `holds` function, the shared prelude
+/// `reconcile.lua`, then the same unlock), and its foreign unlock (the same unlock run
+/// inside `foreign_begin.lua` and `foreign_end.lua`).
 pub(crate) struct UnlockScripts {
     unlock: PublishingScript,
     reconcile: PublishingScript,
+    /// Rarely used: not preloaded, loaded on its first use.
+    foreign: PublishingScript,
 }
 
 impl UnlockScripts {
@@ -275,17 +297,23 @@ impl UnlockScripts {
             .into_iter()
             .chain(unlock.iter().copied())
             .collect();
+        let foreign: Vec<&str> = [holds, FOREIGN_BEGIN]
+            .into_iter()
+            .chain(unlock.iter().copied())
+            .chain([FOREIGN_END])
+            .collect();
         UnlockScripts {
             unlock: make(unlock),
             reconcile: make(&reconcile),
+            foreign: make(&foreign),
         }
     }
 
-    fn pick(&self, reconcile: bool) -> &PublishingScript {
-        if reconcile {
-            &self.reconcile
-        } else {
-            &self.unlock
+    fn pick(&self, unlocking: Unlocking) -> &PublishingScript {
+        match unlocking {
+            Unlocking::Counted => &self.unlock,
+            Unlocking::Reconcile => &self.reconcile,
+            Unlocking::Foreign => &self.foreign,
         }
     }
 
@@ -307,6 +335,9 @@ fn lease_and_field(script: &'static Script, args: &AcquireArgs<'_>) -> ScriptCal
 
 /// The reconcile prelude, joined between a kind's `holds` function and its unlock.
 const RECONCILE: &str = include_str!("reconcile.lua");
+/// The foreign unlock's parts, around a kind's unlock.
+const FOREIGN_BEGIN: &str = include_str!("foreign_begin.lua");
+const FOREIGN_END: &str = include_str!("foreign_end.lua");
 static SET_LEASE: LazyLock<Script> = LazyLock::new(|| script(&[include_str!("set_lease.lua")]));
 /// The shared force-unlock's source (the spin kind runs it without a publish).
 const FORCE_UNLOCK_SOURCE: &str = include_str!("force_unlock.lua");
@@ -539,8 +570,21 @@ impl LockKind {
         lease_ms: u64,
         pubsub: PubSub,
     ) -> ScriptCall {
+        self.release(Unlocking::Counted, name, field, lease_ms, pubsub)
+    }
+
+    /// The call of the unlock family's script `unlocking` (see [`Unlocking`] for what each
+    /// replies), without a reconcile's last argument.
+    pub(crate) fn release(
+        self,
+        unlocking: Unlocking,
+        name: &LockName,
+        field: &str,
+        lease_ms: u64,
+        pubsub: PubSub,
+    ) -> ScriptCall {
         self.rules()
-            .release_call(false, name, field, lease_ms, pubsub)
+            .release_call(unlocking, name, field, lease_ms, pubsub)
     }
 
     /// The reconcile script call: undoes one hold when Redis counts more than `counted`
@@ -554,9 +598,9 @@ impl LockKind {
         counted: usize,
         pubsub: PubSub,
     ) -> ScriptCall {
-        let mut call = self
-            .rules()
-            .release_call(true, name, field, lease_ms, pubsub);
+        let mut call =
+            self.rules()
+                .release_call(Unlocking::Reconcile, name, field, lease_ms, pubsub);
         call.arg(counted);
         call
     }
@@ -573,12 +617,25 @@ impl LockKind {
         self.rules().add_renewal(call, name, field);
     }
 
-    /// The call that sets the key's TTL to `ttl_ms` for `field`'s holds (a lease restarted
-    /// from now); replies the key's PTTL after it, or 0 when `field` holds nothing. Where
-    /// other fields hold the key too, it only ever extends.
-    pub(crate) fn set_lease(self, name: &LockName, field: &str, ttl_ms: u64) -> ScriptCall {
+    /// The call that sets the key's TTL to `ttl_ms` for `field`'s holds (a hold's lease set
+    /// again from now), of which this process counts `counted`; replies the key's PTTL
+    /// after it, or 0 when `field` holds nothing. Where other fields hold the key too, or
+    /// `field` has holds this process does not count, it only ever extends.
+    pub(crate) fn set_lease(
+        self,
+        name: &LockName,
+        field: &str,
+        ttl_ms: u64,
+        counted: usize,
+    ) -> ScriptCall {
         let mut call = ScriptCall::with_key(&SET_LEASE, name.as_str());
-        call.arg(ttl_ms).arg(field).arg(self.key_type());
+        for key in self.rules().lease_keys(name, field) {
+            call.key(key);
+        }
+        call.arg(ttl_ms)
+            .arg(field)
+            .arg(self.key_type())
+            .arg(counted);
         call
     }
 

@@ -50,6 +50,10 @@ impl KindRules for Read {
         vec![name.read_timeout_prefix(field), name.hash_tagged()]
     }
 
+    fn lease_keys(&self, name: &LockName, field: &str) -> Vec<String> {
+        vec![name.read_timeout_prefix(field)]
+    }
+
     fn renew_script(&self) -> &'static Script {
         &RENEW
     }

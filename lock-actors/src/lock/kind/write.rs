@@ -3,7 +3,7 @@
 //! frees it publishes `1` on `redisson_rwlock:{name}`, which wakes every waiter.
 
 use super::reentrant::{HOLDS, RENEW};
-use super::{lease_and_field, script, AcquireArgs, Grant, KindRules, UnlockScripts};
+use super::{lease_and_field, script, AcquireArgs, Grant, KindRules, UnlockScripts, Unlocking};
 use crate::keys::{LockName, READ_UNLOCK_MESSAGE};
 use crate::node::connection::PubSub;
 use crate::script::ScriptCall;
@@ -57,13 +57,13 @@ impl KindRules for Write {
     /// publishes.
     fn release_call(
         &self,
-        reconcile: bool,
+        unlocking: Unlocking,
         name: &LockName,
         field: &str,
         lease_ms: u64,
         pubsub: PubSub,
     ) -> ScriptCall {
-        let mut call = super::release_call(self, reconcile, name, field, lease_ms, pubsub);
+        let mut call = super::release_call(self, unlocking, name, field, lease_ms, pubsub);
         call.arg(READ_UNLOCK_MESSAGE);
         call
     }

@@ -273,9 +273,11 @@ impl SemaphoreActor {
                         status,
                         watched,
                         expiry,
+                        fixed: lease.map(|lease| (sent + lease, lease)),
                     },
                 );
                 let guard = PermitGuard::new(
+                    ctx.address().recipient(),
                     ctx.address().recipient(),
                     self.node.arbiter.errands().clone(),
                     self.name.clone(),

@@ -4,6 +4,9 @@
 mod acquire;
 mod leases;
 mod settle;
+mod update;
+
+pub(crate) use update::UpdatePermitLease;
 
 use super::grant::Grant;
 use super::guard::{PermitGuard, PermitId, ReturnPermits, SemaphoreGuard};

@@ -76,6 +76,8 @@ import org.redisson.config.Config;
  * ping                            -> pong
  * </pre>
  *
+ * <p>Leases and owners by thread id: see {@link LeasePeer}.
+ *
  * <p>The line {@code exit} (no slot) shuts the client down and exits. End of stdin halts
  * the JVM at once, without unlocking anything: like a crashed service, its locks then
  * expire at their lease.
@@ -411,6 +413,10 @@ public final class Peer {
                 String latch = LatchCommands.execute(client, c);
                 if (latch != null) {
                     return latch;
+                }
+                String lease = LeasePeer.execute(client, c);
+                if (lease != null) {
+                    return lease;
                 }
                 throw new IllegalArgumentException("unknown command " + c[0]);
             }

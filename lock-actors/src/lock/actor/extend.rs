@@ -1,0 +1,166 @@
+//! How the lock actor sets a fixed-lease hold's lease again (a guard's `extend`, a
+//! MultiLock member's restart once its set is complete), without ever counting on a longer
+//! lease than Redis has.
+
+use super::LockActor;
+use crate::config::positive_millis;
+use crate::error::LockError;
+use crate::lock::lease_entry::kept_lease;
+use crate::lock::{ExtendHold, LockOwner};
+use crate::reply::{Deferred, ReplySlot};
+use crate::telemetry::{self, LeaseUpdate};
+use actix::prelude::*;
+use std::time::{Duration, Instant};
+
+impl LockActor {
+    /// The lease the key needs from `now` once hold `hold` of `owner` ends at `until`: the
+    /// longest any of the owner's holds then has left (a watchdog-kept hold counts a whole
+    /// watchdog lease).
+    fn kept_lease_with(
+        &self,
+        owner: LockOwner,
+        hold: u64,
+        until: Instant,
+        now: Instant,
+    ) -> Option<Duration> {
+        let holds = self.holders.get(&owner)?.holds.iter().map(|h| match h.id {
+            id if id == hold => Some(until),
+            _ => h.until,
+        });
+        kept_lease(holds, now, self.watchdog_lease())
+    }
+
+    /// Checks an [`ExtendHold`] against what this actor keeps: the hold's current end when
+    /// it may be extended, or why not.
+    fn extendable(&mut self, msg: ExtendHold, ctx: &mut Context<Self>) -> Result<(), LockError> {
+        if self.node.is_stopped() {
+            return Err(LockError::Shutdown);
+        }
+        positive_millis(&format!("the lease of lock `{}`", self.name), msg.lease)?;
+        let name = self.name.to_string();
+        let lost = || LockError::Lost { name: name.clone() };
+        let Some(holder) = self.holders.get(&msg.owner) else {
+            return Err(lost());
+        };
+        if holder.status.is_lost() {
+            // Its deadline passed a moment before the timer that reports it: it is over
+            // (Redis may still have it, for the drift allowance; a lost hold is not revived).
+            self.lose_and_clear(msg.owner, "its fixed lease ran out", ctx);
+            return Err(lost());
+        }
+        let Some(hold) = holder.holds.iter().find(|h| h.id == msg.hold) else {
+            return Err(lost());
+        };
+        if hold.lease.is_none() {
+            return Err(LockError::invalid_config(format!(
+                "lock `{}` is held with the watchdog (taken without a lease): it lasts as long \
+                 as its guard and needs no extending; extend holds taken with a fixed lease",
+                self.name
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl Handler<ExtendHold> for LockActor {
+    type Result = Deferred<Result<(), LockError>>;
+
+    /// Sets the hold's end to `lease` from now. Until Redis confirms it, the hold counts on
+    /// the earlier of its old end and the new one (a longer lease may not have reached
+    /// Redis; a shorter one may have); once confirmed, on the new end (or the key's reported
+    /// PTTL, if shorter).
+    fn handle(&mut self, msg: ExtendHold, ctx: &mut Context<Self>) -> Self::Result {
+        self.take_charge(ctx);
+        if let Err(error) = self.extendable(msg, ctx) {
+            telemetry::lease_updated(
+                self.kind,
+                &self.name,
+                &self.node.config,
+                LeaseUpdate::of::<()>(&Err(error.clone())),
+            );
+            return Deferred::ready(Err(error));
+        }
+        let ExtendHold { owner, hold, lease } = msg;
+        let sent = Instant::now();
+        let until = sent + lease;
+        let ttl = self
+            .kept_lease_with(owner, hold, until, sent)
+            .unwrap_or(lease);
+        let Some(holder) = self.holders.get_mut(&owner) else {
+            return Deferred::ready(Err(LockError::Shutdown)); // checked above: never
+        };
+        let counted = holder.holds.len();
+        if let Some(kept) = holder.holds.iter_mut().find(|h| h.id == hold) {
+            if kept.until.is_some_and(|old| until < old) {
+                kept.until = Some(until);
+                self.arm_lease_keeping(owner, sent, ctx);
+            }
+        }
+        let invocation = self.kind.set_lease(
+            &self.name,
+            &self.field(owner),
+            ttl.as_millis() as u64,
+            counted,
+        );
+        let request = self
+            .node
+            .commands
+            .clone()
+            .eval::<i64>(invocation, self.name.clone());
+        let slot = ReplySlot::new();
+        let reply = slot.clone();
+        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            let outcome = match result {
+                Ok(pttl) if pttl != 0 => {
+                    act.lease_set(owner, hold, lease, sent, pttl, ctx);
+                    Ok(())
+                }
+                Ok(_) => {
+                    act.lose(owner, "a lease update found it gone", ctx);
+                    act.refresh_keepalive(ctx);
+                    Err(LockError::Lost {
+                        name: act.name.to_string(),
+                    })
+                }
+                Err(error) => {
+                    tracing::warn!(lock = %act.name, %error,
+                        "a lease update got no answer; the hold counts on the shorter lease");
+                    Err(error)
+                }
+            };
+            let update = LeaseUpdate::of(&outcome);
+            telemetry::lease_updated(act.kind, &act.name, &act.node.config, update);
+            let _ = reply.send(outcome);
+        }));
+        Deferred(slot)
+    }
+}
+
+impl LockActor {
+    /// Redis confirmed `owner`'s hold `hold` with lease `lease` from `sent`, the key then
+    /// having `pttl` ms left (-1: no expiry): the hold ends at the earlier of both.
+    fn lease_set(
+        &mut self,
+        owner: LockOwner,
+        hold: u64,
+        lease: Duration,
+        sent: Instant,
+        pttl: i64,
+        ctx: &mut Context<Self>,
+    ) {
+        let Some(kept) = self
+            .holders
+            .get_mut(&owner)
+            .and_then(|holder| holder.holds.iter_mut().find(|h| h.id == hold))
+        else {
+            return; // released (or lost) meanwhile
+        };
+        let left = match u64::try_from(pttl) {
+            Ok(ms) => lease.min(Duration::from_millis(ms)),
+            Err(_) => lease,
+        };
+        kept.lease = Some(lease);
+        kept.until = Some(sent + left);
+        self.arm_lease_keeping(owner, sent, ctx);
+    }
+}
