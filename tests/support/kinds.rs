@@ -3,7 +3,15 @@
 use actix_distributed_lock::{Lock, LockClient};
 
 /// The lock kinds a hold can be taken as.
-pub const KINDS: [&str; 6] = ["reentrant", "fenced", "fast", "fair", "read", "write"];
+pub const KINDS: [&str; 7] = [
+    "reentrant",
+    "fenced",
+    "fast",
+    "fair",
+    "spin",
+    "read",
+    "write",
+];
 
 /// `client`'s handle of lock `name` as `kind` (one of [`KINDS`]).
 pub fn lock_of_kind(client: &LockClient, kind: &str, name: &str) -> Lock {
@@ -12,6 +20,7 @@ pub fn lock_of_kind(client: &LockClient, kind: &str, name: &str) -> Lock {
         "fenced" => client.fenced_lock(name),
         "fast" => client.fast_lock(name),
         "fair" => client.fair_lock(name),
+        "spin" => client.spin_lock(name),
         "read" => client.read_write_lock(name).map(|rw| rw.read().clone()),
         "write" => client.read_write_lock(name).map(|rw| rw.write().clone()),
         other => panic!("no kind {other}"),
