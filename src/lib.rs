@@ -127,6 +127,7 @@ pub use lock_actors::{CountDownLatch, LatchActor};
 /// | `client = expr` | the client: a `LockClient`, a reference to one, an `Arc`, or `web::Data<LockClient>` | see below |
 /// | `on_fail = path` | a `fn(LockError) -> E` whose result is returned as `Err(E)` | see below |
 /// | `on_lost = stop` | drop the body when the lock is lost: a handler answers 503 `{"error":"lock_lost","lock":…}`, a plain fn returns `LockError::Lost` (through `on_fail` or `E::from`); `keep_running` lets the body run on and check [`current`] | `keep_running` |
+/// | `retry_after = "2s"` | the `Retry-After` of a handler's 409, in whole seconds rounded up (handlers without `on_fail` only) | the shorter of the holder's remaining TTL and the handler's typical hold (see below) |
 ///
 /// # Where the client comes from, and what a failure returns
 ///
@@ -140,8 +141,12 @@ pub use lock_actors::{CountDownLatch, LatchActor};
 ///   the client comes from `App::app_data(web::Data::new(client))` through a hidden
 ///   extractor, and is a clear 500 when missing. The return type becomes
 ///   `Either<LockRejection, T>`: a wait that times out is 409 Conflict with
-///   `{"error":"lock_timeout","lock":"order:42","waited_ms":…}` and `Retry-After` (the
-///   holder's remaining TTL in whole seconds, rounded up, at least 1);
+///   `{"error":"lock_timeout","lock":"order:42","waited_ms":…}` and `Retry-After` in whole
+///   seconds, rounded up, at least 1: `retry_after = "…"` when given, else the shorter of
+///   the holder's remaining TTL and the time this handler's own holds typically last in this
+///   process (a running average; a watchdog keeps a busy lock's TTL near its whole lease, 30 s
+///   by default, however short its holds, so the TTL alone would send clients away for 30 s),
+///   else the TTL until the handler has completed a hold;
 ///   Redis unreachable is 503 (see [`web::LockRejection`]). With `on_fail`, the signature is
 ///   unchanged and failures return `Err(on_fail(error))`.
 /// - **Any other async fn or method**: the client is `client = expr`, else the one set with

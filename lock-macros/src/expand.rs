@@ -42,12 +42,33 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
     // How to answer when the lock cannot be taken (or is lost under `on_lost = stop`), and
     // how to hand back the body's result.
     let respond = attribute.handler && attribute.on_fail.is_none();
+    // A handler's 409 tells when to retry: the attribute's `retry_after`, or what its own
+    // holds in this process typically last (the watchdog keeps a busy lock's TTL near its
+    // whole lease, whatever the holds last).
+    let observe = respond && attribute.retry_after_ms.is_none();
+    let hint = match attribute.retry_after_ms {
+        Some(ms) => quote!(#krate::web::__RetryHint::Fixed(#private::millis(#ms))),
+        None => quote!(#krate::web::__RetryHint::Observed(&__ADL_HOLDS)),
+    };
+    let holds = if observe {
+        quote!(static __ADL_HOLDS: #krate::web::__HoldTimes = #krate::web::__HoldTimes::new();)
+    } else {
+        quote!()
+    };
+    let (held_since, held) = if observe {
+        (
+            quote!(let __adl_held_since = ::std::time::Instant::now();),
+            quote!(__ADL_HOLDS.record(__adl_held_since.elapsed());),
+        )
+    } else {
+        (quote!(), quote!())
+    };
     let fail = match (&attribute.on_fail, respond) {
         (Some(on_fail), _) => quote!(::core::result::Result::Err(#on_fail(__adl_error))),
         (None, true) => quote! {
             #krate::web::__actix_web::Either::Left(
                 #krate::web::LockRejection::for_lock(
-                    &__adl_client, #kind, __adl_name.clone(), __adl_error,
+                    &__adl_client, #kind, __adl_name.clone(), __adl_error, #hint,
                 ).await)
         },
         (None, false) => quote!(::core::result::Result::Err(::core::convert::From::from(
@@ -133,11 +154,13 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
                 ::core::result::Result::Ok(__adl_guard) => __adl_guard,
                 ::core::result::Result::Err(__adl_error) => return #fail,
             };
+            #held_since
             // A panic or a dropped future unwinds through here: the guard's drop releases.
             let __adl_out = __adl_turn
                 .run(::std::boxed::Box::pin(#run(__adl_guard.current(), #body)))
                 .await;
             #private::release(__adl_guard).await;
+            #held
             // The turn goes to a sibling only now, after the unlock.
             ::core::mem::drop(__adl_turn);
             #stopped
@@ -179,6 +202,7 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
                 ::core::result::Result::Ok(__adl_guard) => __adl_guard,
                 ::core::result::Result::Err(__adl_error) => #on_error,
             };
+            #held_since
             // A panic or a dropped future unwinds through here: the guard's drop releases.
             let __adl_out = __adl_turn
                 .run(::std::boxed::Box::pin(#run(
@@ -187,6 +211,7 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
                 )))
                 .await;
             #private::release_many(__adl_guard).await;
+            #held
             // The turn goes to a sibling only now, after the unlock.
             ::core::mem::drop(__adl_turn);
             #stopped
@@ -195,6 +220,7 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
     quote! {
         #(#attrs)*
         #vis #sig {
+            #holds
             #locked
             #succeed
         }

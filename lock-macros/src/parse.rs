@@ -25,6 +25,8 @@ pub(crate) struct Attribute {
     pub(crate) handler: bool,
     /// `on_lost = stop`: drop the body when the lock is lost (it runs on by default).
     pub(crate) stop_on_lost: bool,
+    /// `retry_after = …`: the `Retry-After` of a handler's 409, in ms.
+    pub(crate) retry_after_ms: Option<u64>,
 }
 
 /// A lock name template: a `format!` string and the expressions its `{}` stand for.
@@ -34,7 +36,7 @@ pub(crate) struct Template {
     pub(crate) literal: LitStr,
 }
 
-const OPTIONS: &str = "wait, lease, kind, permits, client, on_fail, on_lost";
+const OPTIONS: &str = "wait, lease, kind, permits, client, on_fail, on_lost, retry_after";
 
 /// What `on_lost = …` accepts.
 const ON_LOST: &str =
@@ -63,6 +65,9 @@ impl Attribute {
         };
         check_combination(&raw, kind, kind_span)?;
         let handler = raw.client.is_none() && handler::is_handler(item);
+        if let Some((span, _)) = raw.retry_after {
+            check_retry_after(span, handler, &raw)?;
+        }
         Ok(Attribute {
             templates: raw.templates,
             wait_ms: raw.wait_ms,
@@ -74,8 +79,31 @@ impl Attribute {
             permits: raw.permits.map_or(1, |(_, permits)| permits),
             handler,
             stop_on_lost: raw.on_lost.is_some_and(|(_, stop)| stop),
+            retry_after_ms: raw.retry_after.map(|(_, ms)| ms),
         })
     }
+}
+
+/// `retry_after` sets the `Retry-After` of the 409 a handler answers a busy lock with: it
+/// has nothing to set on a fn that is no handler, or answers failures with `on_fail`.
+fn check_retry_after(span: Span, handler: bool, raw: &RawArgs) -> syn::Result<()> {
+    let why = if raw.on_fail.is_some() {
+        "this fn answers failures with `on_fail`"
+    } else if raw.client.is_some() {
+        "with `client = …` the fn is not wrapped as a handler"
+    } else if !handler {
+        "this fn is not an actix-web handler (no route attribute, `HttpRequest` parameter or \
+         `HttpResponse`/`Responder` return type)"
+    } else {
+        return Ok(());
+    };
+    Err(syn::Error::new(
+        span,
+        format!(
+            "`retry_after` sets the `Retry-After` header of the 409 an actix-web handler \
+             answers when the lock is busy, but {why}"
+        ),
+    ))
 }
 
 /// The options a kind cannot take, refused on the offending option.
@@ -140,6 +168,8 @@ struct RawArgs {
     on_fail: Option<Path>,
     /// `on_lost = stop` (true) or `on_lost = keep_running` (false), and the option's span.
     on_lost: Option<(Span, bool)>,
+    /// `retry_after` in ms, and the option's span.
+    retry_after: Option<(Span, u64)>,
 }
 
 fn parse_args(input: ParseStream, params: &[String]) -> syn::Result<RawArgs> {
@@ -163,6 +193,17 @@ fn parse_args(input: ParseStream, params: &[String]) -> syn::Result<RawArgs> {
                         ));
                     }
                     raw.lease.replace((key.span(), ms)).is_some()
+                }
+                "retry_after" => {
+                    let (literal, ms) = (input.fork().parse::<LitStr>()?, parse_duration(input)?);
+                    if ms == 0 {
+                        return Err(syn::Error::new(
+                            literal.span(),
+                            "`retry_after` must be at least 1ms (it is sent in whole seconds, \
+                             rounded up)",
+                        ));
+                    }
+                    raw.retry_after.replace((key.span(), ms)).is_some()
                 }
                 "kind" => raw.kind.replace(input.parse()?).is_some(),
                 "permits" => {

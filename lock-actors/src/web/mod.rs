@@ -9,8 +9,13 @@ use actix_web::{FromRequest, HttpRequest, HttpResponse, ResponseError};
 use std::future::{ready, Ready};
 use std::time::Duration;
 
+mod retry_hint;
+
 #[doc(hidden)]
 pub use actix_web as __actix_web;
+use retry_hint::RetryHint;
+#[doc(hidden)]
+pub use retry_hint::{HoldTimes as __HoldTimes, RetryHint as __RetryHint};
 
 /// The [`LockClient`] registered with `App::app_data(web::Data::new(client))`, as an
 /// extractor. `#[distributed_lock]` adds one to every handler it wraps.
@@ -181,17 +186,25 @@ impl LockRejection {
     }
 
     /// The response `#[distributed_lock]` gives for failing to take (or losing) lock `lock`
-    /// of `kind` with `error`; for a timeout, with `Retry-After` from the lock's remaining
-    /// TTL, read once (left at 1 when there is none or the read fails).
+    /// of `kind` with `error`; for a timeout, with the `Retry-After` that `hint` gives from
+    /// the lock's remaining TTL, read once (1 s when neither gives one, or the read fails).
     #[doc(hidden)]
-    pub async fn for_lock(client: &LockClient, kind: Kind, lock: String, error: LockError) -> Self {
+    pub async fn for_lock(
+        client: &LockClient,
+        kind: Kind,
+        lock: String,
+        error: LockError,
+        hint: RetryHint,
+    ) -> Self {
         let ttl = match &error {
-            LockError::Timeout { .. } => remaining_ttl(client, kind, &lock).await,
+            LockError::Timeout { .. } if hint.reads_ttl() => {
+                remaining_ttl(client, kind, &lock).await
+            }
             _ => None,
         };
         let rejection = LockRejection::new(lock, error);
-        match ttl {
-            Some(ttl) => rejection.with_retry_after(ttl),
+        match hint.wait(ttl) {
+            Some(wait) => rejection.with_retry_after(wait),
             None => rejection,
         }
     }
