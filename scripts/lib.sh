@@ -3,7 +3,8 @@
 
 # Prints a short step header to stderr.
 step() {
-    printf '\n==> %s\n' "$*" >&2
+    # The time since the script started, so a slow step stands out in a CI log.
+    printf '\n==> [%dm%02ds] %s\n' $((SECONDS / 60)) $((SECONDS % 60)) "$*" >&2
 }
 
 # Runs a command as root: directly when already root, via sudo when available.
