@@ -33,6 +33,9 @@ pub(crate) enum SetLease {
     /// The script as it is: where other fields hold the key too, or the field has holds
     /// the caller does not count, the key's TTL only ever grows.
     Current,
+    /// A broken one that sets the key's TTL to the caller's lease whatever the other
+    /// holds on it need (the negative control of the extend checks).
+    Unconditional,
 }
 
 /// The lock's hash: owner → hold count, and when the key expires (`None`: never); for a
