@@ -13,21 +13,21 @@ use actix::prelude::*;
 use std::time::{Duration, Instant};
 
 impl LockActor {
-    /// The lease the key needs from `now` once hold `hold` of `owner` ends at `until`: the
-    /// longest any of the owner's holds then has left (a watchdog-kept hold counts a whole
-    /// watchdog lease).
-    fn kept_lease_with(
+    /// The TTL an update asks for from `now` when hold `hold` of `owner` is to end at
+    /// `until` (see [`update_ttl`]).
+    fn update_ttl_for(
         &self,
         owner: LockOwner,
         hold: u64,
         until: Instant,
         now: Instant,
-    ) -> Option<Duration> {
-        let holds = self.holders.get(&owner)?.holds.iter().map(|h| match h.id {
+    ) -> Duration {
+        let holds = self.holders.get(&owner).into_iter().flat_map(|h| &h.holds);
+        let ends = holds.map(|h| match h.id {
             id if id == hold => Some(until),
             _ => h.until,
         });
-        kept_lease(holds, now, self.watchdog_lease())
+        update_ttl(ends, now, self.watchdog_lease(), until - now)
     }
 
     /// Checks an [`ExtendHold`] against what this actor keeps: the hold's current end when
@@ -83,16 +83,15 @@ impl Handler<ExtendHold> for LockActor {
         let ExtendHold { owner, hold, lease } = msg;
         let sent = Instant::now();
         let until = sent + lease;
-        let ttl = self
-            .kept_lease_with(owner, hold, until, sent)
-            .unwrap_or(lease);
+        let ttl = self.update_ttl_for(owner, hold, until, sent);
         let Some(holder) = self.holders.get_mut(&owner) else {
             return Deferred::ready(Err(LockError::Shutdown)); // checked above: never
         };
         let counted = holder.holds.len();
         if let Some(kept) = holder.holds.iter_mut().find(|h| h.id == hold) {
-            if kept.until.is_some_and(|old| until < old) {
-                kept.until = Some(until);
+            let pending = end_while_updating(kept.until, until);
+            if pending != kept.until {
+                kept.until = pending;
                 self.arm_lease_keeping(owner, sent, ctx);
             }
         }
@@ -155,12 +154,39 @@ impl LockActor {
         else {
             return; // released (or lost) meanwhile
         };
-        let left = match u64::try_from(pttl) {
-            Ok(ms) => lease.min(Duration::from_millis(ms)),
-            Err(_) => lease,
-        };
         kept.lease = Some(lease);
-        kept.until = Some(sent + left);
+        kept.until = Some(end_once_set(sent, lease, pttl));
         self.arm_lease_keeping(owner, sent, ctx);
+    }
+}
+
+/// The TTL a lease update asks the key for from `now`: the longest any of the owner's holds
+/// needs, with the updated hold's new end among `ends` (`None`: a hold the watchdog keeps,
+/// which counts a whole `watchdog` lease); `lease` itself when the owner holds nothing here.
+pub(crate) fn update_ttl(
+    ends: impl IntoIterator<Item = Option<Instant>>,
+    now: Instant,
+    watchdog: Duration,
+    lease: Duration,
+) -> Duration {
+    kept_lease(ends, now, watchdog).unwrap_or(lease)
+}
+
+/// A hold's end while an update of its lease to end at `until` is on its way (or got no
+/// answer): the earlier of its old end and the new one, since a longer lease may not have
+/// reached Redis and a shorter one may have.
+pub(crate) fn end_while_updating(old: Option<Instant>, until: Instant) -> Option<Instant> {
+    match old {
+        Some(old) if until < old => Some(until),
+        other => other,
+    }
+}
+
+/// A hold's end once Redis confirmed its update to `lease` sent at `sent`, the key then
+/// having `pttl` ms left (-1: no expiry): the earlier of the lease's end and the key's.
+pub(crate) fn end_once_set(sent: Instant, lease: Duration, pttl: i64) -> Instant {
+    match u64::try_from(pttl) {
+        Ok(ms) => sent + lease.min(Duration::from_millis(ms)),
+        Err(_) => sent + lease,
     }
 }

@@ -1,13 +1,14 @@
-//! The fast lock's scripts and the fenced acquire, each run beside its Rust mirror
+//! The fast lock's scripts (its extend's `set_lease.lua` and its foreign unlock among
+//! them) and the fenced acquire, each run beside its Rust mirror
 //! (`super::store`) on a real Redis over generated inputs, as `super::mirror` does for the
 //! reentrant scripts: the same starting keys, the same call, then the same reply, holder
 //! and TTL (within the round trip), and for the fenced acquire the same token counter.
 
-use super::mirror::{field, read_back, set_up, TTL_SLACK_MS};
+use super::mirror::{field, integers, pair, read_back, same_reply, set_up, TTL_SLACK_MS};
 use super::server::{run_call, Server};
 use super::store::Store;
 use crate::keys::LockName;
-use crate::lock::kind::LockKind;
+use crate::lock::kind::{LockKind, Unlocking};
 use crate::node::connection::PubSub;
 use crate::script::ScriptCall;
 use rand::{Rng, SeedableRng};
@@ -16,10 +17,30 @@ use std::collections::BTreeMap;
 
 #[derive(Debug, Clone, Copy)]
 enum Call {
-    FastAcquire { owner: u8, lease: u64 },
-    FastUnlock { owner: u8 },
-    FastRenew { owner: u8, lease: u64 },
-    FencedAcquire { owner: u8, lease: u64 },
+    FastAcquire {
+        owner: u8,
+        lease: u64,
+    },
+    FastUnlock {
+        owner: u8,
+    },
+    FastRenew {
+        owner: u8,
+        lease: u64,
+    },
+    FencedAcquire {
+        owner: u8,
+        lease: u64,
+    },
+    /// `set_lease.lua` on the string key (a guard's extend).
+    FastSetLease {
+        owner: u8,
+        lease: u64,
+    },
+    /// The foreign unlock (`Lock::unlock_as`).
+    FastForeign {
+        owner: u8,
+    },
 }
 
 async fn query<T: redis::FromRedisValue>(
@@ -55,23 +76,9 @@ async fn read_back_fast(
     (fields, pttl)
 }
 
-/// A reply as the mirror gives it: nil → `None`, an integer (or a one-element array, as
-/// the renewal's and the fenced token's) → `Some`.
-fn reply(value: redis::Value) -> Option<i64> {
-    match value {
-        redis::Value::Nil => None,
-        redis::Value::Int(n) => Some(n),
-        redis::Value::Array(items) => match items.as_slice() {
-            [redis::Value::Int(n)] => Some(*n),
-            other => panic!("unexpected reply {other:?}"),
-        },
-        other => panic!("unexpected reply {other:?}"),
-    }
-}
-
 fn generate(rng: &mut impl Rng) -> (Store, Call) {
     let mut store = Store::default();
-    let call_kind = rng.random_range(0..4);
+    let call_kind = rng.random_range(0..6);
     let fenced = call_kind == 3;
     if fenced {
         for owner in 1..=2u8 {
@@ -95,7 +102,9 @@ fn generate(rng: &mut impl Rng) -> (Store, Call) {
         0 => Call::FastAcquire { owner, lease },
         1 => Call::FastUnlock { owner },
         2 => Call::FastRenew { owner, lease },
-        _ => Call::FencedAcquire { owner, lease },
+        3 => Call::FencedAcquire { owner, lease },
+        4 => Call::FastSetLease { owner, lease },
+        _ => Call::FastForeign { owner },
     };
     (store, call)
 }
@@ -123,31 +132,47 @@ async fn the_fast_and_fenced_scripts_and_their_mirrors_agree_on_a_real_redis() {
             )
             .await;
         }
+        let one = |n: i64| vec![n];
         let (lua, mirrored) = match call {
             Call::FastAcquire { owner, lease } => (
                 LockKind::Fast.acquire(&name, &field(owner), lease, false, 0, PubSub::Classic),
-                mirror.fast_acquire(0, owner, lease),
+                mirror.fast_acquire(0, owner, lease).map(one),
             ),
             Call::FastUnlock { owner } => (
                 LockKind::Fast.unlock(&name, &field(owner), 1_000, PubSub::Classic),
-                mirror.fast_unlock(0, owner),
+                mirror.fast_unlock(0, owner).map(one),
             ),
             Call::FastRenew { owner, lease } => {
                 let mut invocation = ScriptCall::new(LockKind::Fast.renew_script());
                 invocation.arg(lease);
                 LockKind::Fast.add_renewal(&mut invocation, &name, &field(owner));
                 let renewed = mirror.renew(super::store::Scripts::Current, 0, owner, lease);
-                (invocation, Some(renewed))
+                (invocation, Some(one(renewed)))
             }
             Call::FencedAcquire { owner, lease } => (
                 LockKind::Reentrant.acquire(&name, &field(owner), lease, true, 0, PubSub::Classic),
                 match mirror.fenced_acquire(0, owner, lease) {
-                    Ok(token) => Some(token as i64),
-                    Err(pttl) => Some(pttl),
+                    Ok(token) => Some(one(token as i64)),
+                    Err(pttl) => Some(one(pttl)),
                 },
             ),
+            // The caller counts its one hold.
+            Call::FastSetLease { owner, lease } => (
+                LockKind::Fast.set_lease(&name, &field(owner), lease, 1),
+                Some(one(mirror.fast_set_lease(0, owner, lease))),
+            ),
+            Call::FastForeign { owner } => (
+                LockKind::Fast.release(
+                    Unlocking::Foreign,
+                    &name,
+                    &field(owner),
+                    1_000,
+                    PubSub::Classic,
+                ),
+                mirror.fast_foreign_unlock(0, owner).map(pair),
+            ),
         };
-        let real = reply(run_call(&mut connection, &lua).await);
+        let real = integers(run_call(&mut connection, &lua).await);
         let (fields, pttl) = if fast {
             read_back_fast(&mut connection, &key).await
         } else {
@@ -156,12 +181,13 @@ async fn the_fast_and_fenced_scripts_and_their_mirrors_agree_on_a_real_redis() {
         // Tokens are exact; a PTTL in a reply trails the mirror's by the round trip.
         let granted_token =
             matches!(call, Call::FencedAcquire { .. }) && mirror.token != start.token;
-        match (real, mirrored) {
-            (Some(real), Some(model)) if !granted_token && real > 1 && model > 1 => assert!(
-                (0..=TTL_SLACK_MS).contains(&(model - real)),
-                "reply {real} vs {model}: {context}"
-            ),
-            (real, model) => assert_eq!(real, model, "reply: {context}"),
+        if granted_token {
+            assert_eq!(real, mirrored, "token: {context}");
+        } else {
+            assert!(
+                same_reply(&real, &mirrored),
+                "reply {real:?} vs {mirrored:?}: {context}"
+            );
         }
         assert_eq!(fields, mirror.fields, "holders: {context}");
         let model_pttl = mirror.pttl(0);

@@ -2,8 +2,11 @@
 //! as pure functions over it: the Rust mirrors of `lock/kind/reentrant/*.lua`, as they are
 //! ([`Scripts::Current`]) and as they were before the key's TTL became the truth
 //! ([`Scripts::Before`]: the re-entry and the renewal set the lease outright, the renewal
-//! answered `1`). `super::mirror` runs each Lua script and its mirror on a real Redis over
-//! generated inputs and compares them, so the model cannot drift from the scripts.
+//! answered `1`). The scripts every kind shares are mirrored here too, for the hash kinds
+//! and the fast lock's string: `set_lease.lua` (a guard's extend, [`SetLease`]) and the
+//! foreign unlock (`foreign_begin.lua`, the kind's unlock, `foreign_end.lua`).
+//! `super::mirror` runs each Lua script and its mirror on a real Redis over generated
+//! inputs and compares them, so the model cannot drift from the scripts.
 //!
 //! Time is the model's clock in milliseconds (relative: the model keeps `now` at 0 and
 //! shifts every instant back as time passes); a key whose expiry is at or before `now` is
@@ -22,6 +25,17 @@ pub(crate) enum Scripts {
     /// A broken renewal that extends the key whoever holds it (the negative control of the
     /// honest-renewal property); the other scripts as they are.
     RenewIgnoresOwner,
+}
+
+/// Which `set_lease.lua` the model's Redis runs (a guard's extend).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum SetLease {
+    /// The script as it is: where other fields hold the key too, or the field has holds
+    /// the caller does not count, the key's TTL only ever grows.
+    Current,
+    /// A broken one that sets the key's TTL to the caller's lease whatever the other
+    /// holds on it need (the negative control of the extend checks).
+    Unconditional,
 }
 
 /// The lock's hash: owner → hold count, and when the key expires (`None`: never); for a
@@ -178,5 +192,75 @@ impl Store {
         self.fields.clear();
         self.expires_at = None;
         Some(1)
+    }
+
+    /// `set_lease.lua` on a hash: 0 when `owner` holds nothing; else the key's PTTL after
+    /// its TTL became `ttl`, or (other fields hold it too, or `owner` has more holds than
+    /// the `counted` the caller knows of) the larger of `ttl` and what it had left.
+    pub(crate) fn set_lease(
+        &mut self,
+        script: SetLease,
+        now: i64,
+        owner: u8,
+        ttl: u64,
+        counted: u32,
+    ) -> i64 {
+        self.expire(now);
+        let Some(&holds) = self.fields.get(&owner) else {
+            return 0;
+        };
+        let shared = self.fields.len() > 1 || holds > counted;
+        let mut ttl = ttl as i64;
+        if shared && script == SetLease::Current {
+            ttl = ttl.max(self.pttl(now));
+        }
+        self.pexpire(now, ttl);
+        self.pttl(now)
+    }
+
+    /// `set_lease.lua` on a fast lock's string: 0 when `owner` is not its holder, else the
+    /// key's PTTL after its TTL became `ttl` (one hold: nothing else to keep).
+    pub(crate) fn fast_set_lease(&mut self, now: i64, owner: u8, ttl: u64) -> i64 {
+        self.expire(now);
+        if !self.fields.contains_key(&owner) {
+            return 0;
+        }
+        self.pexpire(now, ttl as i64);
+        self.pttl(now)
+    }
+
+    /// The lease `foreign_begin.lua` hands the kind's unlock: the key's own PTTL when it
+    /// has one left, else `lease`.
+    pub(crate) fn foreign_lease(&self, now: i64, lease: u64) -> u64 {
+        u64::try_from(self.pttl(now))
+            .ok()
+            .filter(|&left| left > 0)
+            .unwrap_or(lease)
+    }
+
+    /// The foreign unlock of the reentrant (and spin) kind: `foreign_begin.lua`, the
+    /// reentrant unlock with the key's own PTTL as its lease, `foreign_end.lua`. `None` the
+    /// owner holds nothing, `Some((1, 0))` freed, `Some((0, n))` `n` holds of it left.
+    pub(crate) fn foreign_unlock(&mut self, now: i64, owner: u8, lease: u64) -> Option<(i64, i64)> {
+        self.expire(now);
+        let lease = self.foreign_lease(now, lease);
+        let unlocked = self.unlock(now, owner, lease)?;
+        Some(foreign_end(unlocked, || {
+            self.fields.get(&owner).map_or(0, |&n| i64::from(n))
+        }))
+    }
+
+    /// The fast lock's foreign unlock: its unlock inside the same prelude and ending.
+    pub(crate) fn fast_foreign_unlock(&mut self, now: i64, owner: u8) -> Option<(i64, i64)> {
+        Some(foreign_end(self.fast_unlock(now, owner)?, || 0))
+    }
+}
+
+/// `foreign_end.lua`: the kind's unlock replied `unlocked` (0 holds remain, 1 freed); the
+/// reply `{0, holds()}` or `{1, 0}`.
+pub(crate) fn foreign_end(unlocked: i64, holds: impl FnOnce() -> i64) -> (i64, i64) {
+    match unlocked {
+        0 => (0, holds()),
+        _ => (1, 0),
     }
 }

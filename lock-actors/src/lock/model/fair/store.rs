@@ -11,7 +11,7 @@
 //! Redis's `TIME` in the cross-check, the model's relative clock (now = 0) in the model.
 //! The fair lock's renewal is the reentrant one (`Store::renew`), so it is not restated.
 
-use super::super::store::{Scripts, Store};
+use super::super::store::{foreign_end, Scripts, SetLease, Store};
 use std::collections::BTreeMap;
 
 /// A deliberately broken script, to show the model's properties catch what it breaks.
@@ -187,6 +187,30 @@ impl FairStore {
             outcome.woke = self.queue.first().copied();
         }
         outcome
+    }
+
+    /// The fair kind's foreign unlock (`foreign_begin.lua`, `fair/unlock.lua` with the
+    /// key's own PTTL as the lease the holds left keep, `foreign_end.lua`): the reply
+    /// (`None` not the owner, `(1, 0)` freed, `(0, n)` `n` holds of it left) and what the
+    /// unlock did besides.
+    pub(crate) fn foreign_unlock(
+        &mut self,
+        now: i64,
+        owner: u8,
+        lease: u64,
+    ) -> (Option<(i64, i64)>, Outcome) {
+        self.hash.expire(now);
+        let lease = self.hash.foreign_lease(now, lease);
+        let outcome = self.unlock(Breakage::None, now, owner, lease);
+        let holds = self.hash.fields.get(&owner).map_or(0, |&n| i64::from(n));
+        (outcome.reply.map(|r| foreign_end(r, || holds)), outcome)
+    }
+
+    /// `set_lease.lua` on the hash (the reentrant one, `Store::set_lease`): the queue is
+    /// not touched.
+    pub(crate) fn set_lease(&mut self, now: i64, owner: u8, ttl: u64, counted: u32) -> i64 {
+        self.hash
+            .set_lease(SetLease::Current, now, owner, ttl, counted)
     }
 
     /// The watchdog's renewal: the reentrant one (`Store::renew`).

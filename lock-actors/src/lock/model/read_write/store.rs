@@ -2,7 +2,8 @@
 //! as pure functions over it: the Rust mirrors of `lock/kind/read/*.lua`,
 //! `lock/kind/write/*.lua` and the write side's renewal (the reentrant kind's), as they are
 //! ([`Scripts::Current`]) and as they were before the key's TTL became the truth
-//! ([`Scripts::Before`]). `super::mirror` runs each Lua script and its mirror on a real
+//! ([`Scripts::Before`]), and both kinds' `set_lease.lua` (a guard's extend) and foreign
+//! unlock (`Lock::unlock_as`). `super::mirror` runs each Lua script and its mirror on a real
 //! Redis over generated inputs and compares them, so the model cannot drift from the
 //! scripts.
 //!
@@ -11,6 +12,8 @@
 //! TTL of its own. Time is the model's clock in milliseconds (relative: the model keeps
 //! `now` at 0 and shifts every instant back as time passes); a key whose expiry is at or
 //! before `now` is gone, as in Redis.
+
+use crate::lock::model::store::{foreign_end, SetLease};
 
 /// The owners a store has room for (`1..=OWNERS`), and the timeout keys of each reader
 /// (`1..=TIMEOUTS`): enough for the model's clients and the cross-check's cases.
@@ -414,6 +417,115 @@ impl Store {
             }
         }
         Some(1)
+    }
+
+    /// `set_lease.lua` for `reader` (the read kind, its timeout keys given): 0 when it holds
+    /// nothing; else each of its timeout keys set to `ttl` (only lengthened when it has more
+    /// holds than the `counted` the caller knows of), and the hash's PTTL after
+    /// [`set_hash_lease`](Self::set_hash_lease).
+    pub(crate) fn read_set_lease(
+        &mut self,
+        script: SetLease,
+        now: i64,
+        reader: u8,
+        ttl: u64,
+        counted: u32,
+    ) -> i64 {
+        self.expire(now);
+        let holds = self.reader(reader);
+        if self.mode.is_none() || holds == 0 {
+            return 0;
+        }
+        let uncounted = holds > counted;
+        for n in 1..=holds {
+            if !uncounted || self.timeout_pttl(now, reader, n) < ttl as i64 {
+                self.set_timeout(reader, n, Some(now + ttl as i64));
+            }
+        }
+        self.set_hash_lease(script, now, ttl, uncounted)
+    }
+
+    /// `set_lease.lua` for `writer` (the write kind, no timeout keys): 0 when it holds
+    /// nothing, else the hash's PTTL after [`set_hash_lease`](Self::set_hash_lease).
+    pub(crate) fn write_set_lease(
+        &mut self,
+        script: SetLease,
+        now: i64,
+        writer: u8,
+        ttl: u64,
+        counted: u32,
+    ) -> i64 {
+        self.expire(now);
+        let holds = self.writer(writer);
+        if self.mode.is_none() || holds == 0 {
+            return 0;
+        }
+        self.set_hash_lease(script, now, ttl, holds > counted)
+    }
+
+    /// The end of `set_lease.lua`: the hash's TTL becomes `ttl`, or the larger of `ttl` and
+    /// what it has left when other fields than the caller's hold it (`mode` aside) or the
+    /// caller's field has holds it does not count (`uncounted`); its PTTL after.
+    fn set_hash_lease(&mut self, script: SetLease, now: i64, ttl: u64, uncounted: bool) -> i64 {
+        let others = self.hlen() - 2;
+        let mut ttl = ttl as i64;
+        if (others > 0 || uncounted) && script == SetLease::Current {
+            ttl = ttl.max(self.pttl(now));
+        }
+        self.pexpire(now, ttl);
+        self.pttl(now)
+    }
+
+    /// The read kind's foreign unlock (`foreign_begin.lua`, `read/unlock.lua` with the
+    /// hash's own PTTL as the lease the reader's holds left keep, `foreign_end.lua`): `None`
+    /// not a reader, `Some((1, 0))` freed, `Some((0, n))` `n` holds of the reader left.
+    pub(crate) fn read_foreign_unlock(
+        &mut self,
+        now: i64,
+        reader: u8,
+        lease: u64,
+    ) -> Option<(i64, i64)> {
+        self.foreign_unlock(now, lease, |store, lease| {
+            let unlocked = store.read_unlock(Scripts::Current, now, reader, lease)?;
+            Some((unlocked, store.reader(reader)))
+        })
+    }
+
+    /// The write kind's foreign unlock, as [`read_foreign_unlock`](Self::read_foreign_unlock)
+    /// with `write/unlock.lua`.
+    pub(crate) fn write_foreign_unlock(
+        &mut self,
+        now: i64,
+        writer: u8,
+        lease: u64,
+    ) -> Option<(i64, i64)> {
+        self.foreign_unlock(now, lease, |store, lease| {
+            let unlocked = store.write_unlock(Scripts::Current, now, writer, lease)?;
+            Some((unlocked, store.writer(writer)))
+        })
+    }
+
+    /// A foreign unlock around `unlock` (given the lease, it answers the unlock's reply and
+    /// the holds of the field after it).
+    fn foreign_unlock(
+        &mut self,
+        now: i64,
+        lease: u64,
+        unlock: impl FnOnce(&mut Self, u64) -> Option<(i64, u32)>,
+    ) -> Option<(i64, i64)> {
+        self.expire(now);
+        let lease = self.foreign_lease(now, lease);
+        let (unlocked, holds) = unlock(self, lease)?;
+        Some(foreign_end(unlocked, || holds.into()))
+    }
+
+    /// What `foreign_begin.lua` hands the unlock as its lease: the hash's PTTL when it has
+    /// one left, else `lease`.
+    fn foreign_lease(&self, now: i64, lease: u64) -> u64 {
+        u64::try_from(self.pttl(now))
+            .ok()
+            .filter(|&left| left > 0)
+            .unwrap_or(lease)
     }
 }
 

@@ -13,13 +13,16 @@
 //! [`Rules::Before`] restates the rules as they were before the key's TTL became the truth
 //! (one deadline per owner: the watchdog's while any hold is watched, else the last hold's
 //! lease), to show the checker finds the defects those rules had.
+//!
+//! Where the model allows it ([`ReentrantModel::extends`]), a client also sets a fixed
+//! hold's lease again, longer or shorter (`extend`: the lock actor's rules, imported).
 
 use super::clock::{at, micros};
-use super::store::{Scripts, Store};
+use super::store::{Scripts, SetLease, Store};
 use crate::config::clock_drift;
 use crate::lock::fast_path::surely_held_until;
 use crate::lock::lease_entry::{kept_lease, renewed_for};
-use stateright::{Checker, Model, Property};
+use stateright::{Model, Property};
 use std::time::Duration;
 
 /// The watchdog lease, in model milliseconds.
@@ -57,8 +60,23 @@ pub(crate) enum Rules {
 /// One hold as its client knows it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 struct Hold {
-    /// A fixed lease and when its acquire was sent; `None`: kept by the watchdog.
+    /// A fixed lease and when it ends (its acquire's send time plus the lease, or what an
+    /// extend made of it); `None`: kept by the watchdog.
     fixed: Option<(u64, i64)>,
+    /// The client's extend on its way is this hold's.
+    extending: bool,
+}
+
+/// A client's extend on its way (`LockGuard::extend`): the lease asked for, when it was
+/// sent, and the `set_lease.lua` call's TTL and hold count as the lock actor made them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Extend {
+    lease: u64,
+    sent: i64,
+    ttl: u64,
+    counted: u32,
+    /// Its answer once it ran in Redis (`None`: not yet).
+    ran: Option<i64>,
 }
 
 /// One client: one owner, its holds, until when its watchdog surely holds (µs), and the
@@ -70,6 +88,7 @@ struct Client {
     renewing: Option<i64>,
     /// A Redisson client whose watchdog renews (it locked without a lease).
     java_watchdog: bool,
+    extend: Option<Extend>,
 }
 
 /// The model's state, with every instant relative to now.
@@ -95,9 +114,20 @@ impl State {
             for hold in &mut client.holds {
                 // A hold sent a longest lease ago or more is past its lease whatever it is
                 // (and forgotten once it counts): older send times all look the same.
-                if let Some((_, sent)) = &mut hold.fixed {
-                    *sent = (*sent - STEP).max(-(LONGEST as i64));
+                if let Some((lease, until)) = &mut hold.fixed {
+                    *until = (*until - STEP).max(*lease as i64 - LONGEST as i64);
                 }
+            }
+            // An extend out for too long is given up (its hold keeps the earlier end).
+            client.extend = client.extend.take().and_then(|mut extend| {
+                extend.sent -= STEP;
+                (extend.sent > -RENEWAL_PATIENCE).then_some(extend)
+            });
+            if client.extend.is_none() {
+                client
+                    .holds
+                    .iter_mut()
+                    .for_each(|hold| hold.extending = false);
             }
             client.watched_until = client.watched_until.map(|until| until - STEP * 1_000);
             client.renewing = client
@@ -125,6 +155,14 @@ pub(crate) enum Action {
     Tick,
     /// The key is lost (a failover, a force-unlock).
     KeyLost,
+    /// Client `0` sets the lease of its fixed hold `1` to `2` from now (`LockGuard::extend`).
+    Extend(usize, usize, u64),
+    /// Client `0`'s extend runs in Redis and its answer comes back.
+    ExtendArrives(usize),
+    /// Client `0`'s extend runs in Redis; its answer is lost.
+    ExtendUnanswered(usize),
+    /// Client `0`'s extend is lost on the way.
+    ExtendLost(usize),
 }
 
 /// The model: which scripts and rules, how many clients, how deep their re-entries go.
@@ -143,6 +181,15 @@ pub(crate) struct ReentrantModel {
     pub(crate) rules: Rules,
     pub(crate) clients: usize,
     pub(crate) max_holds: usize,
+    /// The library's clients extend their fixed holds (current rules only).
+    pub(crate) extends: bool,
+    /// The `set_lease.lua` their extends run.
+    pub(crate) set_lease: SetLease,
+    /// An extend runs in Redis before any later call of its client (one connection, in
+    /// order); else it may overtake them, as renewals may.
+    pub(crate) in_order: bool,
+    /// A client may unlock a hold while its extend is on its way.
+    pub(crate) unlock_while_extending: bool,
     /// Checks only the property of this name (a shortest counterexample for it).
     pub(crate) only: Option<&'static str>,
 }
@@ -164,10 +211,10 @@ impl ReentrantModel {
         let (lease, end) = match self.rules {
             Rules::Current => (
                 fixed.clone().map(|(lease, _)| lease).max(),
-                fixed.map(|(lease, sent)| sent + lease as i64).max(),
+                fixed.map(|(_, until)| until).max(),
             ),
             Rules::Before => match client.holds.last().and_then(|last| last.fixed) {
-                Some((lease, sent)) => (Some(lease), Some(sent + lease as i64)),
+                Some((lease, until)) => (Some(lease), Some(until)),
                 None => (None, None),
             },
         };
@@ -200,7 +247,7 @@ impl ReentrantModel {
                 client
                     .holds
                     .iter()
-                    .map(|hold| hold.fixed.map(|(lease, sent)| at(sent + lease as i64))),
+                    .map(|hold| hold.fixed.map(|(_, until)| at(until))),
                 at(0),
                 Duration::from_millis(WATCHDOG),
             ),
@@ -239,6 +286,7 @@ impl ReentrantModel {
                 continue;
             }
             let holds = client.holds.len();
+            self.run_extend_first(state, c);
             state.clients[c] = Client::default();
             for _ in 0..holds {
                 if self.unlock(&mut state.store, c as u8 + 1, 1) != Some(0) {
@@ -269,6 +317,9 @@ impl Model for ReentrantModel {
                 Kind::Fast => 1,
                 Kind::Reentrant | Kind::Fenced => self.max_holds,
             };
+            if self.extends && !self.is_java(c) {
+                self.extend_actions(c, client, actions);
+            }
             if client.holds.len() < max_holds {
                 actions.push(Action::Acquire(c, None));
                 for lease in FIXED {
@@ -285,8 +336,10 @@ impl Model for ReentrantModel {
                     actions.push(Action::RenewalLost(c));
                 }
             }
-            for h in 0..client.holds.len() {
-                actions.push(Action::Unlock(c, h));
+            if self.unlock_while_extending || client.extend.is_none() {
+                for h in 0..client.holds.len() {
+                    actions.push(Action::Unlock(c, h));
+                }
             }
         }
         actions.push(Action::Tick);
@@ -298,6 +351,9 @@ impl Model for ReentrantModel {
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let mut state = last.clone();
         let owner = |c: usize| c as u8 + 1;
+        if let Action::Acquire(c, _) | Action::Unlock(c, _) = action {
+            self.run_extend_first(&mut state, c);
+        }
         match action {
             Action::Acquire(c, fixed) => {
                 let lease = fixed.unwrap_or(WATCHDOG);
@@ -326,7 +382,8 @@ impl Model for ReentrantModel {
                 }
                 let client = &mut state.clients[c];
                 client.holds.push(Hold {
-                    fixed: fixed.map(|lease| (lease, 0)),
+                    fixed: fixed.map(|lease| (lease, lease as i64)),
+                    extending: false,
                 });
                 if self.is_java(c) {
                     client.java_watchdog |= fixed.is_none();
@@ -399,6 +456,21 @@ impl Model for ReentrantModel {
                 state.key_lost = true;
                 state.store.fields.clear();
                 state.store.expires_at = None;
+            }
+            Action::Extend(c, h, lease) => self.send_extend(&mut state.clients[c], h, lease),
+            Action::ExtendArrives(c) => {
+                let extend = state.clients[c].extend.take()?;
+                let answer = self.run_extend(&mut state.store, c, extend);
+                self.extend_answered(&mut state.clients[c], extend, Some(answer));
+            }
+            Action::ExtendUnanswered(c) => {
+                let extend = state.clients[c].extend.take()?;
+                self.run_extend(&mut state.store, c, extend);
+                self.extend_answered(&mut state.clients[c], extend, None);
+            }
+            Action::ExtendLost(c) => {
+                let extend = state.clients[c].extend.take()?;
+                self.extend_answered(&mut state.clients[c], extend, None);
             }
         }
         self.lose_expired(&mut state);
@@ -477,138 +549,5 @@ impl Model for ReentrantModel {
     }
 }
 
-/// The safety properties the tests name.
-const KEPT: &str = "Redis keeps every hold at least as long as its client believes it held";
-const ONE_OWNER: &str = "at most one owner holds on the model's clock";
-const HONEST_RENEWAL: &str =
-    "a renewal tells its client the hold is there only while Redis counts it";
-
-/// The bounds: CI's, or deeper with `LOCK_MODEL_DEPTH=deep`.
-fn model(scripts: Scripts, rules: Rules) -> ReentrantModel {
-    let deep = std::env::var("LOCK_MODEL_DEPTH").is_ok_and(|depth| depth == "deep");
-    ReentrantModel {
-        kind: Kind::Reentrant,
-        redisson: false,
-        key_loss: false,
-        scripts,
-        rules,
-        clients: if deep { 3 } else { 2 },
-        max_holds: 3,
-        only: None,
-    }
-}
-
-fn check(model: ReentrantModel, label: &str) -> impl Checker<ReentrantModel> {
-    super::explore(model, label)
-}
-
-/// A shortest trace that breaks `property` (breadth-first, checking only it).
-fn counterexample(scripts: Scripts, rules: Rules, property: &'static str) -> Vec<Action> {
-    let model = ReentrantModel {
-        only: Some(property),
-        ..model(scripts, rules)
-    };
-    let label = format!("{scripts:?} scripts, {rules:?} rules: {property}");
-    let trace = check(model, &label)
-        .assert_any_discovery(property)
-        .into_actions();
-    eprintln!("  broken by {trace:?}");
-    trace
-}
-
-#[test]
-fn the_reentrant_lock_under_mixed_leases_keeps_every_property() {
-    check(model(Scripts::Current, Rules::Current), "reentrant").assert_properties();
-}
-
-#[test]
-fn the_rules_and_scripts_before_the_lease_truth_fixes_let_a_re_entry_cut_a_watched_hold() {
-    // A watched hold, then a re-entry with a shorter fixed lease: the old acquire set the
-    // key's TTL to that lease under the watched hold...
-    let cut = counterexample(Scripts::Before, Rules::Before, KEPT);
-    assert_eq!(
-        cut,
-        [Action::Acquire(0, None), Action::Acquire(0, Some(1_000))]
-    );
-    // ...so once it ran out, another owner took the lock while the first still held it.
-    let two = counterexample(Scripts::Before, Rules::Before, ONE_OWNER);
-    assert_eq!(two.last(), Some(&Action::Acquire(1, None)), "{two:?}");
-}
-
-#[test]
-fn the_current_rules_on_the_old_scripts_are_caught_too() {
-    // The scripts alone: the library's rules cannot make up for a re-entry that cuts the
-    // key's TTL.
-    counterexample(Scripts::Before, Rules::Current, KEPT);
-    counterexample(Scripts::Before, Rules::Current, ONE_OWNER);
-}
-
-#[test]
-fn the_fenced_lock_keeps_every_property_and_its_tokens_increase() {
-    let model = ReentrantModel {
-        kind: Kind::Fenced,
-        ..model(Scripts::Current, Rules::Current)
-    };
-    check(model, "fenced").assert_properties();
-}
-
-#[test]
-fn the_fast_lock_keeps_every_property() {
-    let model = ReentrantModel {
-        kind: Kind::Fast,
-        ..model(Scripts::Current, Rules::Current)
-    };
-    check(model, "fast").assert_properties();
-}
-
-#[test]
-fn after_the_key_is_lost_no_renewal_tells_its_client_the_hold_is_still_there() {
-    // A lost key breaks the lock's safety by itself (that is what fencing tokens are for);
-    // what the library owes is that the next renewal reports it.
-    for kind in [Kind::Reentrant, Kind::Fast] {
-        // Two holds each: once the key is lost both owners may hold, and the states
-        // multiply (three holds each: 816,548 states, a minute).
-        let model = ReentrantModel {
-            kind,
-            key_loss: true,
-            max_holds: 2,
-            only: Some(HONEST_RENEWAL),
-            ..model(Scripts::Current, Rules::Current)
-        };
-        check(model, &format!("{kind:?}, key lost")).assert_properties();
-    }
-}
-
-#[test]
-fn a_renewal_that_ignores_the_owner_tells_a_client_it_holds_anothers_lock() {
-    // The negative control: a renewal that extends the key whoever holds it answers the
-    // first owner's renewal with the second owner's lease.
-    let model = ReentrantModel {
-        key_loss: true,
-        only: Some(HONEST_RENEWAL),
-        ..model(Scripts::RenewIgnoresOwner, Rules::Current)
-    };
-    let trace = check(model, "renewal ignoring the owner")
-        .assert_any_discovery(HONEST_RENEWAL)
-        .into_actions();
-    eprintln!("  broken by {trace:?}");
-    assert!(trace.contains(&Action::KeyLost), "{trace:?}");
-    assert!(
-        matches!(trace.last(), Some(Action::RenewalArrives(0))),
-        "{trace:?}"
-    );
-}
-
-#[test]
-fn a_redisson_client_and_the_library_never_hold_at_once() {
-    // Two of the library's clients and one Redisson client (three with
-    // `LOCK_MODEL_DEPTH=deep`, and one Redisson client).
-    let base = model(Scripts::Current, Rules::Current);
-    let model = ReentrantModel {
-        redisson: true,
-        clients: base.clients + 1,
-        max_holds: 2,
-        ..base
-    };
-    check(model, "reentrant with a Redisson client").assert_properties();
-}
+mod checks;
+mod extend;
