@@ -187,6 +187,36 @@ async fn a_shorter_extend_of_a_reentry_never_lowers_the_other_holds_ttl() {
     }
 }
 
+/// An extend still on its way when another hold of the owner is unlocked: the unlock sets
+/// the key's TTL for the holds left, and must leave the extended hold what its extend may
+/// already have set (the extend runs first; its answer, with the longer PTTL, comes after
+/// the unlock ran). Before, the unlock cut the key to the hold's old end while the guard
+/// went on to count on the new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlock_while_an_extend_is_on_its_way_leaves_the_key_the_extended_lease() {
+    let server = RedisServer::start();
+    let client = support::client(&server).await;
+    for kind in ["reentrant", "fenced", "fair", "write"] {
+        let name = format!("unlock-while-extending:{kind}");
+        let lock = lock_of_kind(&client, kind, &name);
+        let watched = lock.acquire().await.unwrap();
+        let owner = watched.owner();
+        let fixed_hold = lock.acquire_with(fixed(FIRST).owner(owner)).await.unwrap();
+        // The extend is sent on its first poll, before the unlock's: both go through the
+        // lock's actor, in that order.
+        let (extended, unlocked) = tokio::join!(fixed_hold.extend(LONGER), watched.unlock());
+        extended.unwrap();
+        unlocked.unwrap();
+        let believed = fixed_hold.remaining_lease();
+        let left = pttl(&server, fixed_hold.key()).await;
+        assert!(
+            believed.as_millis() as i64 <= left,
+            "{kind}: the guard counts on {believed:?} while the key has {left} ms"
+        );
+        fixed_hold.unlock().await.unwrap();
+    }
+}
+
 /// A reader that cuts its lease back leaves the hash to the other reader's lease; once it
 /// is gone, the other still holds it, with its own timeout key.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -24,8 +24,8 @@ impl LockActor {
     ) -> Duration {
         let holds = self.holders.get(&owner).into_iter().flat_map(|h| &h.holds);
         let ends = holds.map(|h| match h.id {
-            id if id == hold => Some(until),
-            _ => h.until,
+            id if id == hold => key_end(Some(until), &h.claims),
+            _ => h.key_end(),
         });
         update_ttl(ends, now, self.watchdog_lease(), until - now)
     }
@@ -89,6 +89,7 @@ impl Handler<ExtendHold> for LockActor {
         };
         let counted = holder.holds.len();
         if let Some(kept) = holder.holds.iter_mut().find(|h| h.id == hold) {
+            kept.claims.push(until);
             let pending = end_while_updating(kept.until, until);
             if pending != kept.until {
                 kept.until = pending;
@@ -109,6 +110,7 @@ impl Handler<ExtendHold> for LockActor {
         let slot = ReplySlot::new();
         let reply = slot.clone();
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            act.settle_claim(owner, hold, until);
             let outcome = match result {
                 Ok(pttl) if pttl != 0 => {
                     act.lease_set(owner, hold, lease, sent, pttl, ctx);
@@ -158,6 +160,33 @@ impl LockActor {
         kept.until = Some(end_once_set(sent, lease, pttl));
         self.arm_lease_keeping(owner, sent, ctx);
     }
+}
+
+impl LockActor {
+    /// The update of `owner`'s hold `hold` to end at `until` was answered (or failed): it
+    /// no longer claims a later end than the hold counts on.
+    fn settle_claim(&mut self, owner: LockOwner, hold: u64, until: Instant) {
+        let kept = self
+            .holders
+            .get_mut(&owner)
+            .and_then(|holder| holder.holds.iter_mut().find(|h| h.id == hold));
+        if let Some(kept) = kept {
+            if let Some(at) = kept.claims.iter().position(|&claim| claim == until) {
+                kept.claims.swap_remove(at);
+            }
+        }
+    }
+}
+
+/// How long the key must keep a hold that ends at `until` (`None`: kept by the watchdog)
+/// while lease updates asking for `claims` are on their way: the latest of them. The hold
+/// counts on the earlier end meanwhile ([`end_while_updating`]), but an update may have
+/// run in Redis already, and the answer it brings moves the hold to its end: a call that
+/// sets the key's TTL for the owner's holds (an unlock of another hold, another update)
+/// must leave the key that long.
+pub(crate) fn key_end(until: Option<Instant>, claims: &[Instant]) -> Option<Instant> {
+    let until = until?;
+    Some(claims.iter().copied().fold(until, Instant::max))
 }
 
 /// The TTL a lease update asks the key for from `now`: the longest any of the owner's holds

@@ -166,6 +166,10 @@ struct Hold {
     /// lease. Redis keeps the key at least that long (no script of ours shortens it while
     /// this hold is in it), so the hold is surely ours until then.
     until: Option<Instant>,
+    /// The ends that lease updates on their way (sent, not answered yet) ask Redis for:
+    /// one may have set the key already, so what the key keeps for this hold is the latest
+    /// of these and `until` (see [`extend::key_end`]).
+    claims: Vec<Instant>,
 }
 
 impl Hold {
@@ -174,7 +178,14 @@ impl Hold {
             id,
             lease,
             until: lease.map(|lease| sent + lease),
+            claims: Vec::new(),
         }
+    }
+
+    /// How long the key must keep this hold: its end, or a later one an update on its
+    /// way may have set (`None`: kept by the watchdog).
+    fn key_end(&self) -> Option<Instant> {
+        extend::key_end(self.until, &self.claims)
     }
 }
 
@@ -371,14 +382,10 @@ impl LockActor {
 
     /// The longest lease `owner`'s holds here have left: the TTL their key keeps while they
     /// remain (a watchdog-leased hold counts a whole watchdog lease, as its next renewal
-    /// sets). `None` when the owner holds nothing here.
+    /// sets; a hold whose lease update is on its way, the later of its ends). `None` when
+    /// the owner holds nothing here.
     fn kept_lease(&self, owner: LockOwner) -> Option<Duration> {
-        let holds = self
-            .holders
-            .get(&owner)?
-            .holds
-            .iter()
-            .map(|hold| hold.until);
+        let holds = self.holders.get(&owner)?.holds.iter().map(Hold::key_end);
         kept_lease(holds, Instant::now(), self.watchdog_lease())
     }
 

@@ -20,10 +20,11 @@
 use super::clock::{at, micros};
 use super::store::{Scripts, SetLease, Store};
 use crate::config::clock_drift;
+use crate::lock::actor::extend::key_end;
 use crate::lock::fast_path::surely_held_until;
 use crate::lock::lease_entry::{kept_lease, renewed_for};
 use stateright::{Model, Property};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The watchdog lease, in model milliseconds.
 const WATCHDOG: u64 = 3_000;
@@ -190,6 +191,10 @@ pub(crate) struct ReentrantModel {
     pub(crate) in_order: bool,
     /// A client may unlock a hold while its extend is on its way.
     pub(crate) unlock_while_extending: bool,
+    /// An unlock leaves the key as long as an extend on its way may have set it (the lock
+    /// actor's rule, `key_end`); off, the rule before, which counted only the hold's
+    /// earlier end and so could cut the key below the end the extend's answer then gives.
+    pub(crate) keep_claims: bool,
     /// Checks only the property of this name (a shortest counterexample for it).
     pub(crate) only: Option<&'static str>,
 }
@@ -244,10 +249,15 @@ impl ReentrantModel {
     fn kept(&self, client: &Client) -> u64 {
         let kept = match self.rules {
             Rules::Current => kept_lease(
-                client
-                    .holds
-                    .iter()
-                    .map(|hold| hold.fixed.map(|(_, until)| at(until))),
+                client.holds.iter().map(|hold| {
+                    let until = hold.fixed.map(|(_, until)| at(until));
+                    let claim = client.extend.filter(|_| hold.extending && self.keep_claims);
+                    let claims: Vec<Instant> = claim
+                        .map(|extend| at(extend.sent + extend.lease as i64))
+                        .into_iter()
+                        .collect();
+                    key_end(until, &claims)
+                }),
                 at(0),
                 Duration::from_millis(WATCHDOG),
             ),
