@@ -9,6 +9,8 @@ use syn::spanned::Spanned;
 use syn::{parse_quote, ItemFn, ReturnType, Signature, Type};
 
 pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
+    // A handler's expansion needs the facade's `web` feature; without it, the fn as written.
+    let written = quote!(#item);
     let ItemFn {
         attrs,
         vis,
@@ -193,12 +195,17 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
             #stopped
         }
     };
-    quote! {
+    let wrapped = quote! {
         #(#attrs)*
         #vis #sig {
             #locked
             #succeed
         }
+    };
+    if attribute.handler {
+        quote!(#krate::__web_handler! { { #wrapped } { #written } })
+    } else {
+        wrapped
     }
 }
 
