@@ -212,7 +212,10 @@ pub use lock_actors::{CountDownLatch, LatchActor};
 /// template; `on_lost = stop` with `kind = semaphore` (its permits are never lost);
 /// `lease` with `kind = semaphore` (its permits have no lease: use `expirable_semaphore`);
 /// `permits` with a lock kind (or no kind) and `permits = 0`; several templates with
-/// `kind = fenced` or a semaphore kind.
+/// `kind = fenced` or a semaphore kind. A fn that is not a handler and does not return
+/// `Result<_, E>` with `E: From<LockError>` (or an `E` that `on_fail` makes) is told so on
+/// its return type (a type alias of a `Result` is fine); a field a template names that the
+/// parameter lacks is reported on the template; a handler needs the `web` feature.
 ///
 /// # Example outside actix-web
 ///
@@ -229,6 +232,8 @@ pub use lock_macros::distributed_lock;
 
 #[doc(hidden)]
 pub use lock_actors::macro_support as __private;
+
+mod web_gate;
 
 /// Compiles the README's examples as doc tests, so they stay correct as written.
 #[doc = include_str!("../README.md")]

@@ -3,12 +3,14 @@
 //! acquire / release.
 
 use crate::parse::Attribute;
-use proc_macro2::TokenStream;
-use quote::{quote, quote_spanned};
+use proc_macro2::{Delimiter, Group, Span, TokenStream, TokenTree};
+use quote::{quote, quote_spanned, ToTokens};
 use syn::spanned::Spanned;
-use syn::{parse_quote, ItemFn, ReturnType, Type};
+use syn::{parse_quote, ItemFn, ReturnType, Signature, Type};
 
 pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
+    // A handler's expansion needs the facade's `web` feature; without it, the fn as written.
+    let written = quote!(#item);
     let ItemFn {
         attrs,
         vis,
@@ -40,7 +42,8 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
     };
 
     // How to answer when the lock cannot be taken (or is lost under `on_lost = stop`), and
-    // how to hand back the body's result.
+    // how to hand back the body's result. An `Err` goes through `fail`, spanned on the
+    // return type: a fn that does not return a `Result` is told so there.
     let respond = attribute.handler && attribute.on_fail.is_none();
     // A handler's 409 tells when to retry: the attribute's `retry_after`, or what its own
     // holds in this process typically last (the watchdog keeps a busy lock's TTL near its
@@ -64,16 +67,16 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
         (quote!(), quote!())
     };
     let fail = match (&attribute.on_fail, respond) {
-        (Some(on_fail), _) => quote!(::core::result::Result::Err(#on_fail(__adl_error))),
+        (Some(on_fail), _) => {
+            over_output(&sig, quote!(#private::fail), quote!(#on_fail(__adl_error)))
+        }
         (None, true) => quote! {
             #krate::web::__actix_web::Either::Left(
                 #krate::web::LockRejection::for_lock(
                     &__adl_client, #kind, __adl_name.clone(), __adl_error, #hint,
                 ).await)
         },
-        (None, false) => quote!(::core::result::Result::Err(::core::convert::From::from(
-            __adl_error
-        ))),
+        (None, false) => over_output(&sig, quote!(#private::fail_from), quote!(__adl_error)),
     };
     let succeed = if respond {
         quote!(#krate::web::__actix_web::Either::Right(__adl_out))
@@ -217,14 +220,74 @@ pub(crate) fn expand(attribute: Attribute, item: ItemFn) -> TokenStream {
             #stopped
         }
     };
-    quote! {
+    let wrapped = quote! {
         #(#attrs)*
         #vis #sig {
             #holds
             #locked
             #succeed
         }
+    };
+    if attribute.handler {
+        quote!(#krate::__web_handler! { { #wrapped } { #written } })
+    } else {
+        wrapped
     }
+}
+
+/// `callee(error)`, which makes an `Err` of the fn's return type, spanned over that type
+/// (over `fn name(…)` when there is none): a fn that does not return a `Result` (or whose
+/// error type cannot be made from a `LockError`) is told so there.
+fn over_output(sig: &Signature, callee: TokenStream, error: TokenStream) -> TokenStream {
+    let (start, end) = output_spans(sig);
+    let callee = spanned(callee, start, end);
+    let mut arguments = Group::new(Delimiter::Parenthesis, error);
+    arguments.set_span(end);
+    quote!(#callee #arguments)
+}
+
+/// The first and the last token of the fn's return type, or `fn` and the `)` of its
+/// parameters when it has none.
+fn output_spans(sig: &Signature) -> (Span, Span) {
+    match &sig.output {
+        ReturnType::Type(_, ty) => {
+            let tokens: Vec<TokenTree> = ty.to_token_stream().into_iter().collect();
+            let first = tokens.first().map_or_else(|| ty.span(), TokenTree::span);
+            let last = tokens.last().map_or_else(|| ty.span(), TokenTree::span);
+            (first, last)
+        }
+        ReturnType::Default => (sig.fn_token.span, sig.paren_token.span.close()),
+    }
+}
+
+/// `tokens` (an expression) with its first token spanned at `start` and every other one,
+/// nested ones included, at `end`: rustc's span of the expression runs from one to the
+/// other.
+fn spanned(tokens: TokenStream, start: Span, end: Span) -> TokenStream {
+    let mut tokens = respan(tokens, end).into_iter();
+    let first = tokens.next().map(|mut token| {
+        token.set_span(start);
+        token
+    });
+    first.into_iter().chain(tokens).collect()
+}
+
+/// `tokens` with every span, nested ones included, set to `span`.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|token| match token {
+            TokenTree::Group(group) => {
+                let mut group = Group::new(group.delimiter(), respan(group.stream(), span));
+                group.set_span(span);
+                TokenTree::Group(group)
+            }
+            mut token => {
+                token.set_span(span);
+                token
+            }
+        })
+        .collect()
 }
 
 /// Under `on_lost = stop`, unwraps the body's result or answers the loss with `on_error`.

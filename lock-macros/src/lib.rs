@@ -21,7 +21,12 @@ pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
     match parsed {
         Ok(attribute) => expand::expand(attribute, item_fn).into(),
         Err(error) => {
-            // Keep the user's fn so the only errors shown are ours, not knock-on ones.
+            // Keep the user's fn so the only errors shown are ours, not knock-on ones: a
+            // handler written without `async` is kept as an `async fn`, as actix-web needs.
+            let mut item_fn = item_fn;
+            if item_fn.sig.asyncness.is_none() && handler::is_handler(&item_fn) {
+                item_fn.sig.asyncness = Some(syn::Token![async](item_fn.sig.fn_token.span));
+            }
             let mut tokens = error.to_compile_error();
             tokens.extend(quote::quote!(#item_fn));
             tokens.into()

@@ -327,14 +327,21 @@ fn placeholder(path: &str, span: Span, params: &[String]) -> syn::Result<TokenSt
         let ident = Ident::new(root, span);
         quote_spanned!(span=> #ident)
     };
+    // A field rustc does not find is reported on the template, as ours: spanned as part of
+    // the expansion, so rustc does not offer to replace the whole template with the field
+    // it guesses.
+    let field_span = Span::call_site().located_at(span);
     let mut expr = root;
     for segment in segments {
         let segment = segment.trim();
         if let Ok(index) = segment.parse::<u32>() {
-            let index = syn::Index { index, span };
+            let index = syn::Index {
+                index,
+                span: field_span,
+            };
             expr = quote_spanned!(span=> #expr.#index);
         } else if syn::parse_str::<Ident>(segment).is_ok() {
-            let field = Ident::new(segment, span);
+            let field = Ident::new(segment, field_span);
             expr = quote_spanned!(span=> #expr.#field);
         } else {
             return Err(syn::Error::new(

@@ -3,6 +3,7 @@
 
 mod current;
 mod kind;
+mod output;
 mod owner;
 
 use crate::client::LockClient;
@@ -19,6 +20,7 @@ use std::time::Duration;
 
 pub use current::{current, fencing_token, run_as_current, run_until_lost, CurrentLock};
 pub use kind::Kind;
+pub use output::{fail, fail_from, FromLockError, LockResult};
 pub use owner::Turn;
 
 static DEFAULT_CLIENT: RwLock<Option<LockClient>> = RwLock::new(None);
