@@ -40,8 +40,9 @@ async fn shown(client: &LockClient, id: u64) -> Result<impl Display, LockError> 
     Ok(id)
 }
 
-fn main() {
+pub fn check() {
     // Compiling is the check; nothing needs to run.
     let _ = (aliased, own_error, with_on_fail, shown);
-    let _ = PayError::Lock(LockError::Lost { name: String::new() });
+    let PayError::Lock(error) = PayError::from(LockError::Shutdown);
+    assert_eq!(error, LockError::Shutdown);
 }

@@ -18,7 +18,7 @@ async fn size(file: &std::path::Path, name: &str) -> Result<u64, LockError> {
     Ok(file.as_os_str().len() as u64 + name.len() as u64)
 }
 
-fn main() {
+pub fn check() {
     // Calling with the written signature is the check; nothing needs to run.
     let _checksum = checksum(Path::new("/tmp"), store::Path(1), "a");
     let _size = size(Path::new("/tmp"), "a");
