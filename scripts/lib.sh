@@ -165,3 +165,17 @@ build_redisson_peers() {
     (cd tests/redisson-peer && mvn -B -q -Dstyle.color=never package \
         && mvn -B -q -Dstyle.color=never package -P redisson-3.21)
 }
+
+# Installs cargo-nextest (`cargo install --locked`, a few minutes once per machine) when it is
+# missing: it runs the test binaries side by side, so one binary's long tests no longer hold
+# up the rest. When the install fails (no registry), scripts/test falls back to `cargo test`
+# and says so.
+ensure_nextest() {
+    if cargo nextest --version >/dev/null 2>&1; then
+        return 0
+    fi
+    step "installing cargo-nextest (cargo install --locked)"
+    if ! cargo install --locked cargo-nextest; then
+        echo "note: cargo-nextest could not be installed; the tests run with cargo test" >&2
+    fi
+}

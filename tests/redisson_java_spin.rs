@@ -11,7 +11,7 @@ use actix_distributed_lock::{
 };
 use std::time::{Duration, Instant};
 use support::java_peer::{JavaPeer, PeerOptions, Redisson, Target, PROMPT};
-use support::RedisServer;
+use support::{eventually, RedisServer};
 
 /// How soon a polling waiter on either side notices an unlock: both back off to at most
 /// 128 ms, so this leaves a loaded machine (and a JVM's reply) plenty.
@@ -29,17 +29,24 @@ async fn setup(version: Redisson) -> (RedisServer, LockClient, JavaPeer) {
 /// Java's slot `a` holds `name` (a `kind` lock, once): our spin waiter polls meanwhile and
 /// is not let in; Java unlocks, and the waiter takes the lock within the bound.
 async fn java_hands_over(
+    server: &RedisServer,
     peer: &mut JavaPeer,
     client: &LockClient,
     kind: &str,
     name: &str,
 ) -> LockGuard {
     let lock = client.spin_lock(name).unwrap();
+    let before = script_calls(server).await;
     let waiter = tokio::spawn(async move {
         let options = AcquireOptions::new().wait(Duration::from_secs(60));
         (lock.acquire_with(options).await, Instant::now())
     });
-    tokio::time::sleep(Duration::from_millis(300)).await; // a few polls on a held lock
+    // A few polls on the held lock (every try is a script call; Java, holding, makes none
+    // but a renewal every 10 s).
+    eventually("our waiter polls", PROMPT, || async {
+        script_calls(server).await >= before + 3
+    })
+    .await;
     assert!(!waiter.is_finished(), "we got a lock Java's {kind} holds");
     let unlocked_at = Instant::now();
     peer.expect("a", &format!("unlock {kind} {name}"), "unlocked")
@@ -52,6 +59,11 @@ async fn java_hands_over(
         "Java's {kind} -> our spin lock after {took:?}"
     );
     guard
+}
+
+/// Lua script calls the server ran: every try of either side's spin waiter is one.
+async fn script_calls(server: &RedisServer) -> u64 {
+    server.command_calls("evalsha").await + server.command_calls("eval").await
 }
 
 /// Waits for the Java reply to the command `slot` has out; returns how long after `since`.
@@ -100,7 +112,7 @@ async fn spin_and_spin(version: Redisson) {
     );
     peer.expect("a", &format!("unlock spin {name}"), "unlocked")
         .await;
-    let guard = java_hands_over(&mut peer, &client, "spin", name).await;
+    let guard = java_hands_over(&server, &mut peer, &client, "spin", name).await;
 
     // We hold: Java sees it as ours, is excluded, cannot unlock it; its waiter polls.
     let reply = peer.call("b", &format!("state spin {name}")).await;
@@ -114,8 +126,13 @@ async fn spin_and_spin(version: Redisson) {
         reply.starts_with("error IllegalMonitorStateException"),
         "{reply}"
     );
+    let before = script_calls(&server).await;
     peer.send("b", &format!("lock spin {name}")).await;
-    let held_back = peer.try_reply_within("b", Duration::from_millis(300)).await;
+    eventually("Java's waiter polls", PROMPT, || async {
+        script_calls(&server).await >= before + 3
+    })
+    .await;
+    let held_back = peer.try_reply_within("b", Duration::ZERO).await;
     assert_eq!(held_back, None, "Java got a lock we hold");
     let unlocked_at = Instant::now();
     assert_eq!(guard.unlock().await.unwrap(), Released::Unlocked);
@@ -139,7 +156,7 @@ async fn rlock_and_spin(version: Redisson) {
         lock.try_acquire().await.unwrap().is_none(),
         "an RLock hold is not ours"
     );
-    let guard = java_hands_over(&mut peer, &client, "lock", name).await;
+    let guard = java_hands_over(&server, &mut peer, &client, "lock", name).await;
 
     // Our spin hold excludes Java's RLock; once we let go, it is Java's at once.
     assert_eq!(

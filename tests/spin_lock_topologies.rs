@@ -68,11 +68,16 @@ async fn on_a_cluster_spin_locks_of_every_slot_hand_over_by_polling_and_nothing_
         let busy = lock.acquire_timeout(Duration::from_millis(200)).await;
         assert!(busy.is_err_and(|e| e.is_timeout()), "{name}");
     }
+    let before = cluster_script_calls(&cluster);
     let waiters: Vec<_> = [names[1].as_str(), names[2].as_str(), tagged]
         .into_iter()
         .map(|name| waiter(&other, name, Duration::from_secs(30)))
         .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // A few polls each on the held locks (every try is a script call).
+    eventually("the waiters poll", Duration::from_secs(10), || async {
+        cluster_script_calls(&cluster) >= before + 9
+    })
+    .await;
     assert!(
         waiters.iter().all(|w| !w.is_finished()),
         "a held lock was taken"
@@ -93,6 +98,11 @@ async fn on_a_cluster_spin_locks_of_every_slot_hand_over_by_polling_and_nothing_
             "{command} was called"
         );
     }
+}
+
+/// Script calls (every try is one) on all the cluster's primaries.
+fn cluster_script_calls(cluster: &RedisCluster) -> u64 {
+    cluster.command_calls_total("evalsha") + cluster.command_calls_total("eval")
 }
 
 /// Script calls (every try is one) on the Redis node on `port`.
@@ -137,8 +147,12 @@ async fn on_sentinel_a_polling_waiter_takes_the_lock_on_the_new_primary_after_a_
 
     // A plain hand-over first.
     let guard = holder.spin_lock(name).unwrap().acquire().await.unwrap();
+    let tried = script_calls(setup.primary_port()).await;
     let next = waiter(&other, name, Duration::from_secs(30));
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    eventually("the waiter polls", Duration::from_secs(10), || async {
+        script_calls(setup.primary_port()).await >= tried + 3
+    })
+    .await;
     assert!(!next.is_finished(), "a held lock was taken");
     // (The sentinels subscribe and publish on the primary themselves: its command counts
     // are theirs too. The channels listened on say whether a waiter subscribed.)
