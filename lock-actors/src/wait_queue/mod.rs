@@ -21,8 +21,12 @@
 //! A polling queue ([`WaitQueue::polling`], the spin lock's) never subscribes: its head
 //! sleeps after every busy answer (the pause the actor gives, its backoff) and tries again.
 
+mod answers;
 #[cfg(test)]
 mod tests;
+mod waiter;
+
+pub(crate) use waiter::Waiter;
 
 use crate::error::LockError;
 use std::collections::VecDeque;
@@ -37,66 +41,6 @@ pub(crate) const LONGEST_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3
 pub(crate) trait Asker {
     /// The asker went away (its future was dropped): the waiter has nobody to answer.
     fn left(&self) -> bool;
-}
-
-/// One local waiter: the queue's bookkeeping around the actor's own `data` (who asks, for
-/// what, where the answer goes, its timers).
-#[cfg_attr(test, derive(Debug, Clone))]
-pub(crate) struct Waiter<T> {
-    pub(crate) id: u64,
-    pub(crate) started: Instant,
-    /// When it gives up (a retry after an unanswered try may bring it closer).
-    pub(crate) deadline: Instant,
-    /// The deadline the caller asked for.
-    pub(crate) patience: Instant,
-    /// Tries that got an answer (or that stand for one: a fast-path try, a held-back head).
-    pub(crate) attempts: u32,
-    /// A try that got no answer was tried once more at once.
-    pub(crate) retried: bool,
-    /// What it reports at its deadline instead of a plain timeout.
-    pub(crate) last_error: Option<LockError>,
-    /// Its deadline timer is armed (only once it has to wait: an uncontended acquire never
-    /// needs one).
-    armed: bool,
-    /// A pause before its next try, taken when it heads the queue: a polling waiter whose
-    /// try elsewhere (the fast path's) found the lock busy.
-    pub(crate) rest: Option<Duration>,
-    pub(crate) data: T,
-}
-
-impl<T> Waiter<T> {
-    /// A fresh waiter that waits at most `wait` from `now`.
-    pub(crate) fn new(id: u64, now: Instant, wait: Duration, data: T) -> Self {
-        let deadline = now + wait.min(LONGEST_WAIT);
-        Waiter {
-            id,
-            started: now,
-            deadline,
-            patience: deadline,
-            attempts: 0,
-            retried: false,
-            last_error: None,
-            armed: false,
-            rest: None,
-            data,
-        }
-    }
-}
-
-impl<T> Waiter<T> {
-    /// What a waiter whose wait ran out is answered: the transient error its last try got
-    /// (Redis was away), else a timeout on `name`; and how long it waited.
-    pub(crate) fn timeout_error(&mut self, name: &str) -> (LockError, Duration) {
-        let waited = self.started.elapsed();
-        let error = match self.last_error.take() {
-            Some(transient) if transient.is_transient() => transient,
-            _ => LockError::Timeout {
-                name: name.to_string(),
-                waited,
-            },
-        };
-        (error, waited)
-    }
 }
 
 /// What the head of the queue is doing: exactly one of these at a time.
@@ -420,147 +364,6 @@ impl<T: Asker> WaitQueue<T> {
                     .pop_front()
                     .map(|head| Effect::Fail(head, refused)),
             );
-        }
-        effects
-    }
-
-    /// Waiter `id`'s try took it: the waiter to hand it to, if it is still here.
-    pub(crate) fn granted(&mut self, id: u64) -> Granted<T> {
-        self.end_try();
-        match self.position(id).and_then(|pos| self.waiters.remove(pos)) {
-            Some(waiter) => Granted::To(waiter),
-            None => Granted::Unclaimed,
-        }
-    }
-
-    /// Waiter `id`'s try found it busy; `retry_in` is the longest it may sleep without news
-    /// (the holder's remaining lease: a lost unlock message costs no more than that).
-    #[must_use]
-    pub(crate) fn busy(&mut self, id: u64, now: Instant, retry_in: Duration) -> Vec<Effect<T>> {
-        let woken = self.end_try();
-        if self.closed {
-            return self.drain();
-        }
-        let mut effects = Vec::new();
-        let Some(pos) = self.position(id) else {
-            return effects;
-        };
-        if self.waiters[pos].data.left() {
-            // Its asker left while the try was in Redis (the watch on that has fired
-            // already): it goes now, not after sleeping out the holder's lease.
-            effects.extend(self.waiters.remove(pos).map(Effect::Withdrawn));
-            return effects;
-        }
-        let waiter = &mut self.waiters[pos];
-        waiter.attempts += 1;
-        waiter.last_error = None;
-        let mut rearm = false;
-        if waiter.retried && waiter.deadline != waiter.patience {
-            // Redis answered: the caller's own wait applies again.
-            waiter.deadline = waiter.patience;
-            rearm = true;
-        }
-        if now >= waiter.deadline {
-            effects.extend(self.waiters.remove(pos).map(Effect::TimedOut));
-            return effects;
-        }
-        let until_deadline = waiter.deadline - now;
-        if rearm {
-            waiter.armed = false;
-        }
-        self.arm(id, &mut effects);
-        if woken || self.subscription_due(now) {
-            return effects; // the next pump retries at once (after subscribing, if need be)
-        }
-        self.sleep(retry_in.min(until_deadline), &mut effects);
-        effects
-    }
-
-    /// Waiter `id`'s try failed with `error` (see [`Retry`] for what is tried again).
-    #[must_use]
-    pub(crate) fn failed(&mut self, id: u64, now: Instant, error: LockError) -> Vec<Effect<T>> {
-        self.end_try();
-        if self.closed {
-            return self.drain();
-        }
-        let mut effects = Vec::new();
-        let Some(pos) = self.position(id) else {
-            return effects;
-        };
-        let waiter = &mut self.waiters[pos];
-        let transient = error.is_transient();
-        let fail_untried = match self.retry {
-            Retry::UnansweredFirstTry { grace } => {
-                if matches!(error, LockError::Unavailable { .. })
-                    && waiter.attempts == 0
-                    && !waiter.retried
-                {
-                    // Once more at once (the next pump), bounded by the grace.
-                    waiter.retried = true;
-                    waiter.deadline = now + grace;
-                    waiter.last_error = Some(error);
-                    waiter.armed = false;
-                    self.arm(id, &mut effects);
-                    return effects;
-                }
-                true
-            }
-            Retry::TransientOnce => {
-                if transient && !waiter.retried {
-                    waiter.retried = true;
-                    waiter.last_error = Some(error);
-                    return effects; // the next pump tries once more at once
-                }
-                false
-            }
-        };
-        if (fail_untried && waiter.attempts == 0) || !transient || now >= waiter.deadline {
-            if let Some(failed) = self.waiters.remove(pos) {
-                effects.push(Effect::Fail(failed, error));
-            }
-            return effects;
-        }
-        waiter.attempts += 1;
-        waiter.last_error = Some(error);
-        let pause = ERROR_RETRY.min(waiter.deadline - now);
-        self.arm(id, &mut effects);
-        self.sleep(pause, &mut effects);
-        effects
-    }
-
-    /// Waiter `id`'s deadline timer fired: it times out, unless its try is in Redis (the
-    /// answer decides).
-    #[must_use]
-    pub(crate) fn expire(&mut self, id: u64) -> Vec<Effect<T>> {
-        self.leave(id, Effect::TimedOut)
-    }
-
-    /// Waiter `id`'s asker went away (its future was dropped): it leaves the queue now, so
-    /// it holds up nobody behind it; unless its try is in Redis (a grant is given back).
-    #[must_use]
-    pub(crate) fn gone(&mut self, id: u64) -> Vec<Effect<T>> {
-        self.leave(id, Effect::Withdrawn)
-    }
-
-    /// Drops waiters whose askers went away (a cancelled acquire), so a newcomer never
-    /// queues behind them. A head whose try is in Redis stays: its answer decides.
-    #[must_use]
-    pub(crate) fn withdraw_gone(&mut self) -> Vec<Effect<T>> {
-        let keep_head = self.trying();
-        let mut effects = Vec::new();
-        let mut head_gone = false;
-        let mut pos = 0;
-        while pos < self.waiters.len() {
-            if self.waiters[pos].data.left() && !(pos == 0 && keep_head) {
-                head_gone |= pos == 0;
-                effects.extend(self.waiters.remove(pos).map(Effect::Withdrawn));
-            } else {
-                pos += 1;
-            }
-        }
-        if head_gone {
-            // Its sleep was its own: whoever heads the queue now has not tried yet.
-            self.wake_head(&mut effects);
         }
         effects
     }
