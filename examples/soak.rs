@@ -7,9 +7,6 @@
 //!
 //! `cargo run --release --example soak -- 600` (seconds; default 600).
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use actix_distributed_lock::{AcquireOptions, ClientConfig, LockClient, LockOwner};
 use rand::Rng;
 use redis::AsyncCommands;

@@ -5,7 +5,8 @@
 //! channel that was refused, at once; a waiter whose subscription is refused fails
 //! clearly instead of waiting out its wait.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{AcquireOptions, ClientConfig, Lock, LockClient, LockError};
 use std::time::{Duration, Instant};

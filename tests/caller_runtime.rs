@@ -3,7 +3,8 @@
 //! reconnect after Redis went away, its backoff timer, the new connection's socket) must
 //! not belong to the runtime of the caller that happened to trigger it.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{LockError, RedLock};
 use std::time::Duration;

@@ -3,7 +3,8 @@
 //! pub/sub, slot migration of a held lock, and a primary failover with and without
 //! replica-synced acquisition.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{ClientConfig, LockError, ShardedSubscriptionMode};
 use std::collections::HashSet;

@@ -7,7 +7,8 @@
 //! pin what `close` does inside one process: it refuses later calls, fails waiters, leaves
 //! live guards' holds alone and can be called again.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{AcquireOptions, LockError, Released};
 use redis::AsyncCommands;

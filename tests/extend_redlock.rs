@@ -1,7 +1,8 @@
 //! `RedLockGuard::extend`: a fixed-lease RedLock hold's lease set again on every node it
 //! is held on; its validity (and `lost()`) follow the new end once a quorum confirmed it.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{AcquireOptions, LockClient, LockError, RedLock, RedLockGuard};
 use redis::AsyncCommands;

@@ -1,7 +1,8 @@
 //! Leases set again and owners by id on a Redis Cluster (every key of a call in the lock's
 //! slot: a reader's timeout keys, a semaphore's zset) and behind Sentinel.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{
     AcquireOptions, LockClient, LockGuard, LockOwner, PermitOptions, Released,

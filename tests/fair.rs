@@ -2,7 +2,8 @@
 //! clients, dead and departed waiters never stick the queue, and the queue keys are gone
 //! after every test. A dead waiter is a `lock_holder` process SIGKILLed in the queue.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{AcquireOptions, ClientConfig, LockError, LockOwner};
 use redis::AsyncCommands;

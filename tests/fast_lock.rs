@@ -2,7 +2,8 @@
 //! processes: its string key, `AlreadyHeld` on re-entry, pub/sub hand-off, the watchdog and
 //! `lost()`, refused unlocks, non-lock data, exclusion under load, and no fencing.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::messages::{Acquire, AcquireFenced, GetState, Release};
 use actix_distributed_lock::{

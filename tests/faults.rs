@@ -1,7 +1,8 @@
 //! Faults other lock libraries get wrong, against real redis-server processes: churn,
 //! pauses, restarts, cut connections, cancellation storms, Redis away and back.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::messages::Acquire;
 use actix_distributed_lock::{AcquireOptions, ClientConfig, LockError, LockOwner, Released};

@@ -1,7 +1,8 @@
 //! Fenced acquisition: tokens strictly increase per lock name, whatever path takes the
 //! lock, and a token-checking store refuses a holder that lost its lock during a pause.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::messages::AcquireFenced;
 use actix_distributed_lock::{distributed_lock, AcquireOptions, LockClient, LockError, LockOwner};

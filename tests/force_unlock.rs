@@ -5,7 +5,8 @@
 //! renewal or its lease's end; the holds here renew every 40 s (or never), so only the
 //! force-unlock's notice can fire `lost()` within the bound.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{AcquireOptions, LockClient, LockGuard, LockOwner};
 use std::time::Duration;

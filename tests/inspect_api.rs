@@ -5,8 +5,8 @@
 //! holder learns of the loss, nothing is left behind); namespaces; every primary of a
 //! cluster. The `lock-inspect` command is tested in tests/inspector.rs.
 #![cfg(feature = "inspector")]
-
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::inspect::{InspectedKind, LockInfo};
 use actix_distributed_lock::{AcquireOptions, ClientConfig, LockError, LockOwner};

@@ -4,8 +4,8 @@
 //! waiter and tells its holder; keys that are not locks are neither listed nor touched;
 //! `--json`, the error lines and exit codes, passwords; a cluster and Sentinel.
 #![cfg(feature = "cli")]
-
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{AcquireOptions, LockClient, LockOwner, PermitOptions};
 use serde_json::Value;

@@ -4,8 +4,8 @@
 //! `tests/browser/inspector_page.mjs`). `scripts/test` installs both; this test runs
 //! `npm ci` itself when `tests/browser/node_modules` is missing.
 #![cfg(feature = "inspector")]
-
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 #[allow(dead_code)]
 #[path = "../examples/order_service.rs"]

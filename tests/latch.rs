@@ -3,7 +3,8 @@
 //! node's one subscription connection), bounded and cancelled waits that leave nothing
 //! behind, the timed fallback when no message comes, deleting, bad input and closing.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{LockClient, LockError};
 use redis::AsyncCommands;

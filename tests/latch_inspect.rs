@@ -4,8 +4,8 @@
 //! opening, and a force-unlock is refused (nobody holds a latch). On one server and on a
 //! cluster.
 #![cfg(feature = "inspector")]
-
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::inspect::{Change, InspectedKind, LockWatch, WatchEvent};
 use actix_distributed_lock::{LockClient, LockError};

@@ -3,7 +3,8 @@
 //! classic) pub/sub, names whose braces would split key and channel refused, and a waiter
 //! that outlives a Sentinel failover.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{LockClient, LockError, ShardedSubscriptionMode};
 use std::collections::HashSet;

@@ -1,9 +1,9 @@
 #![cfg(feature = "metrics")]
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 //! The lease updates counter (`distributed_lock_lease_updates_total{kind, outcome}`): every
 //! `extend` of a lock guard and every permit lease update counts once, by how it ended.
 //! One test in this binary: the recorder is global.
-
-mod support;
 
 use actix_distributed_lock::{AcquireOptions, PermitOptions};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};

@@ -4,7 +4,8 @@
 //! while Redis may still count it is taken out. Each test judges the one promise that
 //! matters: while a holder's `is_lost()` is false, nobody else is granted the lock.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::messages::Renew;
 use actix_distributed_lock::{

@@ -3,7 +3,8 @@
 //! next tick; the same for lease-less permits. And a hold that Redis frees while local
 //! holds remain is lost, not released.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{LockClient, LockGuard, RedLock};
 use redis::AsyncCommands;

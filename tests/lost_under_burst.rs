@@ -6,7 +6,8 @@
 //! after its key had expired (the checker allows 50 ms), with no stall of the process. A
 //! permit of a permit-expirable semaphore learnt of its loss 0.5–2 s late the same way.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{LockClient, LockGuard, PermitGuard, PermitOptions};
 use std::sync::Arc;

@@ -1,6 +1,7 @@
 //! `#[distributed_lock]` outside actix-web: free fns, methods, `?`, panics, re-entry.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{distributed_lock, LockClient, LockError, LockOwner};
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -6,7 +6,8 @@
 //! Losses are real, as in tests/lost_timing.rs: the holder's client reaches Redis through a
 //! proxy the test stalls, so renewals stop and the key expires in Redis.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{
     current, distributed_lock, fencing_token, AcquireOptions, LockClient, LockError,

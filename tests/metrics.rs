@@ -1,12 +1,12 @@
 #![cfg(feature = "metrics")]
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 //! The `metrics` feature: exact counts of every metric, recorded into metrics-util's
 //! `DebuggingRecorder` against a real redis-server, and the acquire and renewal spans.
 //!
 //! The lock actors record on the shared actor thread, so the recorder (and the tracing
 //! subscriber) are global to this test binary; the tests take turns (`TURN`) and assert
 //! on differences between snapshots, so none sees another's counts.
-
-mod support;
 
 use actix_distributed_lock::{LockClient, LockGuard};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};

@@ -2,7 +2,8 @@
 //! canonical order (no deadlock between overlapping sets), release at once on failure,
 //! `lost()` of any member, fixed leases, and the attribute's several-template form.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{
     distributed_lock, AcquireOptions, ClientConfig, Lock, LockClient, LockError, LockOwner,

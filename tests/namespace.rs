@@ -4,7 +4,8 @@
 //! the mapped name, and leaves nothing behind. Waiters in one namespace are woken by
 //! unlocks in that namespace.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{ClientConfig, Lock, LockClient, LockError};
 use std::time::{Duration, Instant};

@@ -26,7 +26,8 @@
 //! fails saying what is missing. Each scenario's report line and table row go to stdout and
 //! to `<target>/tmp/nemesis-report.log`.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use serde_json::{json, Value};
 use std::collections::BTreeMap;

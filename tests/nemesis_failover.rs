@@ -1,7 +1,7 @@
 //! The nemesis suite on replicated deployments: `lock_worker` processes (three, three tasks
 //! each, fenced locks and a fenced store) against a Redis Cluster of 3 primaries with one
 //! replica each, and against a Sentinel deployment, while the primaries fail over.
-//! Harness: `tests/support/nemesis_topology.rs`; checker: `tests/support/history.rs`.
+//! Harness: `tests/support/nemesis_topology.rs`; checker: `tests/support/history/`.
 //!
 //! What replication promises, and so what each scenario asserts:
 //!
@@ -29,7 +29,8 @@
 //! (until then it refuses every grant: nothing can confirm it). Each scenario's report line goes to stdout and to
 //! `<target>/tmp/nemesis-report.log`.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use serde_json::Value;
 use std::thread;

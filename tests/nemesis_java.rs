@@ -2,7 +2,7 @@
 //! Redisson peer jar, `tests/redisson-peer`) run beside the Rust `lock_worker` processes, on
 //! the same lock names, under the same faults, each in its own network namespace and
 //! logging the same history; one checker judges them all
-//! (`tests/support/history.rs`; harness `tests/support/nemesis.rs`, the Java side
+//! (`tests/support/history/`; harness `tests/support/nemesis.rs`, the Java side
 //! `tests/support/nemesis_java.rs`).
 //!
 //! One Java worker runs each pinned Redisson (the newest release and the 3.21 line), so
@@ -21,7 +21,8 @@
 //! CI runs one round (about 25 s of faults); `NEMESIS_LONG=1` runs eight. Needs root and
 //! `ip netns`, Java and Maven (the jars are built on first use).
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use std::thread;
 use std::time::Duration;
@@ -143,8 +144,8 @@ fn java_and_rust_workers_share_locks_under_partition_pause_and_kill() {
 // ---- The checker on made-up Java holds: judged by Redis time only, with their own lease. ----
 
 mod checker {
-    use super::support::history;
     use serde_json::{json, Value};
+    use support::history;
 
     const MS: u64 = 1000;
     const T0: u64 = 1_800_000_000_000_000;

@@ -1,6 +1,7 @@
 //! The example shop, driven in-process through `actix_web::test` against a real Redis.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 #[allow(dead_code)]
 #[path = "../examples/order_service.rs"]

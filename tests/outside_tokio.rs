@@ -1,7 +1,8 @@
 //! The client called from outside any tokio runtime (a plain thread driving futures with
 //! an executor of its own): every call answers, nothing panics.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::LockClient;
 use std::future::Future;

@@ -3,7 +3,8 @@
 //! whose client has the same id, may check or release the hold; owners made by `new()`
 //! stay apart from chosen ids and from another process's.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{AcquireOptions, LockError, LockOwner, Released};
 use redis::AsyncCommands;

@@ -2,7 +2,8 @@
 //! `updateLeaseTime`): a permit's lease set again from now, longer or shorter. Redis's
 //! timeout zset holds the truth (permit id → expiry); `lost()` follows the new end.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{LockClient, LockError, PermitGuard, PermitOptions};
 use std::time::{Duration, Instant};

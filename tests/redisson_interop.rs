@@ -13,7 +13,8 @@
 //! - unlock decrements; at 0 it DELs the key and PUBLISHes `0` on
 //!   `redisson_lock__channel:{name}`.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{AcquireOptions, LockError, LockOwner, Released};
 use futures_util::StreamExt;

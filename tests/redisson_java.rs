@@ -7,7 +7,8 @@
 //! protocol (see `support/java_peer.rs`); its lock owner is `<redisson-id>:<thread-id>`,
 //! one thread per protocol slot.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::messages::Release;
 use actix_distributed_lock::{

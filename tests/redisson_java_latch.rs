@@ -4,7 +4,8 @@
 //! Redis Cluster (sharded pub/sub with Redisson 4.x, classic with 3.21), and deleting on
 //! either side opens the other's waiters.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{ClientConfig, CountDownLatch, LockClient, ShardedSubscriptionMode};
 use std::time::{Duration, Instant};

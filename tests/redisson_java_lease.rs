@@ -5,7 +5,8 @@
 //! for a thread id (`lockAsync(leaseTime, unit, threadId)`) is released by the other side
 //! knowing that id, with a Rust client configured with the Java client's id.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{
     AcquireOptions, LockClient, LockError, LockOwner, PermitOptions, Released,

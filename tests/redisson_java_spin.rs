@@ -3,7 +3,8 @@
 //! directions, by polling alone; a Java `RLock` holder and our spin lock exclude each
 //! other (the same hash), and our spin waiter takes the lock once the `RLock` is unlocked.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::messages::Release;
 use actix_distributed_lock::{

@@ -5,7 +5,8 @@
 //! our reader's `is_lost()` is false, no writer is granted, also after the Java process
 //! died with the TTL it last set.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{LockClient, LockError};
 use redis::AsyncCommands;

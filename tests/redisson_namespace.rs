@@ -9,7 +9,8 @@
 //! issue #6759), so a fair lock under a namespace is shared with Redisson 3.52.0+ only
 //! (docs/production.md and docs/redisson.md, Namespaces).
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{AcquireOptions, Lock, LockClient, LockOwner};
 use std::time::{Duration, Instant};

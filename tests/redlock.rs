@@ -1,7 +1,8 @@
 //! RedLock against real redis-server processes, one per node (quorum with nodes stopped, paused or held elsewhere; a node restarted empty
 //! with and without a restart delay; the watchdog with nodes killed mid-hold).
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{
     AcquireOptions, ClientConfig, LockClient, LockError, LockOwner, RedLock, RedLockGuard,

@@ -1,7 +1,8 @@
 //! The reentrant lock against real redis-server processes: exclusion, re-entry, wake-ups,
 //! timeouts, leases, the watchdog, dead clients and a dead Redis.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{AcquireOptions, ClientConfig, LockClient, LockError, LockOwner};
 use redis::AsyncCommands;

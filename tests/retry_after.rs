@@ -3,7 +3,8 @@
 //! answers what its own holds typically last (capped by the TTL); `retry_after = "…"` on
 //! the attribute sets it outright.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::distributed_lock;
 use actix_web::{http::StatusCode, post, test, web, App, HttpResponse};

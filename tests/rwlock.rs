@@ -5,7 +5,8 @@
 //! The dead reader is the `lock_holder` example run as a child process with `--kind read`
 //! (see `tests/faults_process.rs` for the protocol: it prints `acquired <client> <owner>`).
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{
     AcquireOptions, LockClient, LockError, LockGuard, LockOwner, ReadWriteLock, Released,

@@ -2,7 +2,8 @@
 //! holders' expirable permits coming back, bounded waits, atomic permit setting, pub/sub
 //! wake-ups, cancelled acquires, bad input and the keys left behind.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::messages::{
     AcquireExpirablePermits, AcquirePermits, ReleasePermit, ReleasePermits,

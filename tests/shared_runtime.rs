@@ -1,7 +1,8 @@
 //! Clients in one process share one actor thread: stopping one client stops only
 //! its own actors and closes only its own connections, and no thread is left behind.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{LockClient, LockError};
 use std::collections::BTreeSet;

@@ -5,7 +5,8 @@
 //! publishes. (Cluster and Sentinel: `spin_lock_topologies.rs`; Redisson:
 //! `redisson_java_spin.rs`.)
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{
     AcquireOptions, LockClient, LockError, LockKind, LockOwner, Released, SpinBackoff,

@@ -2,7 +2,8 @@
 //! Sentinel-followed primary (across a failover): exclusion and hand-over by polling alone,
 //! nothing subscribed or published on any node, nothing left behind.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use actix_distributed_lock::{LockClient, LockError, LockGuard};
 use std::collections::HashSet;

@@ -5,7 +5,8 @@
 //! (current-thread) and all together under a multi-thread tokio runtime and under
 //! `#[actix_rt::test]`.
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use std::future::Future;
 use std::time::Duration;

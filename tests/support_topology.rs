@@ -3,7 +3,8 @@
 //!
 //! Each test prints how long its phases took (`--nocapture` / nextest `--no-capture`).
 
-mod support;
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 
 use std::collections::BTreeSet;
 use std::net::{Ipv4Addr, TcpListener};

@@ -1,8 +1,8 @@
 #![cfg(feature = "tls")]
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
 //! `rediss://`: the client over TLS against redis-server processes that serve TLS only
 //! (`--port 0 --tls-port`), with certificates each test makes at run time.
-
-mod support;
 
 use actix_distributed_lock::{ClientConfig, Lock, LockClient, LockError, LockGuard};
 use std::collections::HashSet;

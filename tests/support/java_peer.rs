@@ -70,7 +70,7 @@ impl Redisson {
 }
 
 fn peer_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/redisson-peer")
+    super::repo_root().join("tests/redisson-peer")
 }
 
 fn build_jar(version: Redisson) -> PathBuf {

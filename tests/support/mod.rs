@@ -1,4 +1,5 @@
-//! Support code shared by the integration tests (`mod support;` in each test file).
+//! Support code shared by the integration tests: the crate `support` (a dev-dependency of the
+//! facade, compiled once and linked into every test binary).
 //!
 //! Every test gets its own throw-away `redis-server` process on a free loopback port, so
 //! tests never touch a shared Redis (in particular not the one on port 6379) and can stop,
@@ -375,7 +376,7 @@ fn log_says_ready(path: &Path) -> bool {
 }
 
 /// Whether the server on `port` serves TLS only.
-pub(crate) fn is_tls_port(port: u16) -> bool {
+pub fn is_tls_port(port: u16) -> bool {
     #[cfg(feature = "tls")]
     if tls::material_for(port).is_some() {
         return true;
@@ -513,7 +514,7 @@ impl TestServer {
 /// Starts `redis-server <args>` (output to `dir/redis.log`) and waits until the process
 /// answers on `port`. On failure the process is killed and the error (with the log)
 /// returned.
-pub(crate) fn spawn_with_args(port: u16, dir: &Path, args: &[String]) -> Result<Child, String> {
+pub fn spawn_with_args(port: u16, dir: &Path, args: &[String]) -> Result<Child, String> {
     let log_path = log_path(dir);
     let log = File::create(&log_path).map_err(|e| format!("create log file: {e}"))?;
     let log_err = log
@@ -652,6 +653,16 @@ fn facade_features() -> Vec<&'static str> {
     .collect()
 }
 
+/// The repository's root (the folder with the workspace's `Cargo.lock`), wherever the
+/// support code is compiled from (its own crate, or a module of the benchmark or an example).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .find(|dir| dir.join("Cargo.lock").is_file())
+        .expect("the repository's Cargo.lock above the package")
+        .to_path_buf()
+}
+
 /// Builds example `name` and returns its path.
 ///
 /// Integration tests get no `CARGO_BIN_EXE_*` for examples; the example sits in the same
@@ -667,19 +678,45 @@ fn example_binary(name: &str) -> PathBuf {
         .join("examples")
         .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     let mut build = Command::new(env!("CARGO"));
+    // Without the variables cargo sets for a running test (the package's manifest dir, name
+    // and version, OUT_DIR, ...): build scripts watch some of them (ring's does), so a build
+    // seeing them would rerun those scripts and rebuild half the dependency tree, and the
+    // next build from a shell would rebuild it all back.
+    for (var, _) in std::env::vars_os() {
+        let var = var.to_string_lossy();
+        let set_for_tests = [
+            "CARGO_PKG_",
+            "CARGO_BIN_",
+            "CARGO_MANIFEST_",
+            "CARGO_CRATE_",
+        ]
+        .iter()
+        .any(|prefix| var.starts_with(prefix))
+            || [
+                "CARGO_TARGET_TMPDIR",
+                "CARGO_PRIMARY_PACKAGE",
+                "CARGO_RUSTC_CURRENT_DIR",
+            ]
+            .contains(&var.as_ref())
+            || var == "OUT_DIR";
+        if set_for_tests {
+            build.env_remove(var.as_ref());
+        }
+    }
     build
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .current_dir(repo_root())
         // `--workspace`: the features the whole-workspace test run resolved, so only the
         // example itself compiles (built for the facade alone, cargo would rebuild a dozen
         // dependencies with other features: minutes of both cores on a loaded machine).
-        .args(["build", "--workspace", "--example", name])
-        // The facade features this test was built with (`scripts/test` turns them all on):
-        // other features would rebuild the crate and its dependencies.
-        .args([
-            "--no-default-features",
-            "--features",
-            &facade_features().join(","),
-        ]);
+        .args(["build", "--workspace", "--example", name]);
+    // The facade features this test was built with (the support crate turns them all on, as
+    // `scripts/test` does): other features would rebuild the crate and its dependencies.
+    let features = facade_features();
+    if features.len() == 5 {
+        build.arg("--all-features");
+    } else {
+        build.args(["--no-default-features", "--features", &features.join(",")]);
+    }
     match profile_dir.file_name().and_then(|n| n.to_str()) {
         Some("debug") | None => {}
         Some(profile) => {

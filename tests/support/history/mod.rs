@@ -135,7 +135,7 @@ pub struct Fault {
 
 /// One hold as the histories tell it.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Hold {
+pub struct Hold {
     worker: u64,
     task: u64,
     hold: u64,
@@ -210,7 +210,7 @@ impl Hold {
 }
 
 #[derive(Debug, Clone)]
-pub(crate) struct Write {
+pub struct Write {
     worker: u64,
     lock: String,
     token: u64,
@@ -221,7 +221,7 @@ pub(crate) struct Write {
 
 /// A `wait` or `acquire_failed`: which holder field waited, and whether it gave up.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Wait {
+pub struct Wait {
     worker: u64,
     lock: String,
     field: String,
@@ -239,7 +239,7 @@ impl Wait {
     /// library tries again within the wait after a call that got no answer, and each such
     /// call may have run (for a plain semaphore: taken permits that only its settlement
     /// gives back). At most one per response timeout of the wait, plus the first.
-    pub(crate) fn unanswered_calls(&self) -> u64 {
+    pub fn unanswered_calls(&self) -> u64 {
         let waited = self.l_after.saturating_sub(self.l);
         1 + waited / (super::nemesis::TIMEOUT_MS * 1000)
     }
@@ -268,10 +268,10 @@ fn s(v: &Value, key: &str) -> String {
 /// Identifies a hold across its events: (worker, task, hold number, lock). Events of the
 /// first schema carry no hold number: their token stands in.
 type HoldKey = (u64, u64, u64, String);
-pub(crate) type Holds = BTreeMap<HoldKey, Hold>;
+pub type Holds = BTreeMap<HoldKey, Hold>;
 
 /// Everything the rules read, gathered from the events in one pass.
-pub(crate) struct Run<'a> {
+pub struct Run<'a> {
     holds: Holds,
     writes: Vec<Write>,
     waits: Vec<Wait>,
