@@ -310,7 +310,7 @@ impl LockClient {
     /// data and holders' leases hold; a permit whose holder stopped renewing returns within
     /// its lease (on the next acquire). Not guaranteed: a holder paused longer than its lease
     /// keeps working after its permit went to someone else (watch
-    /// [`PermitGuard::lost`]); a Redis failover can lose or duplicate permits.
+    /// [`PermitGuard::lost`](crate::PermitGuard::lost)); a Redis failover can lose or duplicate permits.
     ///
     /// ```no_run
     /// # async fn demo(client: actix_distributed_lock::LockClient) -> Result<(), actix_distributed_lock::LockError> {

@@ -106,7 +106,7 @@ impl PermitOptions {
 /// Expired permits go back to the count on the next acquire (or
 /// [`available_permits`](PermitExpirableSemaphore::available_permits)); a waiter that found
 /// too few sleeps at most until the next permit's expiry, so it picks up a dead holder's
-/// permit within that permit's lease. Waiting is otherwise as for [`Semaphore`].
+/// permit within that permit's lease. Waiting is otherwise as for [`Semaphore`](crate::Semaphore).
 ///
 /// Guarantees and limits: see [`LockClient::expirable_semaphore`].
 ///
@@ -172,9 +172,9 @@ impl PermitExpirableSemaphore {
     }
 
     /// Takes `permits` permits (all or none), renewed while held, waiting at most the
-    /// client's default wait. The same shape as [`Semaphore::acquire`].
+    /// client's default wait. The same shape as [`Semaphore::acquire`](crate::Semaphore::acquire).
     ///
-    /// Errors as [`Semaphore::acquire`].
+    /// Errors as [`Semaphore::acquire`](crate::Semaphore::acquire).
     ///
     /// # Cancel safety
     ///
@@ -192,7 +192,7 @@ impl PermitExpirableSemaphore {
     }
 
     /// Takes `permits` permits, renewed while held, waiting at most `wait`. The same shape
-    /// as [`Semaphore::acquire_timeout`].
+    /// as [`Semaphore::acquire_timeout`](crate::Semaphore::acquire_timeout).
     ///
     /// # Cancel safety
     ///
@@ -215,7 +215,7 @@ impl PermitExpirableSemaphore {
     }
 
     /// Tries once, without waiting: `Ok(None)` when fewer than `permits` are free. The same
-    /// shape as [`Semaphore::try_acquire`].
+    /// shape as [`Semaphore::try_acquire`](crate::Semaphore::try_acquire).
     ///
     /// # Cancel safety
     ///
@@ -239,7 +239,7 @@ impl PermitExpirableSemaphore {
 
     /// Takes permits as `options` say (how many, wait, fixed lease).
     ///
-    /// Errors as [`Semaphore::acquire`]; [`LockError::InvalidConfig`] also for a zero lease.
+    /// Errors as [`Semaphore::acquire`](crate::Semaphore::acquire); [`LockError::InvalidConfig`] also for a zero lease.
     ///
     /// # Cancel safety
     ///
