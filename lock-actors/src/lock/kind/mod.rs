@@ -22,7 +22,7 @@ use crate::script::ScriptCall;
 use redis::Script;
 
 use scripts::*;
-pub(crate) use scripts::{all_scripts, PublishingScript, UnlockScripts, Unlocking};
+pub(crate) use scripts::{PublishingScript, UnlockScripts, Unlocking};
 
 /// The kind of a lock: what it stores in Redis and who may share it.
 ///
@@ -254,6 +254,28 @@ fn release_call<R: KindRules + ?Sized>(
     }
     call.arg(rules.freed_message()).arg(lease_ms).arg(field);
     call
+}
+
+/// A call of `script` on the lock's name with the lease and the field: the acquire of the
+/// kinds that take nothing more.
+fn lease_and_field(script: &'static Script, args: &AcquireArgs<'_>) -> ScriptCall {
+    let mut call = ScriptCall::with_key(script, args.name.as_str());
+    call.arg(args.lease_ms).arg(args.field);
+    call
+}
+
+/// Every lock script (both flavours of the publishing ones), each once, for loading into
+/// Redis's cache at connect.
+pub(crate) fn all_scripts() -> Vec<&'static Script> {
+    let mut all: Vec<&'static Script> = vec![&SET_LEASE];
+    all.extend(FORCE_UNLOCK.both());
+    all.extend(FORCE_UNLOCK_IF.both());
+    for kind in LockKind::ALL {
+        all.extend(kind.rules().scripts());
+    }
+    let mut seen = std::collections::HashSet::new();
+    all.retain(|script| seen.insert(script.get_hash().to_string()));
+    all
 }
 
 impl LockKind {

@@ -1,9 +1,7 @@
 //! The scripts every kind shares or builds from its own parts: the unlock family (unlock,
 //! reconcile, foreign unlock), lease updates, force-unlock, and the publishing flavours.
 
-use super::{AcquireArgs, LockKind};
 use crate::node::connection::PubSub;
-use crate::script::ScriptCall;
 use redis::Script;
 use std::sync::LazyLock;
 
@@ -79,14 +77,6 @@ impl UnlockScripts {
     }
 }
 
-/// A call of `script` on the lock's name with the lease and the field: the acquire of the
-/// kinds that take nothing more.
-pub(super) fn lease_and_field(script: &'static Script, args: &AcquireArgs<'_>) -> ScriptCall {
-    let mut call = ScriptCall::with_key(script, args.name.as_str());
-    call.arg(args.lease_ms).arg(args.field);
-    call
-}
-
 /// The reconcile prelude, joined between a kind's `holds` function and its unlock.
 pub(super) const RECONCILE: &str = include_str!("reconcile.lua");
 /// The foreign unlock's parts, around a kind's unlock.
@@ -154,18 +144,4 @@ impl PublishingScript {
     pub(crate) fn both(&self) -> [&Script; 2] {
         [&self.classic, &self.sharded]
     }
-}
-
-/// Every lock script (both flavours of the publishing ones), each once, for loading into
-/// Redis's cache at connect.
-pub(crate) fn all_scripts() -> Vec<&'static Script> {
-    let mut all: Vec<&'static Script> = vec![&SET_LEASE];
-    all.extend(FORCE_UNLOCK.both());
-    all.extend(FORCE_UNLOCK_IF.both());
-    for kind in LockKind::ALL {
-        all.extend(kind.rules().scripts());
-    }
-    let mut seen = std::collections::HashSet::new();
-    all.retain(|script| seen.insert(script.get_hash().to_string()));
-    all
 }
