@@ -37,7 +37,7 @@ async fn java_hands_over(
     name: &str,
 ) -> LockGuard {
     let lock = client.spin_lock(name).unwrap();
-    let before = script_calls(server).await;
+    let before = server.script_calls().await;
     let waiter = tokio::spawn(async move {
         let options = AcquireOptions::new().wait(Duration::from_secs(60));
         (lock.acquire_with(options).await, Instant::now())
@@ -45,7 +45,7 @@ async fn java_hands_over(
     // A few polls on the held lock (every try is a script call; Java, holding, makes none
     // but a renewal every 10 s).
     eventually("our waiter polls", PROMPT, || async {
-        script_calls(server).await >= before + 3
+        server.script_calls().await >= before + 3
     })
     .await;
     assert!(!waiter.is_finished(), "we got a lock Java's {kind} holds");
@@ -60,11 +60,6 @@ async fn java_hands_over(
         "Java's {kind} -> our spin lock after {took:?}"
     );
     guard
-}
-
-/// Lua script calls the server ran: every try of either side's spin waiter is one.
-async fn script_calls(server: &RedisServer) -> u64 {
-    server.command_calls("evalsha").await + server.command_calls("eval").await
 }
 
 /// Waits for the Java reply to the command `slot` has out; returns how long after `since`.
@@ -127,10 +122,10 @@ async fn spin_and_spin(version: Redisson) {
         reply.starts_with("error IllegalMonitorStateException"),
         "{reply}"
     );
-    let before = script_calls(&server).await;
+    let before = server.script_calls().await;
     peer.send("b", &format!("lock spin {name}")).await;
     eventually("Java's waiter polls", PROMPT, || async {
-        script_calls(&server).await >= before + 3
+        server.script_calls().await >= before + 3
     })
     .await;
     let held_back = peer.try_reply_within("b", Duration::ZERO).await;

@@ -28,11 +28,6 @@ fn field(client: &LockClient, owner: LockOwner) -> String {
     format!("{}:{}", client.id(), owner.id())
 }
 
-/// Lua script calls the server ran: every try, unlock and renewal is one.
-async fn script_calls(server: &RedisServer) -> u64 {
-    server.command_calls("evalsha").await + server.command_calls("eval").await
-}
-
 /// Nothing on the server ever subscribed or published (the probes' own commands aside).
 async fn assert_no_pub_sub(server: &RedisServer) {
     for command in [
@@ -92,7 +87,7 @@ async fn a_waiter_polls_without_ever_subscribing_and_takes_the_lock_once_it_is_u
     });
     // Several backoff rounds go by: the waiter tries again and again, subscribing to nothing.
     eventually("the waiter tried a few times", PROMPT, || async {
-        script_calls(&server).await >= 8
+        server.script_calls().await >= 8
     })
     .await;
     assert!(!task.is_finished(), "the waiter got a held lock");
@@ -173,7 +168,7 @@ async fn tries_while_waiting(server: &RedisServer, backoff: SpinBackoff, wait: D
     let name = "spin:pace";
     let guard = holder.spin_lock(name).unwrap().acquire().await.unwrap();
     server.reset_stats().await;
-    let before = script_calls(server).await; // the probe's own INFO is no script call
+    let before = server.script_calls().await; // the probe's own INFO is no script call
     let started = Instant::now();
     let lock = waiter.spin_lock_with(name, backoff).unwrap();
     let outcome = lock.acquire_timeout(wait).await;
@@ -183,7 +178,7 @@ async fn tries_while_waiting(server: &RedisServer, backoff: SpinBackoff, wait: D
         "{outcome:?}"
     );
     assert!(waited >= wait, "gave up after {waited:?}");
-    let tries = script_calls(server).await - before;
+    let tries = server.script_calls().await - before;
     eprintln!("{backoff:?} over {wait:?}: {tries} tries");
     guard.unlock().await.unwrap();
     tries
@@ -258,11 +253,11 @@ async fn a_wait_that_times_out_or_is_cancelled_leaves_nothing_behind() {
 
     // Once the holder lets go, nobody takes it behind anyone's back.
     guard.unlock().await.unwrap();
-    let calls = script_calls(&server).await;
+    let calls = server.script_calls().await;
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(server.keys().await, Vec::<String>::new());
     assert_eq!(
-        script_calls(&server).await,
+        server.script_calls().await,
         calls,
         "a given-up waiter still tries"
     );

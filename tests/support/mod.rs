@@ -247,6 +247,12 @@ impl RedisServer {
         parse_command_calls(&info, cmd)
     }
 
+    /// Lua script calls the server has run (`EVALSHA` and `EVAL`): every try, unlock and
+    /// renewal of a lock is one.
+    pub async fn script_calls(&self) -> u64 {
+        self.command_calls("evalsha").await + self.command_calls("eval").await
+    }
+
     /// Connected clients as Redis counts them, leaving out the probes' own connections (a
     /// probe connection dropped a moment ago may still be listed: each is named `probe`).
     pub async fn connections(&self) -> i64 {
@@ -634,11 +640,12 @@ pub fn exit_after_binary() -> &'static Path {
     BINARY.get_or_init(|| example_binary("exit_after"))
 }
 
-/// The facade's features that this test binary was built with, as `--features` names them.
+/// The facade's features that this test binary was built with, as `--features` names them,
+/// and whether that is every one of them.
 // The benchmark (package lock-actors, which has no `inspector` or `cli`) shares this file.
 #[allow(unexpected_cfgs)]
-fn facade_features() -> Vec<&'static str> {
-    [
+fn facade_features() -> (Vec<&'static str>, bool) {
+    let all = [
         ("actix-distributed-lock/web", cfg!(feature = "web")),
         ("actix-distributed-lock/tls", cfg!(feature = "tls")),
         ("actix-distributed-lock/metrics", cfg!(feature = "metrics")),
@@ -647,10 +654,13 @@ fn facade_features() -> Vec<&'static str> {
             cfg!(feature = "inspector"),
         ),
         ("actix-distributed-lock/cli", cfg!(feature = "cli")),
-    ]
-    .into_iter()
-    .filter_map(|(name, on)| on.then_some(name))
-    .collect()
+    ];
+    let on: Vec<_> = all
+        .iter()
+        .filter_map(|&(name, on)| on.then_some(name))
+        .collect();
+    let every = on.len() == all.len();
+    (on, every)
 }
 
 /// The repository's root (the folder with the workspace's `Cargo.lock`), wherever the
@@ -711,8 +721,8 @@ fn example_binary(name: &str) -> PathBuf {
         .args(["build", "--workspace", "--example", name]);
     // The facade features this test was built with (the support crate turns them all on, as
     // `scripts/test` does): other features would rebuild the crate and its dependencies.
-    let features = facade_features();
-    if features.len() == 5 {
+    let (features, every) = facade_features();
+    if every {
         build.arg("--all-features");
     } else {
         build.args(["--no-default-features", "--features", &features.join(",")]);
