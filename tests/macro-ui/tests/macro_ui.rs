@@ -1,5 +1,5 @@
 //! Misuse of `#[distributed_lock]` is a compile error with a span on the offending token;
-//! what is not misuse compiles (tests/macro_pass.rs).
+//! what is not misuse compiles (the facade's tests/macro_pass.rs).
 //!
 //! The expected messages are ours (the macro's `compile_error!`s), not rustc's, so they do
 //! not drift with the compiler version. Regenerate with `TRYBUILD=overwrite` after changing
