@@ -364,8 +364,9 @@ async fn ownership(version: Redisson, kind: Kind) {
     assert_clean(&server).await;
 }
 
-/// One side holds with no lease for 3× its watchdog timeout while the other waits: the
-/// waiter never gets it (the watchdog keeps renewing); after the unlock it does, promptly.
+/// Each side holds with no lease for 3× its watchdog timeout while the other waits: neither
+/// waiter gets its lock (the watchdogs keep renewing); after each unlock the waiter does,
+/// promptly. The two directions share one window, on two locks.
 async fn watchdog(version: Redisson, kind: Kind) {
     let server = RedisServer::start();
     let client = connect(&server, Some(SHORT_WATCHDOG)).await;
@@ -375,19 +376,24 @@ async fn watchdog(version: Redisson, kind: Kind) {
         PeerOptions::new().watchdog(SHORT_WATCHDOG),
     )
     .await;
-    let name = "interop:watchdog";
-    let lock = kind.rust(&client, name);
+    let java_held = "interop:watchdog:java";
+    let rust_held = "interop:watchdog:rust";
 
-    // Java holds on its watchdog.
-    java_lock(&mut peer, "a", kind, name).await;
+    // Java holds one lock on its watchdog, we hold the other on ours, each side waits for
+    // the lock the other holds.
+    java_lock(&mut peer, "a", kind, java_held).await;
+    let guard = kind.rust(&client, rust_held).acquire().await.unwrap();
     let waiter = {
-        let lock = lock.clone();
+        let lock = kind.rust(&client, java_held);
         tokio::spawn(async move {
             let guard = lock.acquire_timeout(Duration::from_secs(60)).await;
             (guard, Instant::now())
         })
     };
-    tokio::time::sleep(3 * SHORT_WATCHDOG).await; // the span the watchdog must cover
+    peer.send("b", &format!("lock {} {rust_held}", kind.java()))
+        .await;
+    tokio::time::sleep(3 * SHORT_WATCHDOG).await; // the span the watchdogs must cover
+
     if waiter.is_finished() {
         let (outcome, _) = waiter.await.unwrap();
         panic!(
@@ -395,31 +401,33 @@ async fn watchdog(version: Redisson, kind: Kind) {
             outcome.map(|guard| guard.owner())
         );
     }
-    assert_eq!(
-        java_state(&mut peer, "a", kind, name).await,
-        (true, true, 1)
-    );
-    let unlocked_at = Instant::now();
-    java_unlock(&mut peer, "a", kind, name).await;
-    let (guard, granted_at) = tokio::time::timeout(PROMPT, waiter).await.unwrap().unwrap();
-    let guard = guard.expect("we get it after Java's unlock");
-    assert!(granted_at - unlocked_at < WAKE_BOUND);
-
-    // We hold on our watchdog.
-    peer.send("b", &format!("lock {} {name}", kind.java()))
-        .await;
-    assert_eq!(
-        peer.try_reply_within("b", 3 * SHORT_WATCHDOG).await,
-        None,
-        "{kind:?}: Java got a lock our watchdog keeps"
+    assert!(
+        !peer.has_reply("b"),
+        "{kind:?}: Java got a lock our watchdog keeps: {:?}",
+        peer.try_reply_within("b", Duration::ZERO).await
     );
     assert!(!guard.is_lost());
+    assert_eq!(
+        java_state(&mut peer, "a", kind, java_held).await,
+        (true, true, 1)
+    );
+
+    // Java's unlock wakes our waiter.
+    let unlocked_at = Instant::now();
+    java_unlock(&mut peer, "a", kind, java_held).await;
+    let (granted, granted_at) = tokio::time::timeout(PROMPT, waiter).await.unwrap().unwrap();
+    let granted = granted.expect("we get it after Java's unlock");
+    assert!(granted_at - unlocked_at < WAKE_BOUND);
+
+    // Ours wakes Java's.
     let unlocked_at = Instant::now();
     assert_eq!(guard.unlock().await.unwrap(), Released::Unlocked);
     let reply = peer.reply_within("b", PROMPT).await;
     assert!(kind.granted(&reply, "locked"), "java lock: {reply}");
     assert!(unlocked_at.elapsed() < WAKE_BOUND);
-    java_unlock(&mut peer, "b", kind, name).await;
+
+    java_unlock(&mut peer, "b", kind, rust_held).await;
+    assert_eq!(granted.unlock().await.unwrap(), Released::Unlocked);
     assert_clean(&server).await;
 }
 
