@@ -378,9 +378,10 @@ async fn renewal_failures_and_a_lost_lock_are_counted_exactly() {
     let refused = refused_commands(&server).await - refused_before;
     assert!(refused >= 2);
     until_reads(RENEWAL_FAILURES, failures + refused as f64).await;
-    // Until the loss is counted: once the count still read 0 right after the holder heard of
-    // the loss (one failure in three nextest runs; which path told the holder first is not
-    // known). A count that never comes fails here.
+    // Until the loss is counted: the renewal service marks the hold lost for its guards at
+    // once and then tells the lock actor, which counts it (lock/lease_entry.rs, `lost`), so
+    // the count may come a moment after `lost()` resolved. A count that never comes fails
+    // here.
     until_reads(LOST, before.counter(LOST) as f64 + 1.0).await;
     let after = Figures::now();
     assert_rose(&before, &after, LOST, 1);
