@@ -8,7 +8,7 @@
 //! directory with the workspace's profile: `scripts/test` has checked the facade without
 //! default features there already, so only the case itself is checked.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 #[test]
@@ -101,7 +101,7 @@ fn a_handler_without_the_web_feature_is_told_to_turn_it_on() {
 /// the workspace checked (the profile is part of what names a compiled crate). The facade and
 /// its member crates are workspace members there and dependencies here, so the settings for
 /// every dependency (`package."*"`) are kept from reaching them.
-fn workspace_profile(root: &PathBuf) -> String {
+fn workspace_profile(root: &Path) -> String {
     let manifest =
         std::fs::read_to_string(root.join("Cargo.toml")).expect("the workspace manifest");
     let mut profile = String::new();
