@@ -801,6 +801,12 @@ impl Run {
         if !keep && std::env::var_os("NEMESIS_KEEP").is_none() {
             let _ = std::fs::remove_dir_all(&self.dir);
         } else {
+            // What the checker read besides the histories, for whoever looks into a failure.
+            let lines = |items: Vec<String>| items.join("\n") + "\n";
+            let sampled = samples.iter().map(|s| format!("{s:?}")).collect();
+            let _ = std::fs::write(self.dir.join("samples.txt"), lines(sampled));
+            let faults = self.faults.iter().map(|f| format!("{f:?}")).collect();
+            let _ = std::fs::write(self.dir.join("faults.txt"), lines(faults));
             println!("histories kept in {}", self.dir.display());
         }
         (report, events)
