@@ -557,6 +557,62 @@ fn checker_catches_a_fair_grant_out_of_queue_order() {
     assert!(report.violations.is_empty(), "{report}");
 }
 
+/// Samples of fair lock `q` every 20 ms from T0 to T0 + `until_ms`, the queue at `ms` after
+/// T0 being `queue(ms)`: (waiter, its deadline in ms after T0), head first.
+fn queue_samples(until_ms: u64, queue: impl Fn(u64) -> Vec<(&'static str, u64)>) -> Vec<Sample> {
+    (0..=until_ms / 20)
+        .map(|i| {
+            let queue = queue(i * 20);
+            let deadlines = queue
+                .iter()
+                .map(|&(waiter, ms)| (waiter.to_string(), (T0 / MS + ms) as i64))
+                .collect();
+            Sample {
+                t: T0 + i * 20 * MS,
+                queues: [("q".to_string(), queue.iter().map(|w| w.0.into()).collect())].into(),
+                deadlines: [("q".to_string(), deadlines)].into(),
+                ..Sample::default()
+            }
+        })
+        .collect()
+}
+
+#[test]
+fn checker_lets_a_fair_waiter_lose_its_place_only_past_its_deadline() {
+    // c1 heads the queue with its deadline at `deadline_ms`, c2 behind it. c2 is granted by
+    // T0 + 25 ms; from T0 + 40 ms the samples show c1 with a later deadline: it lost its
+    // place and joined again. `ahead` waits in front of c1 (and is never granted).
+    let run = |ahead: Option<&'static str>, deadline_ms: u64, rejoined_ms: u64| {
+        let samples = queue_samples(60, |ms| {
+            let front = ahead.map(|w| (w, deadline_ms - 3_000));
+            let queue = if ms < 25 {
+                vec![("c1:1", deadline_ms), ("c2:1", deadline_ms + 3_000)]
+            } else {
+                vec![("c1:1", rejoined_ms)]
+            };
+            front.into_iter().chain(queue).collect()
+        });
+        let mut events = hold_of(("fair", "q"), (2, 1), 25, None, Some(30));
+        events.extend(hold_of(("fair", "q"), (1, 1), 70, None, Some(80)));
+        history::check("unit", &events, &samples, &[], 1_500 * MS, &[])
+    };
+    // Its deadline had passed by c2's grant: Redisson's rule drops it as dead. Not a skip.
+    let report = run(None, 22, 4_500);
+    assert!(report.violations.is_empty(), "{report}");
+    assert_eq!((report.fair_judged, report.fair_expired), (1, 1));
+    // Its deadline was still 475 ms away: a live waiter's valid place was taken.
+    let report = run(None, 500, 4_500);
+    caught(&report, "lost its place");
+    // A deadline that only dropped is the same place: c2 surely jumped it.
+    let report = run(None, 500, 499);
+    caught(&report, "still in that place");
+    // Behind another waiter, its deadline may have dropped by an allowance since the last
+    // sample (the one ahead left): not judged, either way.
+    let report = run(Some("c0:1"), 3_022, 4_500);
+    assert!(report.violations.is_empty(), "{report}");
+    assert_eq!(report.fair_judged, 0);
+}
+
 #[test]
 fn checker_catches_a_queue_place_left_by_a_closed_client() {
     // Worker 1's waiter gave up (cut off), and the queue still holds its place at the end.

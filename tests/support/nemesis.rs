@@ -46,7 +46,8 @@ pub fn now_us() -> u64 {
 pub const MONITOR_SCRIPT: &str = r"
 -- KEYS: lock names; ARGV: their families (hash fast fair rw sem exp).
 -- Returns {TIME s, TIME us, then per key: PTTL, holders as `holder=ms to live` joined by ',',
--- the fair queue joined by ',', the permit count or ''}.
+-- the fair queue as `waiter=deadline` (its score in the deadlines zset, '' if none) joined
+-- by ',', the permit count or ''}.
 local t = redis.call('time')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local out = {t[1], t[2]}
@@ -86,7 +87,12 @@ for i, k in ipairs(KEYS) do
         end
     end
     if family == 'fair' then
-        queue = table.concat(redis.call('lrange', 'redisson_lock_queue:{' .. k .. '}', 0, -1), ',')
+        local waiters = redis.call('lrange', 'redisson_lock_queue:{' .. k .. '}', 0, -1)
+        for j, w in ipairs(waiters) do
+            local deadline = redis.call('zscore', 'redisson_lock_timeout:{' .. k .. '}', w)
+            waiters[j] = w .. '=' .. (deadline or '')
+        end
+        queue = table.concat(waiters, ',')
     end
     out[#out + 1] = tostring(pttl)
     out[#out + 1] = table.concat(holders, ',')
@@ -262,9 +268,18 @@ pub fn parse_sample(reply: &[String], names: &[String]) -> Option<Sample> {
         }
         sample.locks.insert(lock.clone(), (pttl, alive));
         sample.ttls.insert(lock.clone(), ttls);
-        let queue = list(reply.get(4 + 4 * i)?);
+        let mut queue = Vec::new();
+        let mut deadlines = BTreeMap::new();
+        for entry in list(reply.get(4 + 4 * i)?) {
+            let (waiter, deadline) = entry.rsplit_once('=').unwrap_or((&entry, ""));
+            if let Ok(deadline) = deadline.parse::<f64>() {
+                deadlines.insert(waiter.to_string(), deadline as i64);
+            }
+            queue.push(waiter.to_string());
+        }
         if !queue.is_empty() {
             sample.queues.insert(lock.clone(), queue);
+            sample.deadlines.insert(lock.clone(), deadlines);
         }
         if let Ok(count) = reply.get(5 + 4 * i)?.parse() {
             sample.counts.insert(lock.clone(), count);
@@ -786,6 +801,12 @@ impl Run {
         if !keep && std::env::var_os("NEMESIS_KEEP").is_none() {
             let _ = std::fs::remove_dir_all(&self.dir);
         } else {
+            // What the checker read besides the histories, for whoever looks into a failure.
+            let lines = |items: Vec<String>| items.join("\n") + "\n";
+            let sampled = samples.iter().map(|s| format!("{s:?}")).collect();
+            let _ = std::fs::write(self.dir.join("samples.txt"), lines(sampled));
+            let faults = self.faults.iter().map(|f| format!("{f:?}")).collect();
+            let _ = std::fs::write(self.dir.join("faults.txt"), lines(faults));
             println!("histories kept in {}", self.dir.display());
         }
         (report, events)

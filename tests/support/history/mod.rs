@@ -45,7 +45,8 @@
 //!   that surely came after another has the higher token), no stale write was accepted by
 //!   the store (every write ran inside a script that read `TIME`), and no worker claimed a
 //!   hold valid (`l_check`) after its own `lost()` had fired.
-//! - **Fair order** ([`fair`]): grants in queue order among waiters that stayed.
+//! - **Fair order** ([`fair`]): grants in queue order among waiters that stayed; a waiter
+//!   loses its place only once the place's deadline has passed (Redisson's rule).
 //! - **lost() late** ([`lost`]): `lost()` no later than the key's expiry + [`LOST_SLACK_US`].
 //! - **Leftovers** ([`leftovers`]): after the run nothing remains but the stores, the token
 //!   counters and the semaphores' permit counts, whose values must account for every permit.
@@ -106,6 +107,9 @@ pub struct Sample {
     pub ttls: BTreeMap<String, BTreeMap<String, i64>>,
     /// Fair lock queues (`redisson_lock_queue:{name}`), head first.
     pub queues: BTreeMap<String, Vec<String>>,
+    /// Per fair lock and queued waiter: its deadline in `redisson_lock_timeout:{name}`, in
+    /// ms on the Redis clock (absent when the sample did not read it).
+    pub deadlines: BTreeMap<String, BTreeMap<String, i64>>,
     /// Semaphore permit counts (the string key `name`), where it exists.
     pub counts: BTreeMap<String, i64>,
 }
@@ -119,6 +123,11 @@ impl Sample {
         }
         let ttl = self.ttls.get(lock).and_then(|t| t.get(holder).copied());
         Some(ttl.unwrap_or(self.locks[lock].0))
+    }
+
+    /// The queue deadline of fair waiter `field` of `lock` in this sample (ms, Redis clock).
+    fn deadline(&self, lock: &str, field: &str) -> Option<i64> {
+        self.deadlines.get(lock)?.get(field).copied()
     }
 }
 

@@ -36,6 +36,9 @@ pub struct Report {
     pub max_permits_out: BTreeMap<String, usize>,
     /// Pairs of fair waiters seen queued one behind the other that both stayed.
     pub fair_judged: usize,
+    /// Of those, pairs whose first waiter lost its place when its deadline had passed (it
+    /// joined again behind the second, which was granted first).
+    pub fair_expired: usize,
     pub lost_judged: usize,
     pub lost_not_judged: usize,
     pub lost_excused: usize,
@@ -60,9 +63,10 @@ impl fmt::Display for Report {
             "nemesis[{}]: acquisitions={} ({}) reentries={} releases={} lost={} \
              gone_at_unlock={} unlock_unavailable={} faults={} writes_accepted={} \
              refused_stale_writes={} writes_failed={} exclusive_judged={} rw_judged={} \
-             tokens_judged={} max_permits_out={:?} fair_judged={} lost_judged={} \
-             lost_not_judged={} lost_excused={} counts_judged={} fair_orphans={} stalls={} \
-             lost_latest_vs_expiry_ms={} clock_stamps={} violations={}",
+             tokens_judged={} max_permits_out={:?} fair_judged={} fair_expired={} \
+             lost_judged={} lost_not_judged={} lost_excused={} counts_judged={} \
+             fair_orphans={} stalls={} lost_latest_vs_expiry_ms={} clock_stamps={} \
+             violations={}",
             self.scenario,
             self.acquisitions,
             self.kinds(),
@@ -80,6 +84,7 @@ impl fmt::Display for Report {
             self.tokens_judged,
             self.max_permits_out,
             self.fair_judged,
+            self.fair_expired,
             self.lost_judged,
             self.lost_not_judged,
             self.lost_excused,
