@@ -8,6 +8,7 @@
 //! Dependencies: std, tokio (via the redis async API), redis, libc, and the crate under
 //! test for the checks that read a client's state.
 #![allow(dead_code)]
+mod cargo_env;
 pub mod clients;
 pub mod faults;
 pub mod history;
@@ -688,31 +689,7 @@ fn example_binary(name: &str) -> PathBuf {
         .join("examples")
         .join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     let mut build = Command::new(env!("CARGO"));
-    // Without the variables cargo sets for a running test (the package's manifest dir, name
-    // and version, OUT_DIR, ...): build scripts watch some of them (ring's does), so a build
-    // seeing them would rerun those scripts and rebuild half the dependency tree, and the
-    // next build from a shell would rebuild it all back.
-    for (var, _) in std::env::vars_os() {
-        let var = var.to_string_lossy();
-        let set_for_tests = [
-            "CARGO_PKG_",
-            "CARGO_BIN_",
-            "CARGO_MANIFEST_",
-            "CARGO_CRATE_",
-        ]
-        .iter()
-        .any(|prefix| var.starts_with(prefix))
-            || [
-                "CARGO_TARGET_TMPDIR",
-                "CARGO_PRIMARY_PACKAGE",
-                "CARGO_RUSTC_CURRENT_DIR",
-            ]
-            .contains(&var.as_ref())
-            || var == "OUT_DIR";
-        if set_for_tests {
-            build.env_remove(var.as_ref());
-        }
-    }
+    cargo_env::without_test_env(&mut build);
     build
         .current_dir(repo_root())
         // `--workspace`: the features the whole-workspace test run resolved, so only the

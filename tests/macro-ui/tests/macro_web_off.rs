@@ -11,6 +11,9 @@
 use std::path::Path;
 use std::process::Command;
 
+#[path = "../../support/cargo_env.rs"]
+mod cargo_env;
+
 #[test]
 fn a_handler_without_the_web_feature_is_told_to_turn_it_on() {
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
@@ -47,30 +50,8 @@ fn a_handler_without_the_web_feature_is_told_to_turn_it_on() {
     .expect("src/main.rs");
 
     let mut check = Command::new(env!("CARGO"));
-    // Without the variables cargo sets for a running test (a package's name, version and
-    // manifest dir, OUT_DIR, ...): build scripts that watch them would run again and leave
-    // the shared target directory's dependencies to be built again by the next build.
-    for (var, _) in std::env::vars_os() {
-        let var = var.to_string_lossy();
-        let set_for_tests = [
-            "CARGO_PKG_",
-            "CARGO_BIN_",
-            "CARGO_MANIFEST_",
-            "CARGO_CRATE_",
-        ]
-        .iter()
-        .any(|prefix| var.starts_with(prefix))
-            || [
-                "CARGO_TARGET_TMPDIR",
-                "CARGO_PRIMARY_PACKAGE",
-                "CARGO_RUSTC_CURRENT_DIR",
-                "OUT_DIR",
-            ]
-            .contains(&var.as_ref());
-        if set_for_tests {
-            check.env_remove(var.as_ref());
-        }
-    }
+    // The shared target directory's dependencies stay as the workspace built them.
+    cargo_env::without_test_env(&mut check);
     let output = check
         .current_dir(&project)
         .env("CARGO_TARGET_DIR", &target)
