@@ -6,7 +6,9 @@
 //! facade without default features, checked with `cargo check --offline` against a copy of
 //! the workspace's lock file (the versions the suite built), in the workspace's own target
 //! directory with the workspace's profile: `scripts/test` has checked the facade without
-//! default features there already, so only the case itself is checked.
+//! default features there already, so the dependencies are reused and only the library's
+//! own crates (which are no workspace members here, so cargo names them apart) and the case
+//! are checked: seconds, not the minute a target directory of its own took.
 
 use std::path::Path;
 use std::process::Command;
@@ -79,9 +81,8 @@ fn a_handler_without_the_web_feature_is_told_to_turn_it_on() {
 }
 
 /// The workspace manifest's `[profile.*]` tables, so the project's dependencies are the ones
-/// the workspace checked (the profile is part of what names a compiled crate). The facade and
-/// its member crates are workspace members there and dependencies here, so the settings for
-/// every dependency (`package."*"`) are kept from reaching them.
+/// the workspace checked (the profile is part of what names a compiled crate; without them
+/// every dependency is checked again).
 fn workspace_profile(root: &Path) -> String {
     let manifest =
         std::fs::read_to_string(root.join("Cargo.toml")).expect("the workspace manifest");
