@@ -193,12 +193,30 @@ impl<M: Message> Detached<M> {
             _keeper: Box::new(to.clone()),
         }
     }
-
-    /// Hands `deferred` (what the actor's handler of `message` returned) the reply channel.
-    pub(crate) fn answer(reply: oneshot::Sender<M::Result>, deferred: Deferred<M::Result>) {
-        deferred.0.forward(reply);
-    }
 }
+
+/// Lets `$actor` take any message it handles [`Detached`]: the handler runs as for the
+/// message itself and its answer (whatever kind of response it is) goes down the detached
+/// reply. Every request the client sends its actors goes this way (`LockClient::ask`), so
+/// an operation documented to go on once polled does, whenever its future is dropped.
+macro_rules! handles_detached {
+    ($actor:ty) => {
+        impl<M> actix::Handler<$crate::reply::Detached<M>> for $actor
+        where
+            $actor: actix::Handler<M>,
+            M: actix::Message + 'static,
+            M::Result: Send,
+        {
+            type Result = ();
+
+            fn handle(&mut self, msg: $crate::reply::Detached<M>, ctx: &mut actix::Context<Self>) {
+                let response = <Self as actix::Handler<M>>::handle(self, msg.message, ctx);
+                actix::dev::MessageResponse::<Self, M>::handle(response, ctx, Some(msg.reply));
+            }
+        }
+    };
+}
+pub(crate) use handles_detached;
 
 /// Sends `message` to `actor` so that it is handled whether or not the returned future is
 /// awaited to the end (see [`Detached`]); the future yields the handler's reply, or

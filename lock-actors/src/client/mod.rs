@@ -12,9 +12,10 @@ use crate::error::LockError;
 use crate::keys::LockName;
 use crate::lock::{all_scripts, LockActor, LockKind, LockOwner};
 use crate::node::Node;
+use crate::reply::{send_detached, Detached};
 use crate::runtime::ActorRuntime;
 use actix::dev::ToEnvelope;
-use actix::{Addr, Handler, MailboxError, Message};
+use actix::{Addr, Handler, Message};
 use arc_swap::ArcSwapOption;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -400,24 +401,23 @@ impl LockClient {
         self.inner.actors.load_full().ok_or(LockError::Shutdown)
     }
 
-    /// Sends `msg` to the actor `key` names (a lock's or a semaphore's), once more to a
-    /// fresh actor if that one had just stopped.
+    /// Sends `msg` to the actor `key` names (a lock's, a semaphore's or a latch's), to a
+    /// fresh actor if that one had just stopped. Detached (see [`Detached`]): the message
+    /// is handled whether or not the returned future is polled again after its first poll,
+    /// which sends it, so every operation documented to go on once polled does.
     pub(crate) async fn ask<A, M>(&self, key: A::Key, msg: M) -> Result<M::Result, LockError>
     where
-        A: Registered + Handler<M>,
-        M: Message + Clone + Send + 'static,
-        M::Result: Send,
-        A::Context: ToEnvelope<A, M>,
+        A: Registered + Handler<Detached<M>>,
+        M: Message + Send + 'static,
+        M::Result: Send + 'static,
+        A::Context: ToEnvelope<A, Detached<M>>,
     {
-        for _ in 0..2 {
-            let actors = self.actors()?;
-            let actor = actors.find::<A>(&key);
-            match actor.send(msg.clone()).await {
-                Ok(reply) => return Ok(reply),
-                Err(MailboxError::Closed) => A::evict(&actors, &key, &actor),
-                Err(MailboxError::Timeout) => break,
-            }
+        let actors = self.actors()?;
+        let mut actor = actors.find::<A>(&key);
+        if !actor.connected() {
+            A::evict(&actors, &key, &actor);
+            actor = actors.find::<A>(&key);
         }
-        Err(LockError::Shutdown)
+        send_detached(&actor, msg).await
     }
 }

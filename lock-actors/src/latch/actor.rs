@@ -298,6 +298,8 @@ fn refuse<T: 'static>(error: LockError) -> ResponseActFuture<LatchActor, Result<
     Box::pin(fut::ready(Err(error)))
 }
 
+crate::reply::handles_detached!(LatchActor);
+
 impl Actor for LatchActor {
     type Context = Context<Self>;
 

@@ -45,7 +45,7 @@ pub(crate) trait LockActorApi:
     + Handler<Acquire>
     + Handler<AcquireFenced>
     + Handler<HoldLost>
-    + Handler<ExtendHold>
+    + Handler<Detached<ExtendHold>>
 {
 }
 
@@ -57,7 +57,7 @@ impl<A> LockActorApi for A where
         + Handler<Acquire>
         + Handler<AcquireFenced>
         + Handler<HoldLost>
-        + Handler<ExtendHold>
+        + Handler<Detached<ExtendHold>>
 {
 }
 
@@ -142,6 +142,12 @@ impl<A: LockActorApi> Direct<A> {
         self.lock().counts_complete()
     }
 
+    /// For the actor: a force-unlock of the key is about to be sent, or was seen; the
+    /// direct acquires on their way now bring back no hold (see [`FastPath::voided`]).
+    pub(crate) fn voided(&self) {
+        self.lock().voided();
+    }
+
     /// For the actor, once it is idle: callers may act directly again.
     pub(crate) fn release_to_callers(&self) {
         self.lock().actor_idle();
@@ -197,9 +203,13 @@ impl<A: LockActorApi> Direct<A> {
         let Some(node) = self.node() else {
             return Tried::AskActor; // the actor says Shutdown
         };
-        if self.lock().begin_try(actor).is_err() {
-            return Tried::AskActor;
-        }
+        let epoch = {
+            let mut state = self.lock();
+            if state.begin_try(actor).is_err() {
+                return Tried::AskActor;
+            }
+            state.epoch()
+        };
         let lease = fixed.unwrap_or_else(|| self.watchdog_lease());
         let field = self.kind.field(node.owner_field(owner.id()));
         let lease_ms = lease.as_millis() as u64;
@@ -208,7 +218,7 @@ impl<A: LockActorApi> Direct<A> {
         // Boxed: the Redis calls' futures are most of the size of an acquire's future, which
         // is moved whole into the caller's task (and copied on every move).
         let reply = Box::pin(self.try_once(&node, &field, lease_ms, fenced)).await;
-        let answer = match &reply {
+        let mut answer = match &reply {
             Ok((None, _)) => TryAnswer::Granted,
             Ok((Some(_), _)) => TryAnswer::Busy,
             Err(LockError::Unavailable { .. }) => TryAnswer::Unanswered,
@@ -217,9 +227,20 @@ impl<A: LockActorApi> Direct<A> {
         };
         // A grant's watchdog entry names the actor weakly (it must not keep it alive).
         let (after, weak) = pending.answered(|state| {
+            if answer == TryAnswer::Granted && state.stale(epoch) {
+                // A force-unlock came while it was on its way: the hold may be deleted
+                // already. Not counted; settled as a call in doubt, and tried again.
+                answer = TryAnswer::Unanswered;
+            }
             let after = state.try_answered(answer, || self.doubted(owner, lease, None));
             (after, state.actor().map(Addr::downgrade))
         });
+        let reply = match reply {
+            Ok((None, _)) if answer != TryAnswer::Granted => Err(LockError::Lost {
+                name: self.name.to_string(),
+            }),
+            other => other,
+        };
         let error = match reply {
             Ok((None, token)) => {
                 let guard = self.grant(&node, owner, fixed, lease, sent, weak, token);
@@ -465,8 +486,9 @@ impl<A: LockActorApi> GuardLink for Direct<A> {
         let Some(actor) = state.actor() else {
             return Box::pin(async { Err(LockError::Shutdown) });
         };
-        let request = actor.send(ExtendHold { owner, hold, lease });
-        Box::pin(async move { request.await.map_err(|_| LockError::Shutdown)? })
+        // Carried out even if the caller drops the `extend()` future after its first poll.
+        let request = send_detached(actor, ExtendHold { owner, hold, lease });
+        Box::pin(async move { request.await? })
     }
 
     fn reenter(

@@ -241,7 +241,7 @@ pub struct PermitGuard {
     /// Where the permits go back: the semaphore's actor.
     actor: Recipient<Detached<ReleaseGrant>>,
     /// Where their lease is set again: the same actor.
-    lease_actor: Recipient<UpdateGrantLease>,
+    lease_actor: Recipient<Detached<UpdateGrantLease>>,
     /// The client's errands, as [`SemaphoreGuard`]'s.
     errands: Errands,
     name: LockName,
@@ -260,7 +260,7 @@ impl PermitGuard {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn new(
         actor: Recipient<Detached<ReleaseGrant>>,
-        lease_actor: Recipient<UpdateGrantLease>,
+        lease_actor: Recipient<Detached<UpdateGrantLease>>,
         errands: Errands,
         name: LockName,
         grant: u64,

@@ -192,6 +192,7 @@ impl LockActor {
             let (kind, name, holders) = (self.kind, &self.name, &self.holders);
             let (reconciles, reconcile_error) = (&self.reconciles, &self.reconcile_error);
             let clearing = &self.clearing;
+            let forcing = self.forcing > 0;
             let config = &self.node.config;
             let effects = self.queue.pump(now, |head| {
                 let owner = head.data.owner;
@@ -210,6 +211,14 @@ impl LockActor {
                         telemetry::contended(kind, name, config);
                     }
                     return Gate::Hold { pause, error: None };
+                }
+                if forcing {
+                    // A force-unlock of ours is on its way: a try sent now could run before
+                    // it and be deleted. Its answer wakes the head.
+                    return Gate::Hold {
+                        pause: ERROR_RETRY,
+                        error: None,
+                    };
                 }
                 if reconciles.iter().any(|r| r.owner == owner) || clearing.contains_key(&owner) {
                     // Its owner's count is being settled with Redis; try once that is done.
@@ -251,8 +260,18 @@ impl LockActor {
             self.node.commands.pubsub,
         );
         let sent = Instant::now();
+        let epoch = self.force_epoch;
         let request = run_acquire(self.node.commands.clone(), invocation, self.name.clone());
-        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+        ctx.spawn(request.into_actor(self).map(move |mut result, act, ctx| {
+            if epoch != act.force_epoch && matches!(result, Ok((None, _))) {
+                // A force-unlock came while it was on its way: the grant may be deleted
+                // already. Not a hold to hand out: Redis's count is settled as for a lost
+                // reply, and the waiter tries again once it is.
+                let errand = act.node.arbiter.errands().start();
+                let lease = lease.unwrap_or(act.watchdog_lease());
+                act.doubt(owner, lease, None, errand, ctx);
+                result = Ok((Some(0), None));
+            }
             act.attempted(id, owner, lease, sent, result, ctx);
         }));
     }

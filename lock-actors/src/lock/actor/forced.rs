@@ -31,6 +31,9 @@ impl Message for ForcedOut {
     type Result = ();
 }
 
+/// The answers of the other actors on a force-unlocked key, once each has told its holders.
+type Told = Vec<Request<LockActor, ForcedOut>>;
+
 impl Handler<ForceRelease> for LockActor {
     type Result = Deferred<Result<bool, LockError>>;
 
@@ -68,6 +71,11 @@ impl LockActor {
         ctx: &mut Context<Self>,
         report: impl FnOnce(Result<i64, LockError>) + 'static,
     ) {
+        // Every acquire on its way may run before the force and be deleted by it; and none
+        // is sent until it is answered. Voided before the holds taken directly are counted:
+        // a direct grant answered in between is either counted now or found stale.
+        self.void_in_flight();
+        self.forcing += 1;
         self.take_charge(ctx);
         let invocation =
             self.kind
@@ -78,40 +86,62 @@ impl LockActor {
             .clone()
             .eval::<i64>(invocation, self.name.clone());
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+            act.forcing -= 1;
+            // A hold taken directly meanwhile ran before the force (one connection, in
+            // order): count it, so it is told below.
+            act.take_charge(ctx);
             if result == Ok(1) {
                 tracing::warn!(lock = %act.name, "force-unlocked");
                 let owners: Vec<LockOwner> = act.holders.keys().copied().collect();
                 for owner in owners {
                     act.lose(owner, "it was force-unlocked", ctx);
                 }
-                act.tell_others_forced();
-                act.wake_head(ctx);
             }
-            report(result);
+            let told = if result == Ok(1) {
+                act.tell_others_forced()
+            } else {
+                Vec::new()
+            };
+            // The head held back while the force was on its way goes now.
+            act.wake_head(ctx);
             act.refresh_keepalive(ctx);
+            // The caller hears of it once every holder of the key in this client is told.
+            let told = futures_util::future::join_all(told);
+            ctx.spawn(told.into_actor(act).map(move |_, _, _| report(result)));
         }));
     }
 
-    /// Tells every other actor of this client on the same key that it was force-unlocked.
-    fn tell_others_forced(&self) {
+    /// A force-unlock of the key is about to be sent, or was seen: the acquires on their
+    /// way now (ours and direct ones) may run, or have run, before it, so a grant they bring
+    /// back is not counted; it is settled as a call in doubt and its waiter tries again.
+    fn void_in_flight(&mut self) {
+        self.force_epoch += 1;
+        self.direct.voided();
+    }
+
+    /// Tells every other actor of this client on the same key that it was force-unlocked;
+    /// each answers once its holders are told.
+    fn tell_others_forced(&self) -> Told {
         let me = (self.kind, &self.name, self.owner);
         let others = self.registry.live_where(|(kind, name, owner)| {
             name.as_str() == self.name.as_str() && (*kind, name, *owner) != me
         });
-        for other in others {
-            other.do_send(ForcedOut);
-        }
+        others.iter().map(|other| other.send(ForcedOut)).collect()
     }
 }
 
 impl Handler<ForcedOut> for LockActor {
-    type Result = ();
+    type Result = ResponseActFuture<Self, ()>;
 
     /// Reads each holder's count from Redis and drops the holders that have fewer holds
     /// there than here: those the force-unlock deleted. A hold taken after the force-unlock
     /// (a waiter it woke, say) is counted in Redis and stays. When Redis cannot answer, the
     /// holds are given up: a holder that works on without its lock is the worse mistake.
-    fn handle(&mut self, _: ForcedOut, ctx: &mut Context<Self>) {
+    fn handle(&mut self, _: ForcedOut, ctx: &mut Context<Self>) -> Self::Result {
+        // Acquires on their way (ours or direct) may have run before the force. Voided before
+        // the holds taken directly are counted: a direct grant answered in between is either
+        // counted now or found stale.
+        self.void_in_flight();
         self.take_charge(ctx);
         let counted: Vec<(LockOwner, usize)> = self
             .holders
@@ -119,7 +149,8 @@ impl Handler<ForcedOut> for LockActor {
             .map(|(owner, holder)| (*owner, holder.holds.len()))
             .collect();
         if counted.is_empty() {
-            return;
+            self.refresh_keepalive(ctx);
+            return Box::pin(fut::ready(()));
         }
         let mut pipe = redis::pipe();
         for (owner, _) in &counted {
@@ -131,7 +162,7 @@ impl Handler<ForcedOut> for LockActor {
             .commands
             .clone()
             .query::<Vec<Option<String>>>(pipe, self.name.clone());
-        ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
+        Box::pin(request.into_actor(self).map(move |result, act, ctx| {
             for (i, (owner, holds)) in counted.into_iter().enumerate() {
                 let in_redis = match &result {
                     Ok(values) => {
@@ -146,6 +177,6 @@ impl Handler<ForcedOut> for LockActor {
                 }
             }
             act.refresh_keepalive(ctx);
-        }));
+        }))
     }
 }

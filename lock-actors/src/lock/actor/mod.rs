@@ -119,6 +119,13 @@ pub struct LockActor {
     /// The client is closing: its errand, kept until no waiter or try is left here (a
     /// withdraw from the fair queue, if one is due, has its own errand by then).
     closing: Option<Errand>,
+    /// Counts the force-unlocks of the key begun here or seen from another actor: a try of
+    /// ours sent before the latest may have run before it, and its grant may be deleted
+    /// (see `void_in_flight`).
+    force_epoch: u64,
+    /// Force-unlocks sent from here and not answered yet: no try is sent meanwhile (it
+    /// could run before the force in Redis and be deleted by it).
+    forcing: u32,
 }
 
 /// One hold to check against Redis once it answers again.
@@ -296,6 +303,8 @@ impl LockActor {
             reconcile_error: None,
             clearing: HashMap::new(),
             closing: None,
+            force_epoch: 0,
+            forcing: 0,
         }
     }
 
@@ -401,7 +410,8 @@ impl LockActor {
             || self.queue.trying()
             || self.withdrawing.is_some()
             || !self.reconciles.is_empty()
-            || !self.clearing.is_empty();
+            || !self.clearing.is_empty()
+            || self.forcing > 0;
         if !busy {
             self.keepalive = None;
             self.direct.release_to_callers();
@@ -508,6 +518,8 @@ impl Drop for LockActor {
         drop(self.direct.absorb());
     }
 }
+
+crate::reply::handles_detached!(LockActor);
 
 impl Actor for LockActor {
     type Context = Context<Self>;

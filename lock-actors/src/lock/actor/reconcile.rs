@@ -5,7 +5,7 @@ use super::{LockActor, Reconcile};
 use crate::error::LockError;
 use crate::lock::direct_messages::{Doubted, Turn};
 use crate::lock::{LockOwner, Released};
-use crate::reply::{Detached, ReplySlot};
+use crate::reply::ReplySlot;
 use crate::runtime::Errand;
 use crate::wait_queue::ERROR_RETRY;
 use actix::prelude::*;
@@ -132,10 +132,10 @@ impl LockActor {
 
 /// The fast path recorded something for us (a doubt): take charge, which absorbs it, and
 /// carry it out.
-impl Handler<Detached<Turn>> for LockActor {
+impl Handler<Turn> for LockActor {
     type Result = ();
 
-    fn handle(&mut self, _: Detached<Turn>, ctx: &mut Context<Self>) {
+    fn handle(&mut self, _: Turn, ctx: &mut Context<Self>) {
         self.take_charge(ctx);
         self.drive(Vec::new(), ctx);
         self.refresh_keepalive(ctx);

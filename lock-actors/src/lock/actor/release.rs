@@ -9,7 +9,7 @@ use crate::hold_status::HoldStatus;
 use crate::lock::guard::ReleaseHold;
 use crate::lock::lease_entry::{renew_confirmed, renewed_for};
 use crate::lock::{LockOwner, Release, Released, Renew};
-use crate::reply::{Deferred, Detached, ReplySlot};
+use crate::reply::{Deferred, ReplySlot};
 use crate::runtime::Errand;
 use crate::script::ScriptCall;
 use actix::prelude::*;
@@ -89,21 +89,42 @@ impl LockActor {
 
     /// `owner` lost the lock while Redis may still count its holds (a renewal that reached
     /// Redis after its deadline, a fixed lease that ends a drift allowance before the key):
-    /// after telling its guards, take those holds out, so no key outlives what its holder
-    /// was told.
+    /// take those holds out, so no key outlives what its holder was told. The clearing is
+    /// under way before the holder goes, so no caller acts directly on the key meanwhile
+    /// (its owner's new hold would be taken out with the old ones).
     pub(super) fn lose_and_clear(&mut self, owner: LockOwner, why: &str, ctx: &mut Context<Self>) {
-        let holds = self.holders.get(&owner).map_or(0, |h| h.holds.len());
+        let watchdog = self.watchdog_lease();
+        let (holds, lease) = self.holders.get(&owner).map_or((0, watchdog), |h| {
+            let longest = h.holds.iter().filter_map(|hold| hold.lease).max();
+            (h.holds.len(), longest.unwrap_or(watchdog).max(watchdog))
+        });
+        self.clear_lost(owner, holds, lease, ctx);
         self.lose(owner, why, ctx);
-        self.clear_lost(owner, holds, ctx);
     }
 
     /// Sends owner-checked unlocks for `holds` holds of `owner` that this process no longer
     /// counts: each removes only what is `owner`'s (nothing if Redis let the key go, or
     /// someone else holds it now). New tries of `owner` wait until it is done.
-    fn clear_lost(&mut self, owner: LockOwner, holds: usize, ctx: &mut Context<Self>) {
-        // An acquire on the way could be counted by Redis before these unlocks run: they
-        // would take the new hold's count. Leave the key to its lease then.
-        if holds == 0 || self.node.is_stopped() || self.queue.trying() {
+    ///
+    /// With an acquire on its way (ours or a direct one), Redis may count it before these
+    /// unlocks run, and they would take the new hold's count; so each lost hold becomes a
+    /// doubt instead, settled once every call is answered: Redis's count is then set to
+    /// ours (`lease`: how long a stray hold could last).
+    fn clear_lost(
+        &mut self,
+        owner: LockOwner,
+        holds: usize,
+        lease: Duration,
+        ctx: &mut Context<Self>,
+    ) {
+        if holds == 0 || self.node.is_stopped() {
+            return;
+        }
+        if self.queue.trying() || !self.direct.counts_complete() {
+            for _ in 0..holds {
+                let errand = self.node.arbiter.errands().start();
+                self.doubt(owner, lease, None, errand, ctx);
+            }
             return;
         }
         let field = self.field(owner);
@@ -331,15 +352,6 @@ impl Handler<ReleaseHold> for LockActor {
     fn handle(&mut self, msg: ReleaseHold, ctx: &mut Context<Self>) -> Self::Result {
         self.take_charge(ctx);
         self.release(msg.owner, Some(msg.hold), msg.errand, ctx)
-    }
-}
-
-impl Handler<Detached<ReleaseHold>> for LockActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: Detached<ReleaseHold>, ctx: &mut Context<Self>) {
-        let deferred = <Self as Handler<ReleaseHold>>::handle(self, msg.message, ctx);
-        Detached::<ReleaseHold>::answer(msg.reply, deferred);
     }
 }
 

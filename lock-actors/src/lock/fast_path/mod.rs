@@ -165,6 +165,10 @@ pub(crate) struct FastPath<H, D, K> {
     /// A per-owner kind (the fair lock): every waiter goes through the queue in Redis, so
     /// nothing is ever done directly.
     per_owner: bool,
+    /// Counts the force-unlocks of the key begun or seen (see [`voided`](Self::voided)): a
+    /// direct acquire begun before the latest may have run before it, and its grant may
+    /// be gone.
+    epoch: u64,
 }
 
 impl<H, D, K: Clone> FastPath<H, D, K> {
@@ -180,7 +184,29 @@ impl<H, D, K: Clone> FastPath<H, D, K> {
             guards: 0,
             calls: 0,
             per_owner,
+            epoch: 0,
         }
+    }
+
+    /// The force epoch a direct acquire begins in: kept by its caller, who asks
+    /// [`stale`](Self::stale) about it when the answer comes.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch
+    }
+
+    /// A force-unlock of the key is about to be sent, or was seen from another actor:
+    /// every direct acquire on its way now may have run before it, so a grant it brings back
+    /// may have been deleted (see [`stale`](Self::stale)). The actor takes charge.
+    pub(crate) fn voided(&mut self) {
+        self.epoch += 1;
+        self.mode = Mode::Actor;
+    }
+
+    /// Whether a direct acquire begun in `epoch` was on its way when a force-unlock came:
+    /// its grant is not a hold to count (it may be deleted, or not: it is settled as a
+    /// doubt, and its caller tries again).
+    pub(crate) fn stale(&self, epoch: u64) -> bool {
+        epoch != self.epoch
     }
 
     #[cfg(test)]

@@ -6,7 +6,6 @@ use super::{disarm, refuse, SemaphoreActor};
 use crate::error::LockError;
 use crate::hold_status::HoldStatus;
 use crate::lease_list::Loss;
-use crate::reply::Detached;
 use crate::semaphore::guard::{PermitId, ReleaseGrant};
 use crate::semaphore::lease_entry::{permit_deadline, PermitLost};
 use crate::semaphore::{ReleasePermit, EXPIRABLE_RELEASE};
@@ -168,19 +167,6 @@ impl Handler<PermitLost> for SemaphoreActor {
             // The rest of this acquire's permits are of no use alone: give them back.
             self.give_back(ids.len() as u32, ids, ctx);
         }
-    }
-}
-
-/// A guard's release, carried out whether or not its asker still waits (see [`Detached`]).
-impl Handler<Detached<ReleaseGrant>> for SemaphoreActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: Detached<ReleaseGrant>, ctx: &mut Context<Self>) {
-        let reply = msg.reply;
-        let releasing = <Self as Handler<ReleaseGrant>>::handle(self, msg.message, ctx);
-        ctx.spawn(releasing.map(move |result, _, _| {
-            let _ = reply.send(result);
-        }));
     }
 }
 

@@ -21,7 +21,7 @@ use crate::keys::LockName;
 use crate::node::{Node, Unsubscribe};
 use crate::queue_driver::{QueueActor, Queued, Timers};
 use crate::registry::Registry;
-use crate::reply::{Deferred, Detached, ReplySlot};
+use crate::reply::{Deferred, ReplySlot};
 use crate::runtime::{Closing, Errand};
 use crate::script::ScriptCall;
 use crate::telemetry;
@@ -339,6 +339,8 @@ fn refuse<T: 'static>(error: LockError) -> ResponseActFuture<SemaphoreActor, Res
     Box::pin(fut::ready(Err(error)))
 }
 
+crate::reply::handles_detached!(SemaphoreActor);
+
 impl Actor for SemaphoreActor {
     type Context = Context<Self>;
 
@@ -437,19 +439,6 @@ impl Handler<ReleasePermits> for SemaphoreActor {
             return refuse(error);
         }
         self.add_permits_back(msg.permits, ctx)
-    }
-}
-
-/// A guard's release, carried out whether or not its asker still waits (see [`Detached`]).
-impl Handler<Detached<ReturnPermits>> for SemaphoreActor {
-    type Result = ();
-
-    fn handle(&mut self, msg: Detached<ReturnPermits>, ctx: &mut Context<Self>) {
-        let reply = msg.reply;
-        let returning = <Self as Handler<ReturnPermits>>::handle(self, msg.message, ctx);
-        ctx.spawn(returning.map(move |result, _, _| {
-            let _ = reply.send(result);
-        }));
     }
 }
 

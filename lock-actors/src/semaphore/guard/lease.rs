@@ -6,6 +6,7 @@ use crate::error::LockError;
 use crate::hold_status::{HoldStatus, StatusReceiver};
 use crate::keys::LockName;
 use crate::lease_control::LeaseControl;
+use crate::reply::Detached;
 use actix::Recipient;
 use std::future::Future;
 use std::time::Duration;
@@ -111,13 +112,18 @@ impl PermitGuard {
 /// it has ended (lost, or released); the future does not borrow the guard.
 fn update_grant(
     status: &StatusReceiver,
-    actor: &Recipient<UpdateGrantLease>,
+    actor: &Recipient<Detached<UpdateGrantLease>>,
     grant: u64,
     name: &LockName,
     lease: Duration,
 ) -> impl Future<Output = Result<(), LockError>> + Send + 'static {
     let sent = match status.get() {
-        HoldStatus::Held => Ok(actor.send(UpdateGrantLease { grant, lease })),
+        HoldStatus::Held => {
+            // Carried out even if the caller drops the future after its first poll.
+            let (update, answer) = Detached::new(actor, UpdateGrantLease { grant, lease });
+            actor.do_send(update);
+            Ok(answer)
+        }
         HoldStatus::Lost => Err(LockError::Lost {
             name: name.to_string(),
         }),
@@ -125,5 +131,5 @@ fn update_grant(
             name: name.to_string(),
         }),
     };
-    async move { sent?.await.map_err(|_| LockError::Shutdown)? }
+    async move { sent?.await? }
 }

@@ -1,0 +1,293 @@
+//! The windows between a request's send and its reply. The server is held still (SIGSTOP)
+//! while a request is on its way, so what the client decides meanwhile (a force-unlock, a
+//! hold's end, a dropped future) meets a reply that is not back yet:
+//!
+//! - a force-unlock of this client that runs after an acquire on its way: the acquire's
+//!   hold is deleted with the rest, so its caller never counts on it unknowingly;
+//! - a hold that ends while a re-entry of the same owner is on its way and lands on the old
+//!   field: once every reply is in, Redis counts what the client counts;
+//! - the operations documented to go on once polled (`unlock_as`, `extend`,
+//!   `update_lease`) are carried out when their future is dropped after the first poll
+//!   behind a busy mailbox.
+
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
+
+use actix_distributed_lock::messages::GetState;
+use actix_distributed_lock::{AcquireOptions, LockClient, LockGuard, LockOwner, PermitOptions};
+use redis::AsyncCommands;
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+use support::RedisServer;
+
+/// Long enough for a spawned task to have sent its request (into the stopped server's
+/// socket) or for the actor to have handled a message.
+const SETTLE: Duration = Duration::from_millis(200);
+/// How long a reply may take on a loaded machine.
+const BOUND: Duration = Duration::from_secs(10);
+
+/// Never two holders while the earlier is not told: if `rival` can take the lock, `guard`
+/// must already know it lost it.
+async fn never_two_holders(rival: &LockClient, name: &str, guard: &LockGuard, what: &str) {
+    let theirs = rival.lock(name).unwrap().try_acquire().await.unwrap();
+    if theirs.is_some() {
+        assert!(
+            guard.is_lost(),
+            "{what}: another client holds `{name}` while this guard counts on it and lost() \
+             is silent"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_force_unlock_after_a_direct_acquire_on_its_way_leaves_no_second_holder() {
+    let mut server = RedisServer::start();
+    let client = support::client(&server).await;
+    let rival = support::client(&server).await;
+    let name = "in-flight:force";
+    let lock = client.lock(name).unwrap();
+    // The handle's actor and the scripts are warm: the next acquire goes straight to Redis.
+    lock.acquire().await.unwrap().unlock().await.unwrap();
+
+    server.pause();
+    let acquiring = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.acquire().await }
+    });
+    tokio::time::sleep(SETTLE).await;
+    let forcing = tokio::spawn({
+        let lock = lock.clone();
+        async move { lock.force_unlock().await }
+    });
+    tokio::time::sleep(SETTLE).await;
+    server.resume();
+
+    let guard = tokio::time::timeout(BOUND, acquiring)
+        .await
+        .expect("the acquire is answered")
+        .unwrap()
+        .expect("the acquire succeeds");
+    tokio::time::timeout(BOUND, forcing)
+        .await
+        .expect("the force-unlock is answered")
+        .unwrap()
+        .expect("the force-unlock succeeds");
+    never_two_holders(&rival, name, &guard, "a direct acquire before the force").await;
+    if !guard.is_lost() {
+        guard.unlock().await.expect("a live guard unlocks");
+    }
+    assert_eq!(server.keys().await, Vec::<String>::new(), "nothing is left");
+}
+
+#[tokio::test]
+async fn a_force_unlock_through_the_write_side_after_a_read_acquire_on_its_way() {
+    let mut server = RedisServer::start();
+    let client = support::client(&server).await;
+    let rival = support::client(&server).await;
+    let name = "in-flight:force-rw";
+    let rw = client.read_write_lock(name).unwrap();
+    rw.read().acquire().await.unwrap().unlock().await.unwrap();
+    rw.write().acquire().await.unwrap().unlock().await.unwrap();
+
+    server.pause();
+    let acquiring = tokio::spawn({
+        let rw = rw.clone();
+        async move { rw.read().acquire().await }
+    });
+    tokio::time::sleep(SETTLE).await;
+    let forcing = tokio::spawn({
+        let rw = rw.clone();
+        async move { rw.write().force_unlock().await }
+    });
+    tokio::time::sleep(SETTLE).await;
+    server.resume();
+
+    let guard = tokio::time::timeout(BOUND, acquiring)
+        .await
+        .expect("the read acquire is answered")
+        .unwrap()
+        .expect("the read acquire succeeds");
+    tokio::time::timeout(BOUND, forcing)
+        .await
+        .expect("the force-unlock is answered")
+        .unwrap()
+        .expect("the force-unlock succeeds");
+    // A writer excludes the reader.
+    let theirs = rival
+        .read_write_lock(name)
+        .unwrap()
+        .write()
+        .try_acquire()
+        .await
+        .unwrap();
+    if theirs.is_some() {
+        assert!(
+            guard.is_lost(),
+            "a writer of another client holds `{name}` while this reader counts on it and \
+             lost() is silent"
+        );
+    }
+    drop(theirs);
+    if !guard.is_lost() {
+        guard.unlock().await.expect("a live guard unlocks");
+    }
+}
+
+/// A hold with a fixed lease ends (by the client's reckoning, a drift allowance before the
+/// key) while a re-entry of the same owner is on its way; the re-entry runs in that
+/// allowance and lands on the old field. Once its reply is in, Redis must count what the
+/// client counts: the re-entry's unlock frees the key.
+#[tokio::test]
+async fn a_loss_while_a_reentry_is_on_its_way_leaves_redis_counting_what_the_client_counts() {
+    // The drift allowance of this lease is 102 ms: the window the re-entry lands in.
+    const LEASE: Duration = Duration::from_secs(10);
+    const DRIFT: Duration = Duration::from_millis(102);
+    let mut server = RedisServer::start();
+    let client = support::client(&server).await;
+    let name = "in-flight:reentry";
+    let lock = client.lock(name).unwrap();
+    let owner = LockOwner::new();
+    let options = AcquireOptions::new().owner(owner);
+    lock.acquire_with(options.clone().lease(LEASE))
+        .await
+        .unwrap()
+        .unlock()
+        .await
+        .unwrap();
+
+    let sent = Instant::now();
+    let first = lock
+        .acquire_with(options.clone().lease(LEASE))
+        .await
+        .unwrap();
+    // Held still from before the client's end of the first hold until half-way through
+    // the drift allowance (the key lives another half).
+    let end = sent + LEASE - DRIFT;
+    tokio::time::sleep_until((end - Duration::from_millis(400)).into()).await;
+    server.pause();
+    let reentering = tokio::spawn({
+        let lock = lock.clone();
+        async move {
+            lock.acquire_with(options.lease(Duration::from_secs(30)))
+                .await
+        }
+    });
+    tokio::time::sleep_until((end + DRIFT / 2).into()).await;
+    assert!(
+        first.is_lost(),
+        "the first hold has ended by the client's reckoning"
+    );
+    server.resume();
+
+    let second = tokio::time::timeout(BOUND, reentering)
+        .await
+        .expect("the re-entry is answered")
+        .unwrap()
+        .expect("the re-entry succeeds");
+    drop(first);
+    second.unlock().await.expect("the re-entry unlocks");
+    let left: Vec<String> = server.keys().await;
+    assert_eq!(
+        left,
+        Vec::<String>::new(),
+        "the client counted one hold and released it; Redis must not keep another"
+    );
+}
+
+/// Polls `future` once (the request is sent) and drops it.
+fn poll_once_and_drop<F: Future>(future: F) {
+    let mut future = pin!(future);
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(
+        matches!(future.as_mut().poll(&mut cx), Poll::Pending),
+        "the request is still on its way after one poll"
+    );
+}
+
+/// Fills `name`'s lock actor's mailbox, so a message sent now is handled well after.
+async fn busy_lock_mailbox(client: &LockClient, name: &str) {
+    let actor = client.lock_actor(name).unwrap();
+    for _ in 0..20_000 {
+        actor.do_send(GetState { owner: None });
+    }
+}
+
+#[tokio::test]
+async fn unlock_as_goes_on_when_its_future_is_dropped_after_the_first_poll() {
+    let server = RedisServer::start();
+    let client = support::client(&server).await;
+    let name = "in-flight:unlock-as";
+    let lock = client.lock(name).unwrap();
+    let owner = LockOwner::new();
+    let guard = lock
+        .acquire_with(AcquireOptions::new().owner(owner))
+        .await
+        .unwrap();
+
+    busy_lock_mailbox(&client, name).await;
+    poll_once_and_drop(lock.unlock_as(owner));
+
+    support::eventually("the dropped unlock_as released the lock", BOUND, || async {
+        server.keys().await.is_empty()
+    })
+    .await;
+    drop(guard);
+}
+
+#[tokio::test]
+async fn extend_goes_on_when_its_future_is_dropped_after_the_first_poll() {
+    let server = RedisServer::start();
+    let client = support::client(&server).await;
+    let name = "in-flight:extend";
+    let lock = client.lock(name).unwrap();
+    let guard = lock
+        .acquire_with(AcquireOptions::new().lease(Duration::from_secs(5)))
+        .await
+        .unwrap();
+
+    busy_lock_mailbox(&client, name).await;
+    poll_once_and_drop(guard.extend(Duration::from_secs(60)));
+
+    support::eventually("the dropped extend reached Redis", BOUND, || async {
+        let pttl: i64 = server.conn().await.pttl(name).await.unwrap();
+        pttl > 30_000
+    })
+    .await;
+    guard.unlock().await.unwrap();
+}
+
+#[tokio::test]
+async fn update_lease_goes_on_when_its_future_is_dropped_after_the_first_poll() {
+    let server = RedisServer::start();
+    let client = support::client(&server).await;
+    let name = "in-flight:update-lease";
+    let semaphore = client.expirable_semaphore(name).unwrap();
+    semaphore.try_set_permits(1).await.unwrap();
+    let permit = semaphore
+        .acquire_with(PermitOptions::new().lease(Duration::from_secs(5)))
+        .await
+        .unwrap();
+
+    let actor = semaphore.actor().unwrap();
+    // Fewer than for a lock: each of these runs on the actor's own context.
+    for _ in 0..2_000 {
+        actor.do_send(actix_distributed_lock::messages::AvailablePermits);
+    }
+    poll_once_and_drop(permit.update_lease(Duration::from_secs(60)));
+
+    // The permit's expiry lives in the semaphore's timeout zset, in Redis's clock (ms).
+    let timeouts = format!("{{{name}}}:timeout");
+    support::eventually("the dropped update_lease reached Redis", BOUND, || async {
+        let mut conn = server.conn().await;
+        let time: (String, String) = redis::cmd("TIME").query_async(&mut conn).await.unwrap();
+        let now_ms = time.0.parse::<i64>().unwrap() * 1000;
+        let scores: Vec<(Vec<u8>, f64)> = conn.zrange_withscores(&timeouts, 0, -1).await.unwrap();
+        scores
+            .iter()
+            .any(|(_, expiry)| *expiry as i64 > now_ms + 30_000)
+    })
+    .await;
+    permit.release().await.unwrap();
+}
