@@ -150,7 +150,7 @@ async fn a_loss_while_a_reentry_is_on_its_way_leaves_redis_counting_what_the_cli
     let lock = client.lock(name).unwrap();
     let owner = LockOwner::new();
     let options = AcquireOptions::new().owner(owner);
-    lock.acquire_with(options.clone().lease(LEASE))
+    lock.acquire_with(options.lease(LEASE))
         .await
         .unwrap()
         .unlock()
@@ -158,10 +158,7 @@ async fn a_loss_while_a_reentry_is_on_its_way_leaves_redis_counting_what_the_cli
         .unwrap();
 
     let sent = Instant::now();
-    let first = lock
-        .acquire_with(options.clone().lease(LEASE))
-        .await
-        .unwrap();
+    let first = lock.acquire_with(options.lease(LEASE)).await.unwrap();
     // Held still from before the client's end of the first hold until half-way through
     // the drift allowance (the key lives another half).
     let end = sent + LEASE - DRIFT;

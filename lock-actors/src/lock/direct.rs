@@ -243,8 +243,19 @@ impl<A: LockActorApi> Direct<A> {
         };
         let error = match reply {
             Ok((None, token)) => {
-                let guard = self.grant(&node, owner, fixed, lease, sent, weak, token);
-                return Tried::Acquired(guard);
+                let placed = self.grant(&node, owner, fixed, lease, sent, weak, token, epoch);
+                match placed {
+                    Ok(guard) => return Tried::Acquired(guard),
+                    Err(None) => return Tried::AskActor,
+                    Err(Some(actor)) => {
+                        // A force-unlock came between the answer and the placing.
+                        self.wake(&actor);
+                        let error = LockError::Lost {
+                            name: self.name.to_string(),
+                        };
+                        return Tried::Failed(error, actor);
+                    }
+                }
             }
             Ok((Some(_), _)) => None,
             Err(error) => Some(error),
@@ -267,7 +278,8 @@ impl<A: LockActorApi> Direct<A> {
     }
 
     /// Makes the guard of a hold taken directly (counted out already), and puts the hold in
-    /// the slot.
+    /// the slot; or, if a force-unlock came since the try began in `epoch`, settles the
+    /// grant as a call in doubt and gives back the actor (in charge now) to queue the caller.
     #[allow(clippy::too_many_arguments)]
     fn grant(
         self: &Arc<Self>,
@@ -278,7 +290,8 @@ impl<A: LockActorApi> Direct<A> {
         sent: Instant,
         actor: Option<actix::WeakAddr<A>>,
         token: Option<u64>,
-    ) -> LockGuard {
+        epoch: u64,
+    ) -> Result<LockGuard, Option<Addr<A>>> {
         let (status, receiver) = StatusSender::held();
         let until = surely_held_until(sent, lease);
         status.set_deadline(Some(until));
@@ -302,12 +315,28 @@ impl<A: LockActorApi> Direct<A> {
             lease: fixed,
             sent,
         };
-        self.lock().place(hold, fixed.map(|_| until), taken);
+        let placed = {
+            let mut state = self.lock();
+            let doubt = || self.doubted(owner, lease, None);
+            match state.place_fresh(hold, fixed.map(|_| until), taken, epoch, doubt) {
+                Ok(()) => None,
+                Err(taken) => Some((taken, state.actor().cloned())),
+            }
+        };
+        if let Some((taken, actor)) = placed {
+            if let Some(watch_id) = taken.watch_id {
+                self.watchdog.unregister(watch_id);
+            }
+            // Kept while the doubt waits for it (so never `None`).
+            return Err(actor);
+        }
         tracing::debug!(lock = %self.name, owner = owner.id(), "acquired directly");
         let link: Arc<dyn GuardLink> = self.clone();
-        LockGuard::new(link, self.name.clone(), owner, hold, fixed, receiver)
-            .with_token(token)
-            .timed(HoldTimer::start(self.kind, &self.name, &node.config))
+        Ok(
+            LockGuard::new(link, self.name.clone(), owner, hold, fixed, receiver)
+                .with_token(token)
+                .timed(HoldTimer::start(self.kind, &self.name, &node.config)),
+        )
     }
 
     /// One acquire on the fast path. A free lock of a kind that can is taken with a plain

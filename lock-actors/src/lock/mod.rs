@@ -5,6 +5,7 @@ mod actor;
 mod direct;
 mod direct_messages;
 mod fast_path;
+mod flight;
 mod guard;
 mod kind;
 pub(crate) mod lease_entry;

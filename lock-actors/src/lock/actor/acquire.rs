@@ -192,7 +192,7 @@ impl LockActor {
             let (kind, name, holders) = (self.kind, &self.name, &self.holders);
             let (reconciles, reconcile_error) = (&self.reconciles, &self.reconcile_error);
             let clearing = &self.clearing;
-            let forcing = self.forcing > 0;
+            let forcing = self.forces.holds_tries();
             let config = &self.node.config;
             let effects = self.queue.pump(now, |head| {
                 let owner = head.data.owner;
@@ -260,10 +260,10 @@ impl LockActor {
             self.node.commands.pubsub,
         );
         let sent = Instant::now();
-        let epoch = self.force_epoch;
+        let epoch = self.forces.epoch();
         let request = run_acquire(self.node.commands.clone(), invocation, self.name.clone());
         ctx.spawn(request.into_actor(self).map(move |mut result, act, ctx| {
-            if epoch != act.force_epoch && matches!(result, Ok((None, _))) {
+            if act.forces.stale(epoch) && matches!(result, Ok((None, _))) {
                 // A force-unlock came while it was on its way: the grant may be deleted
                 // already. Not a hold to hand out: Redis's count is settled as for a lost
                 // reply, and the waiter tries again once it is.

@@ -74,9 +74,14 @@ impl LockActor {
         // Every acquire on its way may run before the force and be deleted by it; and none
         // is sent until it is answered. Voided before the holds taken directly are counted:
         // a direct grant answered in between is either counted now or found stale.
-        self.void_in_flight();
-        self.forcing += 1;
+        self.forces.begin();
+        self.direct.voided();
         self.take_charge(ctx);
+        if holders.is_none() {
+            // It deletes the key whoever holds it: our holders are told before it is sent,
+            // not once it has run (a rival could take the lock in between).
+            self.lose_all("it was force-unlocked", ctx);
+        }
         let invocation =
             self.kind
                 .force_unlock(&self.name, self.node.commands.pubsub, holders.as_deref());
@@ -86,18 +91,13 @@ impl LockActor {
             .clone()
             .eval::<i64>(invocation, self.name.clone());
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
-            act.forcing -= 1;
+            act.forces.answered();
             // A hold taken directly meanwhile ran before the force (one connection, in
             // order): count it, so it is told below.
             act.take_charge(ctx);
-            if result == Ok(1) {
-                tracing::warn!(lock = %act.name, "force-unlocked");
-                let owners: Vec<LockOwner> = act.holders.keys().copied().collect();
-                for owner in owners {
-                    act.lose(owner, "it was force-unlocked", ctx);
-                }
-            }
             let told = if result == Ok(1) {
+                tracing::warn!(lock = %act.name, "force-unlocked");
+                act.lose_all("it was force-unlocked", ctx);
                 act.tell_others_forced()
             } else {
                 Vec::new()
@@ -111,12 +111,12 @@ impl LockActor {
         }));
     }
 
-    /// A force-unlock of the key is about to be sent, or was seen: the acquires on their
-    /// way now (ours and direct ones) may run, or have run, before it, so a grant they bring
-    /// back is not counted; it is settled as a call in doubt and its waiter tries again.
-    fn void_in_flight(&mut self) {
-        self.force_epoch += 1;
-        self.direct.voided();
+    /// Every holder here lost the lock.
+    fn lose_all(&mut self, why: &str, ctx: &mut Context<Self>) {
+        let owners: Vec<LockOwner> = self.holders.keys().copied().collect();
+        for owner in owners {
+            self.lose(owner, why, ctx);
+        }
     }
 
     /// Tells every other actor of this client on the same key that it was force-unlocked;
@@ -141,7 +141,8 @@ impl Handler<ForcedOut> for LockActor {
         // Acquires on their way (ours or direct) may have run before the force. Voided before
         // the holds taken directly are counted: a direct grant answered in between is either
         // counted now or found stale.
-        self.void_in_flight();
+        self.forces.seen();
+        self.direct.voided();
         self.take_charge(ctx);
         let counted: Vec<(LockOwner, usize)> = self
             .holders

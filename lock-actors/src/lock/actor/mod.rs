@@ -21,6 +21,7 @@ pub(crate) use spin::AcquireSpinning;
 use super::direct::Direct;
 use super::direct_messages::DirectHold;
 use super::fast_path::surely_held_until;
+use super::flight::Forces;
 use super::kind::LockKind;
 use super::kind::{actor_key, ActorKey};
 use super::lease_entry::{kept_lease, HoldLost, WatchRegistry};
@@ -119,13 +120,10 @@ pub struct LockActor {
     /// The client is closing: its errand, kept until no waiter or try is left here (a
     /// withdraw from the fair queue, if one is due, has its own errand by then).
     closing: Option<Errand>,
-    /// Counts the force-unlocks of the key begun here or seen from another actor: a try of
-    /// ours sent before the latest may have run before it, and its grant may be deleted
-    /// (see `void_in_flight`).
-    force_epoch: u64,
-    /// Force-unlocks sent from here and not answered yet: no try is sent meanwhile (it
-    /// could run before the force in Redis and be deleted by it).
-    forcing: u32,
+    /// The force-unlocks of the key begun here or seen from another actor: a try of ours
+    /// sent before the latest may have run before it (its grant is stale), and none is sent
+    /// while one of ours is out (see `super::flight`).
+    forces: Forces,
 }
 
 /// One hold to check against Redis once it answers again.
@@ -303,8 +301,7 @@ impl LockActor {
             reconcile_error: None,
             clearing: HashMap::new(),
             closing: None,
-            force_epoch: 0,
-            forcing: 0,
+            forces: Forces::default(),
         }
     }
 
@@ -411,7 +408,7 @@ impl LockActor {
             || self.withdrawing.is_some()
             || !self.reconciles.is_empty()
             || !self.clearing.is_empty()
-            || self.forcing > 0;
+            || self.forces.holds_tries();
         if !busy {
             self.keepalive = None;
             self.direct.release_to_callers();

@@ -6,6 +6,7 @@ use crate::config::clock_drift;
 use crate::config::positive_millis;
 use crate::error::LockError;
 use crate::hold_status::HoldStatus;
+use crate::lock::flight::{lost_holds, LostHolds};
 use crate::lock::guard::ReleaseHold;
 use crate::lock::lease_entry::{renew_confirmed, renewed_for};
 use crate::lock::{LockOwner, Release, Released, Renew};
@@ -120,7 +121,8 @@ impl LockActor {
         if holds == 0 || self.node.is_stopped() {
             return;
         }
-        if self.queue.trying() || !self.direct.counts_complete() {
+        let in_flight = self.queue.trying() || !self.direct.counts_complete();
+        if lost_holds(in_flight) == LostHolds::Settle {
             for _ in 0..holds {
                 let errand = self.node.arbiter.errands().start();
                 self.doubt(owner, lease, None, errand, ctx);

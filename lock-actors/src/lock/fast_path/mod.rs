@@ -27,6 +27,7 @@
 //! actor's address (`K`) while either is non-zero or a hold or doubt waits for it: a guard's
 //! release and a doubt must reach the actor even if every handle was dropped.
 
+use super::flight::Forces;
 use crate::config::clock_drift;
 use std::time::{Duration, Instant};
 
@@ -165,10 +166,9 @@ pub(crate) struct FastPath<H, D, K> {
     /// A per-owner kind (the fair lock): every waiter goes through the queue in Redis, so
     /// nothing is ever done directly.
     per_owner: bool,
-    /// Counts the force-unlocks of the key begun or seen (see [`voided`](Self::voided)): a
-    /// direct acquire begun before the latest may have run before it, and its grant may
-    /// be gone.
-    epoch: u64,
+    /// The force-unlocks of the key begun or seen (see [`voided`](Self::voided)): a direct
+    /// acquire begun before the latest may have run before it, and its grant may be gone.
+    forces: Forces,
 }
 
 impl<H, D, K: Clone> FastPath<H, D, K> {
@@ -184,21 +184,21 @@ impl<H, D, K: Clone> FastPath<H, D, K> {
             guards: 0,
             calls: 0,
             per_owner,
-            epoch: 0,
+            forces: Forces::default(),
         }
     }
 
     /// The force epoch a direct acquire begins in: kept by its caller, who asks
     /// [`stale`](Self::stale) about it when the answer comes.
     pub(crate) fn epoch(&self) -> u64 {
-        self.epoch
+        self.forces.epoch()
     }
 
     /// A force-unlock of the key is about to be sent, or was seen from another actor:
     /// every direct acquire on its way now may have run before it, so a grant it brings back
     /// may have been deleted (see [`stale`](Self::stale)). The actor takes charge.
     pub(crate) fn voided(&mut self) {
-        self.epoch += 1;
+        self.forces.seen();
         self.mode = Mode::Actor;
     }
 
@@ -206,7 +206,7 @@ impl<H, D, K: Clone> FastPath<H, D, K> {
     /// its grant is not a hold to count (it may be deleted, or not: it is settled as a
     /// doubt, and its caller tries again).
     pub(crate) fn stale(&self, epoch: u64) -> bool {
-        epoch != self.epoch
+        self.forces.stale(epoch)
     }
 
     #[cfg(test)]
@@ -340,6 +340,29 @@ impl<H, D, K: Clone> FastPath<H, D, K> {
             // `Unlocking` ends in `at_rest`; `Actor` absorbs it at its next turn.
             other => other,
         };
+    }
+
+    /// [`place`](Self::place), unless a force-unlock came since the try began in `epoch`
+    /// (between its answer and now): then the hold may be deleted already, so it is not
+    /// placed. The grant's call ends as one in doubt (`doubt`), the guard counted out for
+    /// it is counted back, and the hold comes back for the caller to undo what it set up
+    /// and ask the actor (in charge now) to queue it.
+    pub(crate) fn place_fresh(
+        &mut self,
+        hold: u64,
+        until: Option<Instant>,
+        taken: H,
+        epoch: u64,
+        doubt: impl FnOnce() -> D,
+    ) -> Result<(), H> {
+        if self.stale(epoch) {
+            self.calls = self.calls.saturating_sub(1);
+            self.guards = self.guards.saturating_sub(1);
+            self.record_doubt(doubt());
+            return Err(taken);
+        }
+        self.place(hold, until, taken);
+        Ok(())
     }
 
     /// The caller's direct call was dropped before its answer: it may have run. Records

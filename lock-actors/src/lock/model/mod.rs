@@ -20,6 +20,10 @@
 //!   or lost, paused clients, a Redisson client beside the library's, a key lost once.
 //! - `fast_path`: one process's callers through the fast path and the lock actor, direct
 //!   calls answered, lost or abandoned, a client that closes.
+//! - `in_flight`: one owner's callers with every request in flight as steps of its own (the
+//!   direct tries, the actor's tries, a force-unlock of ours, the clearing of lost holds),
+//!   holds reaching their end while their key lives on, another client beside them; the
+//!   in-flight rules (`lock::flight`) against the rules as they were.
 //! - `wake_up`: waiters in the wait queue against a holder that unlocks or dies, messages
 //!   late or lost.
 //! - `spin`: the spin lock's polling waiters (no pub/sub) against a holder that unlocks or
@@ -35,6 +39,7 @@
 mod clock;
 mod fair;
 mod fast_path;
+mod in_flight;
 mod kinds_mirror;
 mod latch;
 mod mirror;

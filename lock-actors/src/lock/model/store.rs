@@ -100,6 +100,12 @@ impl Store {
         Some(self.pttl(now))
     }
 
+    /// Another client's acquire (the models' peers), at the model's `now` of 0: whether it
+    /// took the lock.
+    pub(crate) fn peer_acquire(&mut self, owner: u8, lease: u64) -> bool {
+        self.acquire(Scripts::Current, 0, owner, lease).is_none()
+    }
+
     /// `reentrant/renew.lua` for one key: the key's PTTL after the renewal (`Before`: `1`),
     /// or 0 when the owner holds nothing.
     pub(crate) fn renew(&mut self, scripts: Scripts, now: i64, owner: u8, lease: u64) -> i64 {

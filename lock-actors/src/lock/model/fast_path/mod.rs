@@ -492,14 +492,10 @@ impl Model for FastPathModel {
             }
             Action::PeerAcquire => {
                 state.peer.1 -= 1;
-                if state
-                    .store
-                    .acquire(Scripts::Current, 0, PEER, LEASE)
-                    .is_some()
-                {
+                state.peer.0 = state.store.peer_acquire(PEER, LEASE);
+                if !state.peer.0 {
                     return None;
                 }
-                state.peer.0 = true;
             }
             Action::PeerUnlock => {
                 state.store.unlock(0, PEER, LEASE);
