@@ -290,3 +290,30 @@ async fn update_lease_goes_on_when_its_future_is_dropped_after_the_first_poll() 
     .await;
     permit.release().await.unwrap();
 }
+
+#[tokio::test]
+async fn semaphore_and_latch_changes_go_on_when_their_future_is_dropped_after_the_first_poll() {
+    let server = RedisServer::start();
+    let client = support::client(&server).await;
+    let semaphore = client.semaphore("in-flight:permits").unwrap();
+    let actor = semaphore.actor().unwrap();
+    for _ in 0..300 {
+        actor.do_send(actix_distributed_lock::messages::AvailablePermits);
+    }
+    poll_once_and_drop(semaphore.add_permits(5));
+    support::eventually("the dropped add_permits reached Redis", BOUND, || async {
+        semaphore.available_permits().await.unwrap() == 5
+    })
+    .await;
+
+    let latch = client.count_down_latch("in-flight:latch").unwrap();
+    let actor = latch.actor().unwrap();
+    for _ in 0..300 {
+        actor.do_send(actix_distributed_lock::messages::GetCount);
+    }
+    poll_once_and_drop(latch.try_set_count(2));
+    support::eventually("the dropped try_set_count reached Redis", BOUND, || async {
+        latch.count().await.unwrap() == 2
+    })
+    .await;
+}
