@@ -114,7 +114,9 @@ pub use lock_actors::{CountDownLatch, LatchActor};
 /// parameters, including bindings inside destructured parameters, and are formatted with
 /// `Display` (`web::Path<T>` and `web::Json<T>` display their inner value; fields are
 /// reached through them). Everything else is literal, braces included: `"{order}:<id>"`
-/// keeps the Redis Cluster hash tag `{order}`.
+/// keeps the Redis Cluster hash tag `{order}`. A parameter's name in braces (`"order:{id}"`
+/// in a fn with a parameter `id`) is a compile error that suggests `<id>`: it would lock
+/// the same text for every call. Durations are strings with a unit (`wait = "5s"`).
 ///
 /// # Options
 ///
@@ -138,7 +140,7 @@ pub use lock_actors::{CountDownLatch, LatchActor};
 ///   `actix_web::…`), or it returns `HttpResponse`/`impl Responder`). A type that is only
 ///   *named* like an extractor (`&std::path::Path`, your own `Path` or `Json`, or an
 ///   extractor imported bare as `Path<_>`) does not make a handler: write `web::Path<_>`.
-///   the client comes from `App::app_data(web::Data::new(client))` through a hidden
+///   In a handler, the client comes from `App::app_data(web::Data::new(client))` through a hidden
 ///   extractor, and is a clear 500 when missing. The return type becomes
 ///   `Either<LockRejection, T>`: a wait that times out is 409 Conflict with
 ///   `{"error":"lock_timeout","lock":"order:42","waited_ms":…}` and `Retry-After` in whole
