@@ -7,7 +7,7 @@ pub(crate) mod renewal;
 
 pub(crate) use actors::{NodeActors, Registered};
 
-use crate::config::{ClientConfig, Deployment};
+use crate::config::ClientConfig;
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::lock::{all_scripts, LockActor, LockKind, LockOwner};
@@ -205,28 +205,31 @@ impl LockClient {
 
     /// Checks a lock name against this client's limits.
     pub(crate) fn name(&self, name: &str) -> Result<LockName, LockError> {
-        let name = self.mapped_name(name)?;
-        let cluster = matches!(self.inner.config.deployment(), Deployment::Cluster { .. });
-        if cluster && !name.shares_one_slot() {
+        self.mapped_name(name)
+    }
+
+    /// Checks a lock, semaphore or latch name and maps it into this client's namespace, if
+    /// any: the one place a caller's name becomes a key.
+    ///
+    /// A name whose braces are not one non-empty hash tag (`a{b`, `x{}y`) is refused on
+    /// every deployment, not only on a cluster (where its key and channel would land in two
+    /// slots): code that works on one server must not fail when it moves to a cluster.
+    pub(crate) fn mapped_name(&self, name: &str) -> Result<LockName, LockError> {
+        let config = &self.inner.config;
+        let mapped = match config.namespace_value() {
+            Some(namespace) => LockName::namespaced(namespace, name, config.max_name_len),
+            None => LockName::new(name, config.max_name_len),
+        }?;
+        if !mapped.shares_one_slot() {
             return Err(LockError::InvalidName {
                 reason: format!(
-                    "`{name}` has braces that are not one non-empty hash tag, so its key and \
-                     its channel would land in different cluster slots; use balanced braces \
-                     around a non-empty tag (`order:{{42}}`) or none"
+                    "`{mapped}` has braces that are not one non-empty hash tag, so on a Redis \
+                     Cluster its key and its channel would land in different slots; use \
+                     balanced braces around a non-empty tag (`order:{{42}}`) or none"
                 ),
             });
         }
-        Ok(name)
-    }
-
-    /// Checks a lock or semaphore name and maps it into this client's namespace, if any:
-    /// the one place a caller's name becomes a key.
-    pub(crate) fn mapped_name(&self, name: &str) -> Result<LockName, LockError> {
-        let config = &self.inner.config;
-        match config.namespace_value() {
-            Some(namespace) => LockName::namespaced(namespace, name, config.max_name_len),
-            None => LockName::new(name, config.max_name_len),
-        }
+        Ok(mapped)
     }
 
     /// This client's id: the first part of every owner field it writes. A uuid of its own,
