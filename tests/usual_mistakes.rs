@@ -6,41 +6,9 @@
 
 use actix_distributed_lock::{ClientConfig, LockClient, LockError};
 use std::io::{Read, Write};
-use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
+use support::logs::{capture_logs, logs};
 use support::{client, eventually, RedisServer};
-
-static LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
-
-struct Capture;
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        LOG.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Captures every log line of the binary (actors log from their own thread).
-fn capture_logs() {
-    static ONCE: OnceLock<()> = OnceLock::new();
-    ONCE.get_or_init(|| {
-        tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::WARN)
-            .with_writer(|| Capture)
-            .with_ansi(false)
-            .init();
-    });
-}
-
-fn logs() -> String {
-    String::from_utf8_lossy(&LOG.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
-}
 
 const SHORT_WAIT: Duration = Duration::from_millis(200);
 
@@ -265,4 +233,69 @@ async fn unbalanced_braces_are_refused_on_a_single_server_by_every_kind() {
     guard.unlock().await.unwrap();
     assert!(server.keys().await.is_empty());
     client.close().await;
+}
+
+/// The last clone of a client dropped without `close()`: the permits given back just before
+/// still reach Redis (the drop does not wait for them), and a warning says what was in
+/// flight. A client dropped with nothing in flight says nothing.
+#[tokio::test]
+async fn a_client_dropped_without_close_flushes_in_the_background_and_warns() {
+    capture_logs();
+    let server = RedisServer::start();
+    let conn = server.conn().await;
+
+    let quiet = client(&server).await;
+    let quiet_id = quiet.id().to_string();
+    drop(quiet);
+
+    let client = client(&server).await;
+    let id = client.id().to_string();
+    let pool = client.semaphore("pool").unwrap();
+    assert!(pool.try_set_permits(2).await.unwrap());
+    let permit = pool.acquire(1).await.unwrap();
+    let permits = || {
+        let mut conn = conn.clone();
+        async move {
+            let value: Option<String> = redis::cmd("GET")
+                .arg("pool")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            value
+        }
+    };
+    assert_eq!(permits().await.as_deref(), Some("1"));
+
+    let dropping = std::time::Instant::now();
+    drop(permit);
+    drop(pool);
+    drop(client);
+    assert!(
+        dropping.elapsed() < Duration::from_millis(500),
+        "the drop does not wait for Redis: {:?}",
+        dropping.elapsed()
+    );
+    eventually(
+        "the dropped permit is back",
+        Duration::from_secs(10),
+        || async { permits().await.as_deref() == Some("2") },
+    )
+    .await;
+
+    let log = logs();
+    let warnings: Vec<&str> = log.lines().filter(|line| line.contains(" WARN ")).collect();
+    let warning = warnings
+        .iter()
+        .find(|line| line.contains(&id))
+        .unwrap_or_else(|| panic!("no warning names the client {id}: {log}"));
+    assert!(
+        warning.contains("lock client dropped without close()")
+            && warning.contains("still on their way to Redis")
+            && warning.contains("client.close().await"),
+        "{warning}"
+    );
+    assert!(
+        !warnings.iter().any(|line| line.contains(&quiet_id)),
+        "a client dropped with nothing in flight warns: {warnings:?}"
+    );
 }

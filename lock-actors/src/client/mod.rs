@@ -34,9 +34,11 @@ use std::sync::Arc;
 ///
 /// End it with [`close`](LockClient::close) (`client.close().await`) before the program
 /// returns or the server stops: the releases of guards dropped just before reach Redis, and
-/// nothing is left behind. Dropping the last clone (or [`shutdown`](LockClient::shutdown))
-/// stops its actors at once: renewal ends, held locks expire at their lease, and releases
-/// still on their way are cut off.
+/// nothing is left behind. [`shutdown`](LockClient::shutdown) stops its actors at once:
+/// renewal ends, held locks expire at their lease, and releases still on their way are cut
+/// off. Dropping the last clone without `close` finishes the releases already on their way in
+/// the background, as `close` would (the drop does not wait), logs a warning that counts
+/// them, then stops; a process that exits first loses them.
 ///
 /// # Example
 ///
@@ -83,9 +85,43 @@ impl ClientInner {
     }
 }
 
+/// The last clone dropped without [`close`](LockClient::close): releases and withdraws
+/// already on their way to Redis (a guard dropped just before, permits given back, a fair
+/// waiter that gave up) are finished in the background, bounded by the response timeout, as
+/// `close` would; the drop itself never waits. A warning says what was left in flight: it
+/// is lost if the process exits before it is done, and a plain semaphore's permits given
+/// back that way stay taken for good.
 impl Drop for ClientInner {
     fn drop(&mut self) {
-        self.stop();
+        let scope = self.runtime.arbiter();
+        let in_flight = scope.errands().running();
+        if self.shut_down.load(Ordering::SeqCst) || in_flight == 0 {
+            return self.stop();
+        }
+        let Some(actors) = self.actors.swap(None) else {
+            return self.stop();
+        };
+        let bound = self.config.response_timeout;
+        tracing::warn!(
+            client = %self.id,
+            in_flight,
+            "lock client dropped without close(): {in_flight} release(s) or withdraw(s) of \
+             dropped guards, given-back permits or abandoned waits were still on their way to \
+             Redis; finishing them in the background (at most {bound:?}). Call \
+             `client.close().await` before the program ends: what is unfinished when the \
+             process exits stays in Redis (a lock until its lease ends, a plain semaphore's \
+             permits for good)"
+        );
+        actors.close();
+        let (errands, stopping) = (scope.errands().clone(), scope.clone());
+        let flushing = scope.spawn(async move {
+            let _ = tokio::time::timeout(bound, errands.finished()).await;
+            actors.stop();
+            stopping.stop();
+        });
+        if !flushing {
+            self.runtime.stop();
+        }
     }
 }
 
@@ -365,7 +401,8 @@ impl LockClient {
     /// program or a server; this is for when it must stop at once.
     ///
     /// Dropping the last clone of a client (lock handles and semaphore handles hold one;
-    /// guards do not) is a shutdown: a guard still alive then answers
+    /// guards do not) is a shutdown once the releases already on their way are finished in
+    /// the background (see [`LockClient`]): a guard still alive then answers
     /// [`unlock`](crate::LockGuard::unlock) with [`LockError::Shutdown`], and its hold
     /// expires at its lease.
     ///
