@@ -273,8 +273,11 @@ pub struct ReadmeDoctests;
 pub mod docs_doctests {
     #[doc = include_str!("../docs/guide.md")]
     pub struct Guide;
+    // The pages' snippets use the features they are about, as a reader would turn them on.
+    #[cfg(feature = "tls")]
     #[doc = include_str!("../docs/production.md")]
     pub struct Production;
+    #[cfg(feature = "inspector")]
     #[doc = include_str!("../docs/inspector.md")]
     pub struct Inspector;
 }
