@@ -1124,3 +1124,66 @@ fn list_reads_the_primary_that_sentinel_names() {
         assert_eq!(locks[0]["holders"][0]["client_id"], a.id());
     });
 }
+
+/// A mistyped command or option gets clap's suggestion, on the one line of the failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mistyped_command_or_option_is_told_what_was_meant() {
+    // Nothing is connected to: the arguments are refused first.
+    let url = "redis://127.0.0.1:1/";
+    let run = inspect(&[url, "lsit"]).await;
+    assert_eq!(
+        run.failed(2),
+        "lock-inspect: unrecognized subcommand 'lsit'; did you mean 'list'? (see --help)"
+    );
+    let run = inspect(&[url, "list", "--jsn"]).await;
+    let line = run.failed(2);
+    assert!(
+        line.starts_with("lock-inspect: unexpected argument '--jsn' found")
+            && line.ends_with("; did you mean '--json'? (see --help)"),
+        "{line}"
+    );
+}
+
+/// `watch` opens with the lock as it is: a hold taken before it began is `held`, not
+/// `granted` (which is for the grants it sees happen).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_opens_with_held_for_a_lock_taken_before_it() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let a = client(&server).await;
+    let owner = LockOwner::new();
+    let guard = a
+        .lock("before")
+        .unwrap()
+        .acquire_with(AcquireOptions::new().owner(owner))
+        .await
+        .unwrap();
+    let field = format!("{}:{}", a.id(), owner.id());
+    let mut watch = tokio::process::Command::new(BINARY)
+        .args([&url, "watch", "before"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start lock-inspect watch");
+    let mut lines =
+        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(watch.stdout.take().unwrap()));
+    let first = tokio::time::timeout(RUN_BOUND, lines.next_line())
+        .await
+        .expect("a first line")
+        .unwrap()
+        .expect("a line");
+    let (_, rest) = first.split_once("  ").expect("a time stamp first");
+    assert_eq!(rest, format!("before  held      {field}"), "{first}");
+    guard.unlock().await.unwrap();
+    let pid = watch.id().expect("running") as libc::pid_t;
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let status = tokio::time::timeout(RUN_BOUND, watch.wait())
+        .await
+        .expect("watch ended on SIGINT")
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    a.close().await;
+}
