@@ -999,16 +999,7 @@ async fn watch_prints_grants_and_releases_until_interrupted() {
     let server = RedisServer::start();
     let url = server.url();
     let a = client(&server).await;
-    let mut watch = tokio::process::Command::new(BINARY)
-        .args([&url, "watch", "live", "--json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start lock-inspect watch");
-    let mut lines =
-        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(watch.stdout.take().unwrap()));
+    let (watch, mut lines) = start_watch(&[&url, "watch", "live", "--json"]);
     let first = next_event(&mut lines).await;
     assert_eq!(first["lock"], Value::Null, "no lock at first: {first}");
     let owner = LockOwner::new();
@@ -1037,15 +1028,7 @@ async fn watch_prints_grants_and_releases_until_interrupted() {
             break;
         }
     }
-    // Ctrl-C ends it cleanly.
-    let pid = watch.id().expect("running") as libc::pid_t;
-    // SAFETY: kill(2) on our own child, not yet reaped.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
-    let status = tokio::time::timeout(RUN_BOUND, watch.wait())
-        .await
-        .expect("watch ended on SIGINT")
-        .unwrap();
-    assert_eq!(status.code(), Some(0));
+    interrupt_cleanly(watch).await;
 }
 
 #[test]
@@ -1087,6 +1070,33 @@ fn list_reads_every_primary_of_a_cluster() {
 }
 
 type WatchLines = tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>;
+
+/// Starts `lock-inspect ARGS` (a `watch`), and its output line by line.
+fn start_watch(args: &[&str]) -> (tokio::process::Child, WatchLines) {
+    let mut watch = tokio::process::Command::new(BINARY)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start lock-inspect watch");
+    let stdout = watch.stdout.take().expect("piped stdout");
+    let lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    (watch, lines)
+}
+
+/// Ctrl-C ends a `watch` cleanly: exit 0.
+async fn interrupt_cleanly(mut watch: tokio::process::Child) {
+    let pid = watch.id().expect("running") as libc::pid_t;
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let status = tokio::time::timeout(RUN_BOUND, watch.wait())
+        .await
+        .expect("watch ended on SIGINT")
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+}
 
 /// The next line of `watch --json`, parsed.
 async fn next_event(lines: &mut WatchLines) -> Value {
@@ -1159,16 +1169,7 @@ async fn watch_opens_with_held_for_a_lock_taken_before_it() {
         .await
         .unwrap();
     let field = format!("{}:{}", a.id(), owner.id());
-    let mut watch = tokio::process::Command::new(BINARY)
-        .args([&url, "watch", "before"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start lock-inspect watch");
-    let mut lines =
-        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(watch.stdout.take().unwrap()));
+    let (watch, mut lines) = start_watch(&[&url, "watch", "before"]);
     let first = tokio::time::timeout(RUN_BOUND, lines.next_line())
         .await
         .expect("a first line")
@@ -1177,13 +1178,6 @@ async fn watch_opens_with_held_for_a_lock_taken_before_it() {
     let (_, rest) = first.split_once("  ").expect("a time stamp first");
     assert_eq!(rest, format!("before  held      {field}"), "{first}");
     guard.unlock().await.unwrap();
-    let pid = watch.id().expect("running") as libc::pid_t;
-    // SAFETY: kill(2) on our own child, not yet reaped.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
-    let status = tokio::time::timeout(RUN_BOUND, watch.wait())
-        .await
-        .expect("watch ended on SIGINT")
-        .unwrap();
-    assert_eq!(status.code(), Some(0));
+    interrupt_cleanly(watch).await;
     a.close().await;
 }
