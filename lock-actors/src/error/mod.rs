@@ -218,9 +218,10 @@ fn timeout_text(name: &str, waited: &Duration, by_this_client: bool) -> String {
         format!(
             "lock `{name}` is still held after waiting {waited:?}, by another owner of this \
              same client: each acquire is a fresh owner unless given one, so a second acquire \
-             in the same task waits for the first; to take it again as its holder, use \
+             in the same task waits for the first. Re-enter instead with \
              `guard.reenter(wait)` or `AcquireOptions::new().owner(owner)` with the holder's \
-             `LockOwner` (the guide's \"The reentrant lock\"), or release the first hold"
+             `LockOwner` (the reentrant kinds; the guide's \"The reentrant lock\"), or \
+             release the first hold"
         )
     } else {
         format!(
