@@ -1,7 +1,26 @@
-//! Redisson-grade distributed locks for Rust, built as actix actors over Redis.
+//! Redisson-compatible distributed locks for Rust, built as actix actors over Redis.
 //!
 //! This crate is the facade: it re-exports the runtime crate's handles, guards and errors
-//! and the `#[distributed_lock]` attribute. Start at [`LockClient`].
+//! and the `#[distributed_lock]` attribute. Start at [`LockClient`]; the
+//! [guide](https://github.com/actix-distributed-lock/actix-distributed-lock/blob/main/docs/guide.md)
+//! shows every kind with examples.
+//!
+//! | feature | what it adds |
+//! |---|---|
+//! | `web` (default) | actix-web glue: `#[distributed_lock]` on handlers, lock errors as 409/503 responses |
+//! | `tls` | `rediss://` connections (rustls with the `ring` provider) |
+//! | `metrics` | counters, histograms and gauges through the [`metrics`](https://docs.rs/metrics) facade |
+//! | `inspector` | `LockClient::inspector()` and an actix-web page that lists holders and waiters (turns on `web`) |
+//! | `cli` | the `lock-inspect` command (`cargo install actix-distributed-lock --features cli`) |
+//!
+//! More, in the repository's `docs/`:
+//! [in production](https://github.com/actix-distributed-lock/actix-distributed-lock/blob/main/docs/production.md)
+//! (timeouts, Cluster, Sentinel, TLS, ACL users, metrics),
+//! [Redisson interop](https://github.com/actix-distributed-lock/actix-distributed-lock/blob/main/docs/redisson.md),
+//! [guarantees](https://github.com/actix-distributed-lock/actix-distributed-lock/blob/main/docs/guarantees.md),
+//! [the inspector](https://github.com/actix-distributed-lock/actix-distributed-lock/blob/main/docs/inspector.md),
+//! [performance](https://github.com/actix-distributed-lock/actix-distributed-lock/blob/main/docs/performance.md)
+//! and [design](https://github.com/actix-distributed-lock/actix-distributed-lock/blob/main/docs/design.md).
 //!
 //! # Which lock should I use?
 //!
@@ -19,6 +38,11 @@
 //!   one writer; **a fast lock** ([`LockClient::fast_lock`]) for hot paths that never
 //!   re-enter; **a spin lock** ([`LockClient::spin_lock`]) where pub/sub is unavailable or
 //!   costly (waiters poll with a [`SpinBackoff`]). [`LockKind`] says what each stores in Redis.
+//! - **A semaphore** ([`LockClient::semaphore`]) for at most N holders at once (Redisson's
+//!   `RSemaphore`; its permits have no lease), or **a permit-expirable semaphore**
+//!   ([`LockClient::expirable_semaphore`]) whose permits come back when their holder dies.
+//! - **[`MultiLock`]** to take several locks, on one node or several, all or none; **[`RedLock`]**
+//!   for one lock over independent Redis nodes (a majority of them).
 //! - **A count-down latch** ([`LockClient::count_down_latch`]) when work must wait until N
 //!   steps, in any process, are done: [`CountDownLatch`] holds nothing, it only opens.
 //! - **[`distributed_lock`]** when the lock guards a whole handler or async fn: the
@@ -65,9 +89,11 @@
 //! }
 //! ```
 //!
-//! Without it, a dropped lock can stay taken for its whole lease, a plain semaphore's
-//! dropped permits can be lost for good, and a fair lock waiter that gave up can hold up
-//! the queue until its deadline ([`LockClient::shutdown`] says what it leaves behind).
+//! Without it, dropping the last clone finishes those releases in the background and logs a
+//! warning, but a process that exits first loses them: a dropped lock can stay taken for its
+//! whole lease, a plain semaphore's dropped permits can be lost for good, and a fair lock
+//! waiter that gave up can hold up the queue until its deadline ([`LockClient::shutdown`]
+//! says what it leaves behind).
 
 // docs.rs (`--cfg docsrs`, nightly) shows which feature each gated item needs.
 #![cfg_attr(docsrs, feature(doc_cfg))]
@@ -114,7 +140,9 @@ pub use lock_actors::{CountDownLatch, LatchActor};
 /// parameters, including bindings inside destructured parameters, and are formatted with
 /// `Display` (`web::Path<T>` and `web::Json<T>` display their inner value; fields are
 /// reached through them). Everything else is literal, braces included: `"{order}:<id>"`
-/// keeps the Redis Cluster hash tag `{order}`.
+/// keeps the Redis Cluster hash tag `{order}`. A parameter's name in braces (`"order:{id}"`
+/// in a fn with a parameter `id`) is a compile error that suggests `<id>`: it would lock
+/// the same text for every call. Durations are strings with a unit (`wait = "5s"`).
 ///
 /// # Options
 ///
@@ -138,7 +166,7 @@ pub use lock_actors::{CountDownLatch, LatchActor};
 ///   `actix_web::…`), or it returns `HttpResponse`/`impl Responder`). A type that is only
 ///   *named* like an extractor (`&std::path::Path`, your own `Path` or `Json`, or an
 ///   extractor imported bare as `Path<_>`) does not make a handler: write `web::Path<_>`.
-///   the client comes from `App::app_data(web::Data::new(client))` through a hidden
+///   In a handler, the client comes from `App::app_data(web::Data::new(client))` through a hidden
 ///   extractor, and is a clear 500 when missing. The return type becomes
 ///   `Either<LockRejection, T>`: a wait that times out is 409 Conflict with
 ///   `{"error":"lock_timeout","lock":"order:42","waited_ms":…}` and `Retry-After` in whole
@@ -245,8 +273,11 @@ pub struct ReadmeDoctests;
 pub mod docs_doctests {
     #[doc = include_str!("../docs/guide.md")]
     pub struct Guide;
+    // The pages' snippets use the features they are about, as a reader would turn them on.
+    #[cfg(feature = "tls")]
     #[doc = include_str!("../docs/production.md")]
     pub struct Production;
+    #[cfg(feature = "inspector")]
     #[doc = include_str!("../docs/inspector.md")]
     pub struct Inspector;
 }

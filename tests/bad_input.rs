@@ -656,10 +656,7 @@ async fn input_errors_name_the_lock_they_are_about() {
     }
 
     // The variants that do carry the name.
-    let timeout = LockError::Timeout {
-        name: "t:1".into(),
-        waited: Duration::from_secs(1),
-    };
+    let timeout = LockError::timeout("t:1", Duration::from_secs(1));
     for (error, name) in [
         (timeout, "t:1"),
         (LockError::NotOwner { name: "n:1".into() }, "n:1"),

@@ -999,16 +999,7 @@ async fn watch_prints_grants_and_releases_until_interrupted() {
     let server = RedisServer::start();
     let url = server.url();
     let a = client(&server).await;
-    let mut watch = tokio::process::Command::new(BINARY)
-        .args([&url, "watch", "live", "--json"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start lock-inspect watch");
-    let mut lines =
-        tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(watch.stdout.take().unwrap()));
+    let (watch, mut lines) = start_watch(&[&url, "watch", "live", "--json"]);
     let first = next_event(&mut lines).await;
     assert_eq!(first["lock"], Value::Null, "no lock at first: {first}");
     let owner = LockOwner::new();
@@ -1037,15 +1028,7 @@ async fn watch_prints_grants_and_releases_until_interrupted() {
             break;
         }
     }
-    // Ctrl-C ends it cleanly.
-    let pid = watch.id().expect("running") as libc::pid_t;
-    // SAFETY: kill(2) on our own child, not yet reaped.
-    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
-    let status = tokio::time::timeout(RUN_BOUND, watch.wait())
-        .await
-        .expect("watch ended on SIGINT")
-        .unwrap();
-    assert_eq!(status.code(), Some(0));
+    interrupt_cleanly(watch).await;
 }
 
 #[test]
@@ -1088,6 +1071,33 @@ fn list_reads_every_primary_of_a_cluster() {
 
 type WatchLines = tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>;
 
+/// Starts `lock-inspect ARGS` (a `watch`), and its output line by line.
+fn start_watch(args: &[&str]) -> (tokio::process::Child, WatchLines) {
+    let mut watch = tokio::process::Command::new(BINARY)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start lock-inspect watch");
+    let stdout = watch.stdout.take().expect("piped stdout");
+    let lines = tokio::io::AsyncBufReadExt::lines(tokio::io::BufReader::new(stdout));
+    (watch, lines)
+}
+
+/// Ctrl-C ends a `watch` cleanly: exit 0.
+async fn interrupt_cleanly(mut watch: tokio::process::Child) {
+    let pid = watch.id().expect("running") as libc::pid_t;
+    // SAFETY: kill(2) on our own child, not yet reaped.
+    assert_eq!(unsafe { libc::kill(pid, libc::SIGINT) }, 0);
+    let status = tokio::time::timeout(RUN_BOUND, watch.wait())
+        .await
+        .expect("watch ended on SIGINT")
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
 /// The next line of `watch --json`, parsed.
 async fn next_event(lines: &mut WatchLines) -> Value {
     let line = tokio::time::timeout(RUN_BOUND, lines.next_line())
@@ -1123,4 +1133,51 @@ fn list_reads_the_primary_that_sentinel_names() {
         assert_eq!(names(&locks), ["s:1"]);
         assert_eq!(locks[0]["holders"][0]["client_id"], a.id());
     });
+}
+
+/// A mistyped command or option gets clap's suggestion, on the one line of the failure.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mistyped_command_or_option_is_told_what_was_meant() {
+    // Nothing is connected to: the arguments are refused first.
+    let url = "redis://127.0.0.1:1/";
+    let run = inspect(&[url, "lsit"]).await;
+    assert_eq!(
+        run.failed(2),
+        "lock-inspect: unrecognized subcommand 'lsit'; did you mean 'list'? (see --help)"
+    );
+    let run = inspect(&[url, "list", "--jsn"]).await;
+    let line = run.failed(2);
+    assert!(
+        line.starts_with("lock-inspect: unexpected argument '--jsn' found")
+            && line.ends_with("; did you mean '--json'? (see --help)"),
+        "{line}"
+    );
+}
+
+/// `watch` opens with the lock as it is: a hold taken before it began is `held`, not
+/// `granted` (which is for the grants it sees happen).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watch_opens_with_held_for_a_lock_taken_before_it() {
+    let server = RedisServer::start();
+    let url = server.url();
+    let a = client(&server).await;
+    let owner = LockOwner::new();
+    let guard = a
+        .lock("before")
+        .unwrap()
+        .acquire_with(AcquireOptions::new().owner(owner))
+        .await
+        .unwrap();
+    let field = format!("{}:{}", a.id(), owner.id());
+    let (watch, mut lines) = start_watch(&[&url, "watch", "before"]);
+    let first = tokio::time::timeout(RUN_BOUND, lines.next_line())
+        .await
+        .expect("a first line")
+        .unwrap()
+        .expect("a line");
+    let (_, rest) = first.split_once("  ").expect("a time stamp first");
+    assert_eq!(rest, format!("before  held      {field}"), "{first}");
+    guard.unlock().await.unwrap();
+    interrupt_cleanly(watch).await;
+    a.close().await;
 }

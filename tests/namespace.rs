@@ -270,6 +270,7 @@ async fn errors_name_the_lock_without_the_namespace() {
                 LockError::Timeout { waited, .. } => *waited,
                 other => panic!("{other:?}"),
             },
+            by_this_client: false,
         }
     );
     guard.unlock().await.unwrap();

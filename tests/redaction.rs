@@ -10,48 +10,14 @@
 #![recursion_limit = "256"]
 
 use actix_distributed_lock::{redact_url, ClientConfig, LockClient, LockError};
-use std::io::Write;
-use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
+use support::logs::{capture_logs, logs};
 use support::RedisServer;
 
 const PASSWORD: &str = "ab/cd+ef=";
 const ENCODED: &str = "ab%2Fcd%2Bef%3D";
 /// Pieces of the password, raw and encoded, none of which may show anywhere.
 const PIECES: [&str; 6] = ["ab/cd", "cd+ef", "ab%2F", "cd%2B", "%2Bef", "b/c"];
-
-static LOG: Mutex<Vec<u8>> = Mutex::new(Vec::new());
-
-struct Capture;
-
-impl Write for Capture {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        LOG.lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-/// Installs the capturing subscriber once for the binary (actors log from their own thread,
-/// so a thread-local subscriber would miss them).
-fn capture_logs() {
-    static ONCE: OnceLock<()> = OnceLock::new();
-    ONCE.get_or_init(|| {
-        tracing_subscriber::fmt()
-            .with_max_level(tracing::Level::TRACE)
-            .with_writer(|| Capture)
-            .with_ansi(false)
-            .init();
-    });
-}
-
-fn logs() -> String {
-    String::from_utf8_lossy(&LOG.lock().unwrap_or_else(|p| p.into_inner())).into_owned()
-}
 
 #[track_caller]
 fn assert_no_secret(what: &str, text: &str) {

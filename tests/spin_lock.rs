@@ -234,7 +234,7 @@ async fn a_wait_that_times_out_or_is_cancelled_leaves_nothing_behind() {
 
     let timed_out = lock.acquire_timeout(Duration::from_millis(300)).await;
     assert!(
-        matches!(&timed_out, Err(LockError::Timeout { name: n, waited }) if n == name && *waited >= Duration::from_millis(300)),
+        matches!(&timed_out, Err(LockError::Timeout { name: n, waited, .. }) if n == name && *waited >= Duration::from_millis(300)),
         "{timed_out:?}"
     );
     // Cancelled mid-wait: the future is dropped between two tries.

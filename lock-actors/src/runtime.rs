@@ -77,6 +77,12 @@ impl Scope {
         Addr::new(tx)
     }
 
+    /// Stops the scope: every actor and task in it is dropped (a task may stop its own
+    /// scope; it is dropped with the rest).
+    pub(crate) fn stop(&self) {
+        let _ = self.commands.send(Command::Stop);
+    }
+
     fn run_there(&self, job: impl FnOnce() + Send + 'static) -> bool {
         self.commands.send(Command::Run(Box::new(job))).is_ok()
     }
@@ -163,7 +169,7 @@ impl ActorRuntime {
     /// Stops every actor and task of this client (renewals end, its connections close once
     /// their last handle is gone); the thread and other clients go on.
     pub(crate) fn stop(&self) {
-        let _ = self.scope.commands.send(Command::Stop);
+        self.scope.stop();
     }
 }
 
@@ -184,8 +190,13 @@ impl Errands {
         Errand(self.0.clone())
     }
 
+    /// How many errands are running now.
+    pub(crate) fn running(&self) -> usize {
+        *self.0.borrow()
+    }
+
     /// Resolves once no errand is running.
-    async fn finished(&self) {
+    pub(crate) async fn finished(&self) {
         let mut running = self.0.subscribe();
         // Err only when every sender is gone, and `self` is one.
         let _ = running.wait_for(|running| *running == 0).await;

@@ -24,6 +24,11 @@ pub fn distributed_lock(args: TokenStream, item: TokenStream) -> TokenStream {
             // Keep the user's fn so the only errors shown are ours, not knock-on ones: a
             // handler written without `async` is kept as an `async fn`, as actix-web needs.
             let mut item_fn = item_fn;
+            // The body never runs, and the parameters it does not use were the lock's (the
+            // template we refused): no `unused variable` warnings on top of our error.
+            item_fn
+                .attrs
+                .push(syn::parse_quote!(#[allow(unused_variables, unused_mut)]));
             if item_fn.sig.asyncness.is_none() && handler::is_handler(&item_fn) {
                 item_fn.sig.asyncness = Some(syn::Token![async](item_fn.sig.fn_token.span));
             }

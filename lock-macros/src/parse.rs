@@ -183,22 +183,22 @@ fn parse_args(input: ParseStream, params: &[String]) -> syn::Result<RawArgs> {
             input.parse::<Token![=]>()?;
             let name = key.to_string();
             let duplicate = match name.as_str() {
-                "wait" => raw.wait_ms.replace(parse_duration(input)?).is_some(),
+                "wait" => {
+                    let (_, ms) = parse_duration(input, &name)?;
+                    raw.wait_ms.replace(ms).is_some()
+                }
                 "lease" => {
-                    let (literal, ms) = (input.fork().parse::<LitStr>()?, parse_duration(input)?);
+                    let (span, ms) = parse_duration(input, &name)?;
                     if ms == 0 {
-                        return Err(syn::Error::new(
-                            literal.span(),
-                            "a lease must be at least 1ms",
-                        ));
+                        return Err(syn::Error::new(span, "a lease must be at least 1ms"));
                     }
                     raw.lease.replace((key.span(), ms)).is_some()
                 }
                 "retry_after" => {
-                    let (literal, ms) = (input.fork().parse::<LitStr>()?, parse_duration(input)?);
+                    let (span, ms) = parse_duration(input, &name)?;
                     if ms == 0 {
                         return Err(syn::Error::new(
-                            literal.span(),
+                            span,
                             "`retry_after` must be at least 1ms (it is sent in whole seconds, \
                              rounded up)",
                         ));
@@ -259,9 +259,33 @@ fn parse_on_lost(input: ParseStream) -> syn::Result<bool> {
     }
 }
 
-fn parse_duration(input: ParseStream) -> syn::Result<u64> {
-    let literal: LitStr = input.parse()?;
-    parse_millis(&literal.value()).map_err(|message| syn::Error::new(literal.span(), message))
+/// A duration option's string (`"5s"`), in ms, with the string's span. A bare number is
+/// refused with the string to write instead: its unit would be a guess.
+fn parse_duration(input: ParseStream, option: &str) -> syn::Result<(Span, u64)> {
+    if input.peek(LitInt) || input.peek(syn::LitFloat) {
+        let number: syn::Lit = input.parse()?;
+        let digits = match &number {
+            syn::Lit::Int(int) => int.base10_digits().to_string(),
+            syn::Lit::Float(float) => float.base10_digits().to_string(),
+            _ => String::new(),
+        };
+        return Err(syn::Error::new(
+            number.span(),
+            format!(
+                "`{option}` takes a duration with its unit, as a string: write \
+                 `{option} = \"{digits}s\"` (or \"{digits}ms\", \"{digits}m\")"
+            ),
+        ));
+    }
+    let literal: LitStr = input.parse().map_err(|error| {
+        syn::Error::new(
+            error.span(),
+            format!("`{option}` takes a duration as a string, e.g. `{option} = \"5s\"`"),
+        )
+    })?;
+    let ms = parse_millis(&literal.value())
+        .map_err(|message| syn::Error::new(literal.span(), message))?;
+    Ok((literal.span(), ms))
 }
 
 /// Splits `"order:<id>"` into `"order:{}"` and the expression `id`. Braces stay literal.
@@ -277,7 +301,10 @@ fn parse_template(literal: LitStr, params: &[String]) -> syn::Result<Template> {
     while let Some(c) = rest.chars().next() {
         rest = &rest[c.len_utf8()..];
         match c {
-            '{' => format.push_str("{{"),
+            '{' => {
+                refuse_braced_parameter(rest, span, params)?;
+                format.push_str("{{");
+            }
             '}' => format.push_str("}}"),
             '<' => {
                 let Some(end) = rest.find('>') else {
@@ -298,6 +325,28 @@ fn parse_template(literal: LitStr, params: &[String]) -> syn::Result<Template> {
         args,
         literal,
     })
+}
+
+/// `{id}` where `id` is a parameter: the braces are literal text (a Redis Cluster hash
+/// tag), so the lock would be the text `{id}` for every call, one lock for all of them.
+/// `after` is the template after the `{`.
+fn refuse_braced_parameter(after: &str, span: Span, params: &[String]) -> syn::Result<()> {
+    let Some(end) = after.find('}') else {
+        return Ok(());
+    };
+    let inside = after[..end].trim();
+    let root = inside.split('.').next().unwrap_or_default().trim();
+    if root.is_empty() || !params.iter().any(|p| p == root) {
+        return Ok(());
+    }
+    Err(syn::Error::new(
+        span,
+        format!(
+            "`{{{inside}}}` is literal text in a lock name (braces are a Redis Cluster hash tag), \
+             so every call would take the same lock; write `<{inside}>` for the value of the \
+             parameter (`{{<{inside}>}}` to keep it in a hash tag)"
+        ),
+    ))
 }
 
 /// `param` or `param.field.sub` (or `self.field` in a method), as an expression.

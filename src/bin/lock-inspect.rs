@@ -99,7 +99,8 @@ impl Failure {
                 1,
                 format!("`{name}` is not a lock: its key holds other data (left untouched)"),
             ),
-            // A refusal (a semaphore has no holder to force out); at connect: a bad setting.
+            // A refusal (a semaphore has no holder to force out); at connect: the server
+            // refused the user or password, or is no Redis.
             LockError::InvalidConfig { reason } => Failure::new(1, reason),
             LockError::HolderChanged { name } => Failure::new(
                 4,
@@ -152,7 +153,11 @@ fn main() -> ExitCode {
                 .collect();
             let message = message.join(" ");
             let message = message.strip_prefix("error: ").unwrap_or(&message);
-            return fail(&Failure::new(2, format!("{message} (see --help)")), &[]);
+            let hint = did_you_mean(&error);
+            return fail(
+                &Failure::new(2, format!("{message}{hint} (see --help)")),
+                &[],
+            );
         }
     };
     let target = match target::parse(&cli.url) {
@@ -171,6 +176,23 @@ fn main() -> ExitCode {
     match runtime.block_on(run(cli, target)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(failure) => fail(&failure, &secrets),
+    }
+}
+
+/// Clap's suggestion for a mistyped command or option (`lsit`: `list`), as `; did you mean
+/// 'list'?`; empty when it has none.
+fn did_you_mean(error: &clap::Error) -> String {
+    use clap::error::{ContextKind, ContextValue};
+    let suggested = [ContextKind::SuggestedSubcommand, ContextKind::SuggestedArg]
+        .into_iter()
+        .find_map(|kind| match error.get(kind) {
+            Some(ContextValue::String(one)) => Some(vec![one.clone()]),
+            Some(ContextValue::Strings(some)) if !some.is_empty() => Some(some.clone()),
+            _ => None,
+        });
+    match suggested {
+        Some(names) => format!("; did you mean '{}'?", names.join("' or '")),
+        None => String::new(),
     }
 }
 
@@ -195,6 +217,13 @@ async fn run(cli: Cli, target: target::Target) -> Result<(), Failure> {
     if let Some(namespace) = &cli.namespace {
         config = config.namespace(namespace.clone());
     }
+    // What the arguments themselves get wrong is exit 2; a refusal while connecting (a
+    // user or password the server refuses, a port where no Redis answers) is the server
+    // saying no: exit 1.
+    config.validate().map_err(|error| match error {
+        LockError::InvalidConfig { reason } => Failure::new(2, reason),
+        other => Failure::lock(other),
+    })?;
     // The client bounds its connect by the timeout; this bound is the backstop.
     let client = tokio::time::timeout(cli.timeout * 2, LockClient::connect(config))
         .await
@@ -208,10 +237,7 @@ async fn run(cli: Cli, target: target::Target) -> Result<(), Failure> {
                 ),
             )
         })?
-        .map_err(|error| match error {
-            LockError::InvalidConfig { reason } => Failure::new(2, reason),
-            other => Failure::lock(other),
-        })?;
+        .map_err(Failure::lock)?;
     let result = command(&cli, &client.inspector()).await;
     client.shutdown();
     result

@@ -16,6 +16,7 @@ pub mod holder;
 pub mod impair;
 pub mod java_peer;
 pub mod kinds;
+pub mod logs;
 pub mod nemesis;
 pub mod nemesis_java;
 pub mod nemesis_topology;

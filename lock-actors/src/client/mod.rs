@@ -7,7 +7,7 @@ pub(crate) mod renewal;
 
 pub(crate) use actors::{NodeActors, Registered};
 
-use crate::config::{ClientConfig, Deployment};
+use crate::config::ClientConfig;
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::lock::{all_scripts, LockActor, LockKind, LockOwner};
@@ -35,9 +35,11 @@ use std::sync::Arc;
 ///
 /// End it with [`close`](LockClient::close) (`client.close().await`) before the program
 /// returns or the server stops: the releases of guards dropped just before reach Redis, and
-/// nothing is left behind. Dropping the last clone (or [`shutdown`](LockClient::shutdown))
-/// stops its actors at once: renewal ends, held locks expire at their lease, and releases
-/// still on their way are cut off.
+/// nothing is left behind. [`shutdown`](LockClient::shutdown) stops its actors at once:
+/// renewal ends, held locks expire at their lease, and releases still on their way are cut
+/// off. Dropping the last clone without `close` finishes the releases already on their way in
+/// the background, as `close` would (the drop does not wait), logs a warning that counts
+/// them, then stops; a process that exits first loses them.
 ///
 /// # Example
 ///
@@ -84,9 +86,43 @@ impl ClientInner {
     }
 }
 
+/// The last clone dropped without [`close`](LockClient::close): releases and withdraws
+/// already on their way to Redis (a guard dropped just before, permits given back, a fair
+/// waiter that gave up) are finished in the background, bounded by the response timeout, as
+/// `close` would; the drop itself never waits. A warning says what was left in flight: it
+/// is lost if the process exits before it is done, and a plain semaphore's permits given
+/// back that way stay taken for good.
 impl Drop for ClientInner {
     fn drop(&mut self) {
-        self.stop();
+        let scope = self.runtime.arbiter();
+        let in_flight = scope.errands().running();
+        if self.shut_down.load(Ordering::SeqCst) || in_flight == 0 {
+            return self.stop();
+        }
+        let Some(actors) = self.actors.swap(None) else {
+            return self.stop();
+        };
+        let bound = self.config.response_timeout;
+        tracing::warn!(
+            client = %self.id,
+            in_flight,
+            "lock client dropped without close(): {in_flight} release(s) or withdraw(s) of \
+             dropped guards, given-back permits or abandoned waits were still on their way to \
+             Redis; finishing them in the background (at most {bound:?}). Call \
+             `client.close().await` before the program ends: what is unfinished when the \
+             process exits stays in Redis (a lock until its lease ends, a plain semaphore's \
+             permits for good)"
+        );
+        actors.close();
+        let (errands, stopping) = (scope.errands().clone(), scope.clone());
+        let flushing = scope.spawn(async move {
+            let _ = tokio::time::timeout(bound, errands.finished()).await;
+            actors.stop();
+            stopping.stop();
+        });
+        if !flushing {
+            self.runtime.stop();
+        }
     }
 }
 
@@ -206,28 +242,31 @@ impl LockClient {
 
     /// Checks a lock name against this client's limits.
     pub(crate) fn name(&self, name: &str) -> Result<LockName, LockError> {
-        let name = self.mapped_name(name)?;
-        let cluster = matches!(self.inner.config.deployment(), Deployment::Cluster { .. });
-        if cluster && !name.shares_one_slot() {
+        self.mapped_name(name)
+    }
+
+    /// Checks a lock, semaphore or latch name and maps it into this client's namespace, if
+    /// any: the one place a caller's name becomes a key.
+    ///
+    /// A name whose braces are not one non-empty hash tag (`a{b`, `x{}y`) is refused on
+    /// every deployment, not only on a cluster (where its key and channel would land in two
+    /// slots): code that works on one server must not fail when it moves to a cluster.
+    pub(crate) fn mapped_name(&self, name: &str) -> Result<LockName, LockError> {
+        let config = &self.inner.config;
+        let mapped = match config.namespace_value() {
+            Some(namespace) => LockName::namespaced(namespace, name, config.max_name_len),
+            None => LockName::new(name, config.max_name_len),
+        }?;
+        if !mapped.shares_one_slot() {
             return Err(LockError::InvalidName {
                 reason: format!(
-                    "`{name}` has braces that are not one non-empty hash tag, so its key and \
-                     its channel would land in different cluster slots; use balanced braces \
-                     around a non-empty tag (`order:{{42}}`) or none"
+                    "`{mapped}` has braces that are not one non-empty hash tag, so on a Redis \
+                     Cluster its key and its channel would land in different slots; use \
+                     balanced braces around a non-empty tag (`order:{{42}}`) or none"
                 ),
             });
         }
-        Ok(name)
-    }
-
-    /// Checks a lock or semaphore name and maps it into this client's namespace, if any:
-    /// the one place a caller's name becomes a key.
-    pub(crate) fn mapped_name(&self, name: &str) -> Result<LockName, LockError> {
-        let config = &self.inner.config;
-        match config.namespace_value() {
-            Some(namespace) => LockName::namespaced(namespace, name, config.max_name_len),
-            None => LockName::new(name, config.max_name_len),
-        }
+        Ok(mapped)
     }
 
     /// This client's id: the first part of every owner field it writes. A uuid of its own,
@@ -363,7 +402,8 @@ impl LockClient {
     /// program or a server; this is for when it must stop at once.
     ///
     /// Dropping the last clone of a client (lock handles and semaphore handles hold one;
-    /// guards do not) is a shutdown: a guard still alive then answers
+    /// guards do not) is a shutdown once the releases already on their way are finished in
+    /// the background (see [`LockClient`]): a guard still alive then answers
     /// [`unlock`](crate::LockGuard::unlock) with [`LockError::Shutdown`], and its hold
     /// expires at its lease.
     ///

@@ -247,9 +247,14 @@ impl MultiLock {
                     let taken = held.len();
                     release_all(held, RELEASE_REPORT_WAIT).await;
                     let error = match error {
-                        LockError::Timeout { name, .. } => LockError::Timeout {
+                        LockError::Timeout {
+                            name,
+                            by_this_client,
+                            ..
+                        } => LockError::Timeout {
                             name,
                             waited: started.elapsed(),
+                            by_this_client,
                         },
                         other => other,
                     };

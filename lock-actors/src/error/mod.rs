@@ -19,7 +19,7 @@ use std::time::Duration;
 /// use actix_distributed_lock::LockError;
 /// use std::time::Duration;
 ///
-/// let err = LockError::Timeout { name: "order:42".into(), waited: Duration::from_secs(5) };
+/// let err = LockError::timeout("order:42", Duration::from_secs(5));
 /// assert!(err.to_string().contains("order:42"));
 /// assert!(err.is_timeout());
 /// ```
@@ -27,12 +27,33 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum LockError {
     /// The lock stayed held by someone else for the whole wait.
-    #[error("lock `{name}` is still held by another owner after waiting {waited:?}; retry later or wait longer")]
+    ///
+    /// Every acquire without [`AcquireOptions::owner`](crate::AcquireOptions::owner) is a
+    /// fresh owner, so a second acquire in the same task waits for the first like any other
+    /// owner would. `by_this_client` says when the holder at the end of the wait was an
+    /// owner of this same client (this process, another task or an earlier acquire); the
+    /// message then points to re-entry: [`LockGuard::reenter`](crate::LockGuard::reenter),
+    /// or acquiring with the holder's owner.
+    ///
+    /// ```
+    /// use actix_distributed_lock::LockError;
+    /// use std::time::Duration;
+    ///
+    /// let busy = LockError::Timeout {
+    ///     name: "order:42".into(),
+    ///     waited: Duration::from_secs(5),
+    ///     by_this_client: true,
+    /// };
+    /// assert!(busy.to_string().contains("guard.reenter"));
+    /// ```
+    #[error("{}", timeout_text(.name, .waited, *.by_this_client))]
     Timeout {
         /// The lock's name.
         name: String,
         /// How long this caller waited.
         waited: Duration,
+        /// Whether the holder, when the wait ran out, was an owner of this same client.
+        by_this_client: bool,
     },
     /// The caller does not hold the lock (never did, already released it, or it expired).
     #[error("lock `{name}` is not held by this owner (already released, expired, or held by another owner); nothing was changed")]
@@ -190,6 +211,24 @@ pub enum LockError {
         #[source]
         source: ServerReply,
     },
+}
+
+fn timeout_text(name: &str, waited: &Duration, by_this_client: bool) -> String {
+    if by_this_client {
+        format!(
+            "lock `{name}` is still held after waiting {waited:?}, by another owner of this \
+             same client: each acquire is a fresh owner unless given one, so a second acquire \
+             in the same task waits for the first. Re-enter instead with \
+             `guard.reenter(wait)` or `AcquireOptions::new().owner(owner)` with the holder's \
+             `LockOwner` (the reentrant kinds; the guide's \"The reentrant lock\"), or \
+             release the first hold"
+        )
+    } else {
+        format!(
+            "lock `{name}` is still held by another owner after waiting {waited:?}; retry \
+             later or wait longer"
+        )
+    }
 }
 
 fn denied_text(
@@ -402,6 +441,24 @@ impl LockError {
         self
     }
 
+    /// A [`LockError::Timeout`] on lock `name` after `waited`, with a holder not known to
+    /// be of this client.
+    ///
+    /// ```
+    /// use actix_distributed_lock::LockError;
+    /// use std::time::Duration;
+    ///
+    /// let err = LockError::timeout("order:42", Duration::from_secs(5));
+    /// assert!(err.is_timeout());
+    /// ```
+    pub fn timeout(name: impl Into<String>, waited: Duration) -> Self {
+        LockError::Timeout {
+            name: name.into(),
+            waited,
+            by_this_client: false,
+        }
+    }
+
     pub(crate) fn invalid_config(reason: impl Into<String>) -> Self {
         LockError::InvalidConfig {
             reason: reason.into(),
@@ -413,8 +470,29 @@ impl LockError {
     /// error the server answered with by its code (the redis crate parses it), anything
     /// else (no connection, no answer, a reply that makes no sense) as `Unavailable`.
     pub(crate) fn from_redis(err: &redis::RedisError, name: &str, node: &str) -> Self {
+        // Mistakes in the URL, not outages: retrying would only repeat them.
+        match err.kind() {
+            redis::ErrorKind::AuthenticationFailed => {
+                return LockError::invalid_config(format!(
+                    "Redis node {node} refused the user and password of the Redis URL \
+                     (authentication failed): check them"
+                ))
+            }
+            redis::ErrorKind::Parse => {
+                return LockError::invalid_config(format!(
+                    "Redis node {node} did not answer as Redis — wrong port? (its reply is not \
+                     the Redis protocol)"
+                ))
+            }
+            _ => {}
+        }
         match err.code() {
             Some("WRONGTYPE") => LockError::WrongType { name: name.into() },
+            Some(code @ ("WRONGPASS" | "NOAUTH")) => LockError::invalid_config(format!(
+                "Redis node {node} refused the user and password of the Redis URL ({code} {}): \
+                 check them",
+                redact_text(err.detail().unwrap_or_default())
+            )),
             Some(code) => LockError::Server {
                 node: node.into(),
                 name: name.into(),

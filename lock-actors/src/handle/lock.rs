@@ -384,10 +384,10 @@ impl Lock {
     /// # Ok(()) }
     /// ```
     pub async fn try_acquire(&self) -> Result<Option<LockGuard>, LockError> {
-        match self
-            .acquire_with(AcquireOptions::new().wait(Duration::ZERO))
-            .await
-        {
+        let options = AcquireOptions::new().wait(Duration::ZERO);
+        let config = self.client.config();
+        // Without `acquire_with`'s look at who holds it: a busy lock is `None` here.
+        match telemetry::acquire(self.kind, &self.name, config, self.acquire_once(options)).await {
             Ok(guard) => Ok(Some(guard)),
             Err(LockError::Timeout { .. }) => Ok(None),
             Err(other) => Err(other),
@@ -410,7 +410,40 @@ impl Lock {
     /// ```
     pub async fn acquire_with(&self, options: AcquireOptions) -> Result<LockGuard, LockError> {
         let config = self.client.config();
-        telemetry::acquire(self.kind, &self.name, config, self.acquire_once(options)).await
+        let acquired =
+            telemetry::acquire(self.kind, &self.name, config, self.acquire_once(options)).await;
+        match acquired {
+            Err(LockError::Timeout { name, waited, .. }) => Err(LockError::Timeout {
+                by_this_client: self.held_by_this_client().await,
+                name,
+                waited,
+            }),
+            other => other,
+        }
+    }
+
+    /// Whether an owner of this client holds the lock now: a wait that ran out then was
+    /// most likely a second acquire by the same task, which the timeout's message explains.
+    /// One read, on the slow path only; false when it cannot be told.
+    async fn held_by_this_client(&self) -> bool {
+        let Ok(node) = self.client.node() else {
+            return false;
+        };
+        let prefix = format!("{}:", self.client.id());
+        let mut pipe = redis::pipe();
+        if self.kind.key_type() == "hash" {
+            pipe.cmd("HKEYS").arg(self.name.as_str());
+        } else {
+            pipe.cmd("GET").arg(self.name.as_str());
+        }
+        let reply: Result<(redis::Value,), LockError> =
+            node.commands.clone().query(pipe, self.name.clone()).await;
+        let ours = |value: &redis::Value| matches!(value, redis::Value::BulkString(bytes) if bytes.starts_with(prefix.as_bytes()));
+        match reply {
+            Ok((redis::Value::Array(fields),)) => fields.iter().any(ours),
+            Ok((value,)) => ours(&value),
+            Err(_) => false,
+        }
     }
 
     /// One acquire as [`acquire_with`](Lock::acquire_with) describes, not yet recorded.

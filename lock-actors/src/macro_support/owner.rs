@@ -128,12 +128,7 @@ impl Turn {
             let left = deadline.saturating_duration_since(Instant::now());
             match tokio::time::timeout(left, turns_of.lock_owned()).await {
                 Ok(turn) => turns.push(turn),
-                Err(_) => {
-                    return Err(LockError::Timeout {
-                        name: names.join(", "),
-                        waited: started.elapsed(),
-                    })
-                }
+                Err(_) => return Err(LockError::timeout(names.join(", "), started.elapsed())),
             }
         }
         let call = Call {

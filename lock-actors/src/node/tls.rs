@@ -57,16 +57,44 @@ fn is_tls_url(url: &str) -> bool {
 /// and the forms that are accepted.
 pub(crate) fn url_error(label: &str, e: &redis::RedisError) -> LockError {
     let scheme = label.split_once("://").map(|(scheme, _)| scheme);
+    // `redis:/host` or `redis:host`: a Redis scheme without its `//` (but `redis:6379` is a
+    // host named redis, with a port).
+    let short_scheme = label
+        .split_once(':')
+        .filter(|(scheme, rest)| {
+            let port = rest.split('/').next().unwrap_or_default();
+            let host_and_port = port.parse::<u16>().is_ok() && !rest.starts_with('/');
+            ACCEPTED_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) && !host_and_port
+        })
+        .map(|(scheme, _)| scheme);
+    let problem = match (scheme, short_scheme) {
+        (None, Some(short)) => {
+            format!("its scheme {short}: is not followed by `//` (write {short}://host:port/)")
+        }
+        (None, None) => "it has no scheme (write redis://host:port/)".to_string(),
+        (Some(scheme), _) => return scheme_error(label, scheme, e),
+    };
+    LockError::invalid_config(format!(
+        "cannot use Redis URL {label}: {problem}; {ACCEPTED}"
+    ))
+}
+
+/// The forms of URL the redis crate accepts, for the error that refuses one.
+const ACCEPTED: &str = "accepted: redis://[user:password@]host[:port][/db], rediss://… (TLS, \
+     with the `tls` feature), redis+unix:///path/to.sock or unix:///path/to.sock (valkey:// \
+     and valkeys:// too)";
+
+/// [`url_error`] for a URL that has a scheme.
+fn scheme_error(label: &str, scheme: &str, e: &redis::RedisError) -> LockError {
     let problem = match scheme {
-        None => "it has no scheme (write redis://host:port/)".to_string(),
-        Some(scheme) if !ACCEPTED_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) => {
+        scheme if !ACCEPTED_SCHEMES.contains(&scheme.to_ascii_lowercase().as_str()) => {
             format!("the scheme {scheme}:// is not a Redis scheme")
         }
         // The redis crate's kind only: its text may quote the URL, password and all.
-        Some(_) => format!("{:?}", e.kind()),
+        _ => format!("{:?}", e.kind()),
     };
     LockError::invalid_config(format!(
-        "cannot use Redis URL {label}: {problem}; accepted: redis://[user:password@]host[:port][/db],          rediss://… (TLS, with the `tls` feature), redis+unix:///path/to.sock or unix:///path/to.sock          (valkey:// and valkeys:// too)"
+        "cannot use Redis URL {label}: {problem}; {ACCEPTED}"
     ))
 }
 

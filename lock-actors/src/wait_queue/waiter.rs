@@ -56,10 +56,7 @@ impl<T> Waiter<T> {
         let waited = self.started.elapsed();
         let error = match self.last_error.take() {
             Some(transient) if transient.is_transient() => transient,
-            _ => LockError::Timeout {
-                name: name.to_string(),
-                waited,
-            },
+            _ => LockError::timeout(name, waited),
         };
         (error, waited)
     }

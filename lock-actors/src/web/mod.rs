@@ -126,8 +126,7 @@ impl ResponseError for MissingLockClient {
 /// use actix_web::ResponseError;
 /// use std::time::Duration;
 ///
-/// let busy = LockRejection::new("order:42", LockError::Timeout {
-///     name: "order:42".into(), waited: Duration::from_millis(1500) });
+/// let busy = LockRejection::new("order:42", LockError::timeout("order:42", Duration::from_millis(1500)));
 /// assert_eq!(busy.status_code(), actix_web::http::StatusCode::CONFLICT);
 /// ```
 #[derive(Debug, Clone)]
@@ -174,8 +173,7 @@ impl LockRejection {
     /// use actix_web::ResponseError;
     /// use std::time::Duration;
     ///
-    /// let busy = LockRejection::new("order:42", LockError::Timeout {
-    ///     name: "order:42".into(), waited: Duration::from_secs(5) })
+    /// let busy = LockRejection::new("order:42", LockError::timeout("order:42", Duration::from_secs(5)))
     ///     .with_retry_after(Duration::from_millis(2_100));
     /// assert_eq!(busy.error_response().headers().get("retry-after").unwrap(), "3");
     /// ```

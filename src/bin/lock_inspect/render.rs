@@ -217,6 +217,16 @@ pub fn watch_lines(name: &str, event: &WatchEvent, first: bool) -> String {
     }
     for change in &event.changes {
         let what = match change {
+            // The first event shows the lock as it is: holds taken before the watch began
+            // are held, not granted now (nor waiters queued now).
+            Change::Granted { holder: h } if first => format!("held      {}", holder(h)),
+            Change::Queued { waiter } if first => {
+                format!(
+                    "waiting   {} (position {})",
+                    clean(&waiter.field),
+                    waiter.position
+                )
+            }
             Change::Granted { holder: h } => format!("granted   {}", holder(h)),
             Change::Released { holder: h } => format!("released  {}", clean(&h.field)),
             Change::Queued { waiter } => {

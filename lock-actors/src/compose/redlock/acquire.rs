@@ -469,10 +469,7 @@ impl Failure {
         let answered = self.granted + self.busy;
         if answered >= lock.quorum() {
             // The lock was busy, or the attempts took longer than the lease allows.
-            return LockError::Timeout {
-                name: lock.name.to_string(),
-                waited,
-            };
+            return LockError::timeout(lock.name.to_string(), waited);
         }
         if let Some((_, Some(error))) = self
             .silent

@@ -101,10 +101,7 @@ impl LockActor {
         // the waiter back) says more than "timed out": a busy lock clears it.
         let error = match waiter.last_error {
             Some(error) => error,
-            None => LockError::Timeout {
-                name: self.name.to_string(),
-                waited,
-            },
+            None => LockError::timeout(self.name.to_string(), waited),
         };
         tracing::debug!(lock = %self.name, owner = waiter.data.owner.id(), ?waited,
             "wait timed out");

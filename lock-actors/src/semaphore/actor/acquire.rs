@@ -195,7 +195,7 @@ impl SemaphoreActor {
         queue_driver::forget(self, waiter.id, ctx);
         let (error, waited) = waiter.timeout_error(self.name.unmapped());
         let error = match error {
-            LockError::Timeout { name, waited } if waiter.data.unset => {
+            LockError::Timeout { name, waited, .. } if waiter.data.unset => {
                 LockError::NoPermitsSet { name, waited }
             }
             other => other,
