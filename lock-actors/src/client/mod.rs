@@ -15,7 +15,7 @@ use crate::node::Node;
 use crate::reply::{send_detached, Detached};
 use crate::runtime::ActorRuntime;
 use actix::dev::ToEnvelope;
-use actix::{Addr, Handler, Message};
+use actix::{Addr, Handler, MailboxError, Message};
 use arc_swap::ArcSwapOption;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -441,11 +441,38 @@ impl LockClient {
         self.inner.actors.load_full().ok_or(LockError::Shutdown)
     }
 
-    /// Sends `msg` to the actor `key` names (a lock's, a semaphore's or a latch's), to a
-    /// fresh actor if that one had just stopped. Detached (see [`Detached`]): the message
-    /// is handled whether or not the returned future is polled again after its first poll,
-    /// which sends it, so every operation documented to go on once polled does.
+    /// Sends `msg` to the actor `key` names (a lock's, a semaphore's or a latch's), once more
+    /// to a fresh actor if that one had just stopped. A request whose future is dropped
+    /// before the actor's turn is skipped: right for acquires (a cancelled one is withdrawn;
+    /// thousands cancelled at once cost the actor nothing) and reads.
     pub(crate) async fn ask<A, M>(&self, key: A::Key, msg: M) -> Result<M::Result, LockError>
+    where
+        A: Registered + Handler<M>,
+        M: Message + Clone + Send + 'static,
+        M::Result: Send,
+        A::Context: ToEnvelope<A, M>,
+    {
+        for _ in 0..2 {
+            let actors = self.actors()?;
+            let actor = actors.find::<A>(&key);
+            match actor.send(msg.clone()).await {
+                Ok(reply) => return Ok(reply),
+                Err(MailboxError::Closed) => A::evict(&actors, &key, &actor),
+                Err(MailboxError::Timeout) => break,
+            }
+        }
+        Err(LockError::Shutdown)
+    }
+
+    /// Sends `msg` to the actor `key` names, detached (see [`Detached`]): it is handled
+    /// whether or not the returned future is polled again after its first poll, which sends
+    /// it. For the changes documented to go on once polled (releases, permits set or added,
+    /// lease updates, force-unlocks, a latch's count).
+    pub(crate) async fn ask_detached<A, M>(
+        &self,
+        key: A::Key,
+        msg: M,
+    ) -> Result<M::Result, LockError>
     where
         A: Registered + Handler<Detached<M>>,
         M: Message + Send + 'static,
@@ -455,6 +482,7 @@ impl LockClient {
         let actors = self.actors()?;
         let mut actor = actors.find::<A>(&key);
         if !actor.connected() {
+            // It had just stopped: a fresh one takes the message.
             A::evict(&actors, &key, &actor);
             actor = actors.find::<A>(&key);
         }

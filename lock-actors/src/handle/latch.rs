@@ -105,7 +105,7 @@ impl CountDownLatch {
     /// # Ok(()) }
     /// ```
     pub async fn try_set_count(&self, count: u64) -> Result<bool, LockError> {
-        self.ask(TrySetCount { count }).await
+        self.change(TrySetCount { count }).await
     }
 
     /// Counts the latch down by one; returns the count left. At zero the latch opens: its
@@ -122,7 +122,7 @@ impl CountDownLatch {
     /// # Ok(()) }
     /// ```
     pub async fn count_down(&self) -> Result<u64, LockError> {
-        self.ask(CountDown).await
+        self.change(CountDown).await
     }
 
     /// The count now; 0 when the latch is open.
@@ -153,7 +153,7 @@ impl CountDownLatch {
     /// # Ok(()) }
     /// ```
     pub async fn delete(&self) -> Result<bool, LockError> {
-        self.ask(DeleteLatch).await
+        self.change(DeleteLatch).await
     }
 
     /// Waits until the count is zero, however long that takes (Redisson's `await()`).
@@ -228,6 +228,18 @@ impl CountDownLatch {
     {
         self.client
             .ask::<LatchActor, _>(self.name.clone(), msg)
+            .await?
+    }
+
+    /// [`ask`](Self::ask) for a change documented to go on once polled: sent detached.
+    async fn change<M, T>(&self, msg: M) -> Result<T, LockError>
+    where
+        M: actix::Message<Result = Result<T, LockError>> + Send + 'static,
+        T: Send + 'static,
+        LatchActor: actix::Handler<M>,
+    {
+        self.client
+            .ask_detached::<LatchActor, _>(self.name.clone(), msg)
             .await?
     }
 }

@@ -574,7 +574,7 @@ impl Lock {
     /// ```
     pub async fn force_unlock(&self) -> Result<bool, LockError> {
         self.client
-            .ask::<LockActor, _>((self.kind, self.name.clone(), None), ForceRelease)
+            .ask_detached::<LockActor, _>((self.kind, self.name.clone(), None), ForceRelease)
             .await?
     }
 
@@ -589,7 +589,7 @@ impl Lock {
     ) -> Result<Option<bool>, LockError> {
         let request = crate::lock::ForceReleaseIf { holders };
         self.client
-            .ask::<LockActor, _>((self.kind, self.name.clone(), None), request)
+            .ask_detached::<LockActor, _>((self.kind, self.name.clone(), None), request)
             .await?
     }
 

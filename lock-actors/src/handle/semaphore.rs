@@ -183,7 +183,10 @@ impl Semaphore {
     /// ```
     pub async fn release(&self, permits: u32) -> Result<(), LockError> {
         self.client
-            .ask::<SemaphoreActor, _>((Kind::Plain, self.name.clone()), ReleasePermits { permits })
+            .ask_detached::<SemaphoreActor, _>(
+                (Kind::Plain, self.name.clone()),
+                ReleasePermits { permits },
+            )
             .await?
     }
 
@@ -202,7 +205,10 @@ impl Semaphore {
     /// ```
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool, LockError> {
         self.client
-            .ask::<SemaphoreActor, _>((Kind::Plain, self.name.clone()), TrySetPermits { permits })
+            .ask_detached::<SemaphoreActor, _>(
+                (Kind::Plain, self.name.clone()),
+                TrySetPermits { permits },
+            )
             .await?
     }
 
@@ -221,7 +227,10 @@ impl Semaphore {
     /// ```
     pub async fn set_permits(&self, permits: u32) -> Result<i64, LockError> {
         self.client
-            .ask::<SemaphoreActor, _>((Kind::Plain, self.name.clone()), SetPermits { permits })
+            .ask_detached::<SemaphoreActor, _>(
+                (Kind::Plain, self.name.clone()),
+                SetPermits { permits },
+            )
             .await?
     }
 
@@ -240,7 +249,10 @@ impl Semaphore {
     /// ```
     pub async fn add_permits(&self, delta: i64) -> Result<i64, LockError> {
         self.client
-            .ask::<SemaphoreActor, _>((Kind::Plain, self.name.clone()), AddPermits { delta })
+            .ask_detached::<SemaphoreActor, _>(
+                (Kind::Plain, self.name.clone()),
+                AddPermits { delta },
+            )
             .await?
     }
 

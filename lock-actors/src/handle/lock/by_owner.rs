@@ -39,7 +39,7 @@ impl Lock {
     /// ```
     pub async fn unlock_as(&self, owner: LockOwner) -> Result<Released, LockError> {
         self.client
-            .ask::<LockActor, _>(
+            .ask_detached::<LockActor, _>(
                 (self.kind, self.name.clone(), Some(owner)),
                 ReleaseAs { owner },
             )

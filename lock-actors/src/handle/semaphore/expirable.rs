@@ -287,7 +287,7 @@ impl PermitExpirableSemaphore {
             permit_id: permit_id.to_string(),
         };
         self.client
-            .ask::<SemaphoreActor, _>((Kind::Expirable, self.name.clone()), request)
+            .ask_detached::<SemaphoreActor, _>((Kind::Expirable, self.name.clone()), request)
             .await?
     }
 
@@ -306,7 +306,7 @@ impl PermitExpirableSemaphore {
     /// ```
     pub async fn try_set_permits(&self, permits: u32) -> Result<bool, LockError> {
         self.client
-            .ask::<SemaphoreActor, _>(
+            .ask_detached::<SemaphoreActor, _>(
                 (Kind::Expirable, self.name.clone()),
                 TrySetPermits { permits },
             )
@@ -329,7 +329,10 @@ impl PermitExpirableSemaphore {
     /// ```
     pub async fn set_permits(&self, permits: u32) -> Result<i64, LockError> {
         self.client
-            .ask::<SemaphoreActor, _>((Kind::Expirable, self.name.clone()), SetPermits { permits })
+            .ask_detached::<SemaphoreActor, _>(
+                (Kind::Expirable, self.name.clone()),
+                SetPermits { permits },
+            )
             .await?
     }
 
@@ -348,7 +351,10 @@ impl PermitExpirableSemaphore {
     /// ```
     pub async fn add_permits(&self, delta: i64) -> Result<i64, LockError> {
         self.client
-            .ask::<SemaphoreActor, _>((Kind::Expirable, self.name.clone()), AddPermits { delta })
+            .ask_detached::<SemaphoreActor, _>(
+                (Kind::Expirable, self.name.clone()),
+                AddPermits { delta },
+            )
             .await?
     }
 

@@ -43,7 +43,7 @@ impl PermitExpirableSemaphore {
             lease,
         };
         self.client
-            .ask::<SemaphoreActor, _>((Kind::Expirable, self.name.clone()), request)
+            .ask_detached::<SemaphoreActor, _>((Kind::Expirable, self.name.clone()), request)
             .await?
     }
 }
