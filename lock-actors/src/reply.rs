@@ -197,8 +197,8 @@ impl<M: Message> Detached<M> {
 
 /// Lets `$actor` take any message it handles [`Detached`]: the handler runs as for the
 /// message itself and its answer (whatever kind of response it is) goes down the detached
-/// reply. Every request the client sends its actors goes this way (`LockClient::ask`), so
-/// an operation documented to go on once polled does, whenever its future is dropped.
+/// reply. Every change documented to go on once polled goes this way
+/// (`LockClient::ask_detached`), so it is carried out whenever its future is dropped.
 macro_rules! handles_detached {
     ($actor:ty) => {
         impl<M> actix::Handler<$crate::reply::Detached<M>> for $actor
