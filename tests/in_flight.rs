@@ -14,7 +14,9 @@
 #![recursion_limit = "256"]
 
 use actix_distributed_lock::messages::GetState;
-use actix_distributed_lock::{AcquireOptions, LockClient, LockGuard, LockOwner, PermitOptions};
+use actix_distributed_lock::{
+    AcquireOptions, LockClient, LockError, LockGuard, LockOwner, PermitOptions,
+};
 use redis::AsyncCommands;
 use std::future::Future;
 use std::pin::pin;
@@ -22,9 +24,6 @@ use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 use support::RedisServer;
 
-/// Long enough for a spawned task to have sent its request (into the stopped server's
-/// socket) or for the actor to have handled a message.
-const SETTLE: Duration = Duration::from_millis(200);
 /// How long a reply may take on a loaded machine.
 const BOUND: Duration = Duration::from_secs(10);
 
@@ -41,29 +40,47 @@ async fn never_two_holders(rival: &LockClient, name: &str, guard: &LockGuard, wh
     }
 }
 
-#[tokio::test]
-async fn a_force_unlock_after_a_direct_acquire_on_its_way_leaves_no_second_holder() {
-    let mut server = RedisServer::start();
-    let client = support::client(&server).await;
-    let rival = support::client(&server).await;
-    let name = "in-flight:force";
-    let lock = client.lock(name).unwrap();
-    // The handle's actor and the scripts are warm: the next acquire goes straight to Redis.
-    lock.acquire().await.unwrap().unlock().await.unwrap();
+/// Bytes sent to the server on `port` that it has not read yet: the receive queues of its
+/// established sockets (`/proc/net/tcp`). While the server is stopped, a request sent to it
+/// stays there, so the count grows with each one.
+fn unread_by_server(port: u16) -> u64 {
+    let table = std::fs::read_to_string("/proc/net/tcp").expect("/proc/net/tcp");
+    let queued = |line: &str| -> Option<u64> {
+        let cols: Vec<&str> = line.split_whitespace().collect();
+        let local_port = u16::from_str_radix(cols.get(1)?.rsplit(':').next()?, 16).ok()?;
+        let established = *cols.get(3)? == "01";
+        let rx = u64::from_str_radix(cols.get(4)?.split(':').nth(1)?, 16).ok()?;
+        (local_port == port && established).then_some(rx)
+    };
+    table.lines().skip(1).filter_map(queued).sum()
+}
 
+/// Waits until the stopped server on `port` has more unread bytes than `before` (a request
+/// was sent to it); the new count.
+async fn sent_to_stopped(port: u16, before: u64, what: &str) -> u64 {
+    support::eventually(what, BOUND, || async { unread_by_server(port) > before }).await;
+    unread_by_server(port)
+}
+
+/// With the server stopped: `acquire` is sent, then `force`; then the server runs both, in
+/// that order. Both must succeed; the acquire's guard comes back.
+async fn force_after_acquire_on_its_way<A, F>(
+    server: &mut RedisServer,
+    acquire: A,
+    force: F,
+) -> LockGuard
+where
+    A: Future<Output = Result<LockGuard, LockError>> + Send + 'static,
+    F: Future<Output = Result<bool, LockError>> + Send + 'static,
+{
     server.pause();
-    let acquiring = tokio::spawn({
-        let lock = lock.clone();
-        async move { lock.acquire().await }
-    });
-    tokio::time::sleep(SETTLE).await;
-    let forcing = tokio::spawn({
-        let lock = lock.clone();
-        async move { lock.force_unlock().await }
-    });
-    tokio::time::sleep(SETTLE).await;
+    let port = server.port();
+    let before = unread_by_server(port);
+    let acquiring = tokio::spawn(acquire);
+    let sent = sent_to_stopped(port, before, "the acquire is on its way").await;
+    let forcing = tokio::spawn(force);
+    sent_to_stopped(port, sent, "the force-unlock is on its way after it").await;
     server.resume();
-
     let guard = tokio::time::timeout(BOUND, acquiring)
         .await
         .expect("the acquire is answered")
@@ -74,6 +91,26 @@ async fn a_force_unlock_after_a_direct_acquire_on_its_way_leaves_no_second_holde
         .expect("the force-unlock is answered")
         .unwrap()
         .expect("the force-unlock succeeds");
+    guard
+}
+
+#[tokio::test]
+async fn a_force_unlock_after_a_direct_acquire_on_its_way_leaves_no_second_holder() {
+    let mut server = RedisServer::start();
+    let client = support::client(&server).await;
+    let rival = support::client(&server).await;
+    let name = "in-flight:force";
+    let lock = client.lock(name).unwrap();
+    // The handle's actor and the scripts are warm: the next acquire goes straight to Redis.
+    lock.acquire().await.unwrap().unlock().await.unwrap();
+
+    let (acquire, force) = (lock.clone(), lock.clone());
+    let guard = force_after_acquire_on_its_way(
+        &mut server,
+        async move { acquire.acquire().await },
+        async move { force.force_unlock().await },
+    )
+    .await;
     never_two_holders(&rival, name, &guard, "a direct acquire before the force").await;
     if !guard.is_lost() {
         guard.unlock().await.expect("a live guard unlocks");
@@ -91,29 +128,13 @@ async fn a_force_unlock_through_the_write_side_after_a_read_acquire_on_its_way()
     rw.read().acquire().await.unwrap().unlock().await.unwrap();
     rw.write().acquire().await.unwrap().unlock().await.unwrap();
 
-    server.pause();
-    let acquiring = tokio::spawn({
-        let rw = rw.clone();
-        async move { rw.read().acquire().await }
-    });
-    tokio::time::sleep(SETTLE).await;
-    let forcing = tokio::spawn({
-        let rw = rw.clone();
-        async move { rw.write().force_unlock().await }
-    });
-    tokio::time::sleep(SETTLE).await;
-    server.resume();
-
-    let guard = tokio::time::timeout(BOUND, acquiring)
-        .await
-        .expect("the read acquire is answered")
-        .unwrap()
-        .expect("the read acquire succeeds");
-    tokio::time::timeout(BOUND, forcing)
-        .await
-        .expect("the force-unlock is answered")
-        .unwrap()
-        .expect("the force-unlock succeeds");
+    let (acquire, force) = (rw.clone(), rw.clone());
+    let guard = force_after_acquire_on_its_way(
+        &mut server,
+        async move { acquire.read().acquire().await },
+        async move { force.write().force_unlock().await },
+    )
+    .await;
     // A writer excludes the reader.
     let theirs = rival
         .read_write_lock(name)
