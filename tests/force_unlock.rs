@@ -108,3 +108,36 @@ async fn a_force_unlock_through_either_side_tells_the_holders_of_both_sides() {
         .collect();
     assert_eq!(left, Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn a_hold_taken_again_after_a_force_unlock_keeps_its_own_lease() {
+    // The first hold's end was timed by the actor; the force-unlock ends it early. The same
+    // owner's next hold has a lease of its own: the first one's end must not take it.
+    let server = RedisServer::start();
+    let client = holders_client(&server).await;
+    let lock = client.fair_lock("forced:again").unwrap();
+    let me = LockOwner::new();
+    let short = Duration::from_secs(2);
+    let first = lock
+        .acquire_with(AcquireOptions::new().owner(me).lease(short))
+        .await
+        .unwrap();
+    let first_ends = tokio::time::Instant::now() + short;
+    assert!(lock.force_unlock().await.unwrap(), "the lock was held");
+    hears_lost(&first, "the first hold").await;
+    let again = lock
+        .acquire_with(AcquireOptions::new().owner(me).lease(LEASE))
+        .await
+        .unwrap();
+    // Time passing on purpose: past the first hold's end.
+    tokio::time::sleep_until(first_ends + Duration::from_secs(1)).await;
+    assert!(
+        !again.is_lost(),
+        "the new hold was ended at the first one's end"
+    );
+    assert!(
+        server.keys().await.contains(&"forced:again".to_string()),
+        "the new hold's key was taken out of Redis"
+    );
+    again.unlock().await.unwrap();
+}

@@ -19,6 +19,7 @@ use super::fast_path::{
 use super::guard::{GuardLink, ReleaseHold, Reply};
 use super::kind::LockKind;
 use super::lease_entry::{HoldLost, WatchRegistry};
+use super::machine::Fast;
 use super::{Acquire, AcquireFenced, ExtendHold, LockGuard, LockOwner, Released};
 use crate::error::LockError;
 use crate::hold_status::{HoldStatus, StatusSender};
@@ -134,18 +135,6 @@ impl<A: LockActorApi> Direct<A> {
     /// and the calls in doubt into its care.
     pub(crate) fn absorb(&self) -> (impl Iterator<Item = DirectHold>, Vec<Doubted>) {
         self.lock().absorb()
-    }
-
-    /// For the actor: whether its count of the holds is complete (see
-    /// [`FastPath::counts_complete`]).
-    pub(crate) fn counts_complete(&self) -> bool {
-        self.lock().counts_complete()
-    }
-
-    /// For the actor: a force-unlock of the key is about to be sent, or was seen; the
-    /// direct acquires on their way now bring back no hold (see [`FastPath::voided`]).
-    pub(crate) fn voided(&self) {
-        self.lock().voided();
     }
 
     /// For the actor, once it is idle: callers may act directly again.
@@ -661,5 +650,24 @@ fn tried(reply: redis::Value) -> Option<TryReply> {
             _ => None,
         },
         _ => None,
+    }
+}
+
+/// The fast path as the lock machine sees it, behind its mutex.
+impl<A: LockActorApi> Fast for &Direct<A> {
+    type Taken = DirectHold;
+    type Doubt = Doubted;
+
+    fn absorb(&mut self) -> (Vec<DirectHold>, Vec<Doubted>) {
+        let (taken, doubts) = self.lock().absorb();
+        (taken.collect(), doubts)
+    }
+
+    fn voided(&mut self) {
+        self.lock().voided();
+    }
+
+    fn counts_complete(&self) -> bool {
+        self.lock().counts_complete()
     }
 }

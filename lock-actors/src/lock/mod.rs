@@ -9,6 +9,7 @@ mod flight;
 mod guard;
 mod kind;
 pub(crate) mod lease_entry;
+mod machine;
 #[cfg(test)]
 mod model;
 mod owner;

@@ -55,7 +55,7 @@ fn next_owner() -> &'static AtomicU64 {
 /// assert_ne!(a, b);
 /// assert_eq!(a, a.clone());
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct LockOwner(u64);
 
 impl LockOwner {

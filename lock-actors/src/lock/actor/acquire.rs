@@ -1,19 +1,21 @@
 //! How the lock actor takes the lock: it drives the wait queue (only the local head
 //! contends in Redis) and carries out what the queue asks for.
 
-use super::{Hold, Holder, LockActor, Waiting};
+use super::{Hold, Holder, LockActor, Reconcile, Waiting};
 use crate::config::{positive_millis, SpinBackoff, SpinDelays};
 use crate::error::LockError;
 use crate::hold_status::StatusSender;
 use crate::lock::direct::{run_acquire, TryReply};
 use crate::lock::direct_messages::AfterDirect;
+use crate::lock::fast_path::TryAnswer;
 use crate::lock::guard::GuardLink;
+use crate::lock::machine::{Gate, TryOutcome};
 use crate::lock::{Acquire, AcquireFenced, LockGuard, LockOwner};
 use crate::node::{Subscription, Wake};
 use crate::queue_driver;
 use crate::reply::{Deferred, ReplySlot};
 use crate::telemetry::{self, HoldTimer};
-use crate::wait_queue::{Effect, Gate, Granted, Waiter, ERROR_RETRY};
+use crate::wait_queue::{Effect, Gate as QueueGate, Granted, Waiter, ERROR_RETRY};
 use actix::prelude::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,9 +47,9 @@ pub(crate) fn poll_retry_in(pttl: i64, delays: &mut SpinDelays) -> Duration {
 impl LockActor {
     /// The longest lease any local hold may still have in Redis.
     pub(super) fn longest_local_lease(&self) -> Duration {
-        self.holders
-            .values()
-            .flat_map(|holder| holder.holds.iter())
+        self.machine
+            .holders()
+            .flat_map(|(_, holder)| holder.holds.iter())
             .map(|hold| hold.lease.unwrap_or(self.watchdog_lease()))
             .max()
             .unwrap_or(self.watchdog_lease())
@@ -72,7 +74,7 @@ impl LockActor {
         } = data;
         queue_driver::forget(self, id, ctx);
         let hold = self.direct.next_hold();
-        let holder = self.holders.entry(owner).or_insert_with(|| Holder {
+        let holder = self.machine.holder_entry(owner, || Holder {
             holds: Vec::new(),
             status: StatusSender::held().0,
             merged: Vec::new(),
@@ -144,7 +146,7 @@ impl LockActor {
                 self.name
             ))));
         }
-        if !self.kind.reentrant() && self.holders.contains_key(&msg.owner) {
+        if !self.kind.reentrant() && self.machine.holder(&msg.owner).is_some() {
             return Deferred::ready(Err(LockError::AlreadyHeld {
                 name: self.name.to_string(),
             }));
@@ -173,7 +175,7 @@ impl LockActor {
     /// Queues `waiter`: a re-entry goes first (it never queues behind other owners: that
     /// would deadlock), everyone else at the back.
     pub(super) fn enqueue_waiter(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
-        let ahead = self.holders.contains_key(&waiter.data.owner);
+        let ahead = self.machine.holder(&waiter.data.owner).is_some();
         let effects = self.queue.enqueue(waiter, ahead);
         self.drive(effects, ctx);
     }
@@ -186,49 +188,36 @@ impl LockActor {
             self.settle_reconcile(ctx);
             let now = Instant::now();
             let longest_lease = self.longest_local_lease();
-            let (kind, name, holders) = (self.kind, &self.name, &self.holders);
-            let (reconciles, reconcile_error) = (&self.reconciles, &self.reconcile_error);
-            let clearing = &self.clearing;
-            let forcing = self.forces.holds_tries();
+            let (kind, name, machine) = (self.kind, &self.name, &self.machine);
+            let reconcile_error = &self.reconcile_error;
             let config = &self.node.config;
-            let effects = self.queue.pump(now, |head| {
-                let owner = head.data.owner;
-                if !kind.reentrant() && holders.contains_key(&owner) {
-                    // Its owner got the lock while it queued: it would wait for itself.
-                    return Gate::Refuse(LockError::AlreadyHeld {
+            let effects = self
+                .queue
+                .pump(now, |head| match machine.gate(&head.data.owner) {
+                    Gate::Go => QueueGate::Go,
+                    Gate::AlreadyHeld => QueueGate::Refuse(LockError::AlreadyHeld {
                         name: name.to_string(),
-                    });
-                }
-                if !kind.shared() && !holders.is_empty() && !holders.contains_key(&owner) {
-                    // Another local owner holds it: Redis could only say "busy", and that
-                    // owner's release (or loss) wakes the head here. Sleep at most its
-                    // lease, in case the lock is lost without our hearing of it.
-                    let pause = longest_lease.min(head.deadline.saturating_duration_since(now));
-                    if head.attempts == 0 {
-                        telemetry::contended(kind, name, config);
+                    }),
+                    Gate::LocalHolder => {
+                        // Sleep at most the holder's lease, in case the lock is lost without our
+                        // hearing of it.
+                        let pause = longest_lease.min(head.deadline.saturating_duration_since(now));
+                        if head.attempts == 0 {
+                            telemetry::contended(kind, name, config);
+                        }
+                        QueueGate::Hold { pause, error: None }
                     }
-                    return Gate::Hold { pause, error: None };
-                }
-                if forcing {
-                    // A force-unlock of ours is on its way: a try sent now could run before
-                    // it and be deleted. Its answer wakes the head.
-                    return Gate::Hold {
+                    Gate::Forcing => QueueGate::Hold {
                         pause: ERROR_RETRY,
                         error: None,
-                    };
-                }
-                if reconciles.iter().any(|r| r.owner == owner) || clearing.contains_key(&owner) {
-                    // Its owner's count is being settled with Redis; try once that is done.
-                    // Its own deadline still holds meanwhile (Redis may stay away longer
-                    // than it waits).
-                    let error = reconcile_error.as_deref().cloned();
-                    return Gate::Hold {
+                    },
+                    // Its own deadline still holds meanwhile (Redis may stay away longer than
+                    // it waits).
+                    Gate::Settling => QueueGate::Hold {
                         pause: ERROR_RETRY,
-                        error,
-                    };
-                }
-                Gate::Go
-            });
+                        error: reconcile_error.as_deref().cloned(),
+                    },
+                });
             queue_driver::apply(self, effects, ctx);
         }
         self.refresh_keepalive(ctx);
@@ -257,17 +246,33 @@ impl LockActor {
             self.node.commands.pubsub,
         );
         let sent = Instant::now();
-        let epoch = self.forces.epoch();
+        let ticket = self.machine.try_sent();
         let request = run_acquire(self.node.commands.clone(), invocation, self.name.clone());
         ctx.spawn(request.into_actor(self).map(move |mut result, act, ctx| {
-            if act.forces.stale(epoch) && matches!(result, Ok((None, _))) {
+            let answer = match &result {
+                Ok((None, _)) => TryAnswer::Granted,
+                Ok((Some(_), _)) => TryAnswer::Busy,
+                Err(LockError::Unavailable { .. }) => TryAnswer::Unanswered,
+                Err(LockError::NotReplicated { .. }) => TryAnswer::NotReplicated,
+                Err(_) => TryAnswer::Refused,
+            };
+            let lease_kept = lease.unwrap_or(act.watchdog_lease());
+            let errands = act.node.arbiter.errands();
+            let outcome = act.machine.try_answered(owner, ticket, answer, || {
+                Reconcile::new(lease_kept, None, errands.start())
+            });
+            match outcome {
                 // A force-unlock came while it was on its way: the grant may be deleted
-                // already. Not a hold to hand out: Redis's count is settled as for a lost
-                // reply, and the waiter tries again once it is.
-                let errand = act.node.arbiter.errands().start();
-                let lease = lease.unwrap_or(act.watchdog_lease());
-                act.doubt(owner, lease, None, errand, ctx);
-                result = Ok((Some(0), None));
+                // already. Settled as a lost reply; the waiter tries again once it is.
+                TryOutcome::Stale => result = Ok((Some(0), None)),
+                TryOutcome::Doubted => {
+                    tracing::debug!(lock = %act.name, owner = owner.id(),
+                        "reply lost; will reconcile");
+                    // The try may still run (held up on the way): it may put us in the fair
+                    // queue, so leave it once nobody waits here.
+                    act.joined |= act.kind.per_owner();
+                }
+                TryOutcome::Grant | TryOutcome::Other => {}
             }
             act.attempted(id, owner, lease, sent, result, ctx);
         }));
@@ -282,18 +287,9 @@ impl LockActor {
         result: Result<TryReply, LockError>,
         ctx: &mut Context<Self>,
     ) {
-        match result {
-            Err(LockError::Unavailable { .. }) => {
-                let errand = self.node.arbiter.errands().start();
-                let lease = lease.unwrap_or(self.watchdog_lease());
-                self.doubt(owner, lease, None, errand, ctx);
-                // The try may still run (held up on the way): it may put us in the fair
-                // queue, so leave it once nobody waits here.
-                self.joined |= self.kind.per_owner();
-            }
+        if let Err(LockError::NotReplicated { .. }) = result {
             // Granted in Redis, but not on enough replicas: not a hold to hand out.
-            Err(LockError::NotReplicated { .. }) => self.give_back(owner, lease, ctx),
-            _ => {}
+            self.give_back(owner, lease, ctx);
         }
         let now = Instant::now();
         let effects = match result {

@@ -22,7 +22,11 @@ impl LockActor {
         until: Instant,
         now: Instant,
     ) -> Duration {
-        let holds = self.holders.get(&owner).into_iter().flat_map(|h| &h.holds);
+        let holds = self
+            .machine
+            .holder(&owner)
+            .into_iter()
+            .flat_map(|h| &h.holds);
         let ends = holds.map(|h| match h.id {
             id if id == hold => key_end(Some(until), &h.claims),
             _ => h.key_end(),
@@ -39,7 +43,7 @@ impl LockActor {
         positive_millis(&format!("the lease of lock `{}`", self.name), msg.lease)?;
         let name = self.name.to_string();
         let lost = || LockError::Lost { name: name.clone() };
-        let Some(holder) = self.holders.get(&msg.owner) else {
+        let Some(holder) = self.machine.holder(&msg.owner) else {
             return Err(lost());
         };
         if holder.status.is_lost() {
@@ -84,7 +88,7 @@ impl Handler<ExtendHold> for LockActor {
         let sent = Instant::now();
         let until = sent + lease;
         let ttl = self.update_ttl_for(owner, hold, until, sent);
-        let Some(holder) = self.holders.get_mut(&owner) else {
+        let Some(holder) = self.machine.holder_mut(&owner) else {
             return Deferred::ready(Err(LockError::Shutdown)); // checked above: never
         };
         let counted = holder.holds.len();
@@ -150,8 +154,8 @@ impl LockActor {
         ctx: &mut Context<Self>,
     ) {
         let Some(kept) = self
-            .holders
-            .get_mut(&owner)
+            .machine
+            .holder_mut(&owner)
             .and_then(|holder| holder.holds.iter_mut().find(|h| h.id == hold))
         else {
             return; // released (or lost) meanwhile
@@ -167,8 +171,8 @@ impl LockActor {
     /// no longer claims a later end than the hold counts on.
     fn settle_claim(&mut self, owner: LockOwner, hold: u64, until: Instant) {
         let kept = self
-            .holders
-            .get_mut(&owner)
+            .machine
+            .holder_mut(&owner)
             .and_then(|holder| holder.holds.iter_mut().find(|h| h.id == hold));
         if let Some(kept) = kept {
             if let Some(at) = kept.claims.iter().position(|&claim| claim == until) {

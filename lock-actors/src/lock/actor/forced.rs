@@ -74,14 +74,10 @@ impl LockActor {
         // Every acquire on its way may run before the force and be deleted by it; and none
         // is sent until it is answered. Voided before the holds taken directly are counted:
         // a direct grant answered in between is either counted now or found stale.
-        self.forces.begin();
-        self.direct.voided();
-        self.take_charge(ctx);
-        if holders.is_none() {
-            // It deletes the key whoever holds it: our holders are told before it is sent,
-            // not once it has run (a rival could take the lock in between).
-            self.lose_all("it was force-unlocked", ctx);
-        }
+        let steps = self
+            .machine
+            .force_begun(&mut &*self.direct, holders.is_none());
+        self.carry_out(steps, "it was force-unlocked", ctx);
         let invocation =
             self.kind
                 .force_unlock(&self.name, self.node.commands.pubsub, holders.as_deref());
@@ -91,16 +87,15 @@ impl LockActor {
             .clone()
             .eval::<i64>(invocation, self.name.clone());
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
-            act.forces.answered();
-            // A hold taken directly meanwhile ran before the force (one connection, in
-            // order): count it, so it is told below.
-            act.take_charge(ctx);
-            let told = if result == Ok(1) {
+            let deleted = result == Ok(1);
+            if deleted {
                 tracing::warn!(lock = %act.name, "force-unlocked");
-                act.lose_all("it was force-unlocked", ctx);
-                act.tell_others_forced()
-            } else {
-                Vec::new()
+            }
+            let steps = act.machine.force_answered(&mut &*act.direct, deleted);
+            act.carry_out(steps, "it was force-unlocked", ctx);
+            let told = match deleted {
+                true => act.tell_others_forced(),
+                false => Vec::new(),
             };
             // The head held back while the force was on its way goes now.
             act.wake_head(ctx);
@@ -109,14 +104,6 @@ impl LockActor {
             let told = futures_util::future::join_all(told);
             ctx.spawn(told.into_actor(act).map(move |_, _, _| report(result)));
         }));
-    }
-
-    /// Every holder here lost the lock.
-    fn lose_all(&mut self, why: &str, ctx: &mut Context<Self>) {
-        let owners: Vec<LockOwner> = self.holders.keys().copied().collect();
-        for owner in owners {
-            self.lose(owner, why, ctx);
-        }
     }
 
     /// Tells every other actor of this client on the same key that it was force-unlocked;
@@ -141,12 +128,11 @@ impl Handler<ForcedOut> for LockActor {
         // Acquires on their way (ours or direct) may have run before the force. Voided before
         // the holds taken directly are counted: a direct grant answered in between is either
         // counted now or found stale.
-        self.forces.seen();
-        self.direct.voided();
-        self.take_charge(ctx);
+        let steps = self.machine.force_seen(&mut &*self.direct);
+        self.carry_out(steps, "it was force-unlocked", ctx);
         let counted: Vec<(LockOwner, usize)> = self
-            .holders
-            .iter()
+            .machine
+            .holders()
             .map(|(owner, holder)| (*owner, holder.holds.len()))
             .collect();
         if counted.is_empty() {
@@ -165,15 +151,11 @@ impl Handler<ForcedOut> for LockActor {
             .query::<Vec<Option<String>>>(pipe, self.name.clone());
         Box::pin(request.into_actor(self).map(move |result, act, ctx| {
             for (i, (owner, holds)) in counted.into_iter().enumerate() {
-                let in_redis = match &result {
-                    Ok(values) => {
-                        let reply = values.get(i).and_then(Option::as_deref);
-                        act.kind.holds_in(reply, &act.field(owner)) as usize
-                    }
-                    Err(_) => 0,
-                };
-                let still = act.holders.get(&owner).map_or(0, |h| h.holds.len());
-                if in_redis < holds.min(still) {
+                let in_redis = result.as_ref().ok().map(|values| {
+                    let reply = values.get(i).and_then(Option::as_deref);
+                    act.kind.holds_in(reply, &act.field(owner)) as usize
+                });
+                if act.machine.forced_lost(&owner, holds, in_redis) {
                     act.lose(owner, "it was force-unlocked", ctx);
                 }
             }

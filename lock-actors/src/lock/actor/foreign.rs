@@ -14,7 +14,7 @@ impl Handler<ReleaseAs> for LockActor {
 
     fn handle(&mut self, msg: ReleaseAs, ctx: &mut Context<Self>) -> Self::Result {
         self.take_charge(ctx);
-        if self.holders.contains_key(&msg.owner) {
+        if self.machine.holder(&msg.owner).is_some() {
             // Ours: released as `Release` would, latest hold first, its guard told.
             let errand = self.node.arbiter.errands().start();
             return self.release(msg.owner, None, errand, ctx);

@@ -19,12 +19,12 @@ pub(crate) use forced::ForceReleaseIf;
 pub(crate) use spin::AcquireSpinning;
 
 use super::direct::Direct;
-use super::direct_messages::DirectHold;
+use super::direct_messages::{DirectHold, Doubted};
 use super::fast_path::surely_held_until;
-use super::flight::Forces;
 use super::kind::LockKind;
 use super::kind::{actor_key, ActorKey};
 use super::lease_entry::{kept_lease, HoldLost, WatchRegistry};
+use super::machine::{Holds, LockMachine, Shape, Step};
 use super::state::read_state;
 use super::{GetState, LockGuard, LockOwner, LockState, Released};
 use crate::config::SpinDelays;
@@ -40,7 +40,6 @@ use crate::runtime::{Closing, Errand};
 use crate::telemetry;
 use crate::wait_queue::{Asker, Effect, Retry, WaitQueue, Waiter, ERROR_RETRY};
 use actix::prelude::*;
-use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -91,7 +90,10 @@ pub struct LockActor {
     /// A withdraw is sent or waits to be sent again: the errand a close waits for.
     withdrawing: Option<Withdrawing>,
     id: u64,
-    holders: HashMap<LockOwner, Holder>,
+    /// The holders, the doubts to reconcile, the clearings of lost holds, the force-unlocks
+    /// and the tries in flight, with every rule about them (see `super::machine`): the
+    /// actor carries out what it decides.
+    machine: LockMachine<LockOwner, Holder, Reconcile>,
     /// The local waiters, and what the head is doing.
     queue: WaitQueue<Waiting>,
     /// The head's timer (see `wait_queue::Effect::Sleep`).
@@ -107,28 +109,17 @@ pub struct LockActor {
     registry: Arc<LockRegistry>,
     /// The node's lease list: watchdog-leased holds go on it.
     watchdog: Arc<WatchRegistry<LockActor>>,
-    /// Holds Redis may count that we do not (a lost reply); settled before any new try.
-    reconciles: VecDeque<Reconcile>,
-    reconcile_in_flight: bool,
     /// A look again at the reconciles is armed (see `settle_reconcile`).
     reconcile_recheck: bool,
     /// Why the last reconcile failed: what a waiter held up by it reports at its deadline.
     reconcile_error: Option<Box<LockError>>,
-    /// Owners whose lost holds are being taken out of Redis (see `clear_lost`): their new
-    /// tries wait until that is done, so it never takes a new hold's count.
-    clearing: HashMap<LockOwner, u32>,
     /// The client is closing: its errand, kept until no waiter or try is left here (a
     /// withdraw from the fair queue, if one is due, has its own errand by then).
     closing: Option<Errand>,
-    /// The force-unlocks of the key begun here or seen from another actor: a try of ours
-    /// sent before the latest may have run before it (its grant is stale), and none is sent
-    /// while one of ours is out (see `super::flight`).
-    forces: Forces,
 }
 
-/// One hold to check against Redis once it answers again.
+/// One hold to check against Redis once it answers again (its owner is the machine's).
 struct Reconcile {
-    owner: LockOwner,
     lease: Duration,
     /// Past this, the lease has run out in Redis anyway: nothing left to settle.
     until: Instant,
@@ -146,6 +137,12 @@ struct Holder {
     merged: Vec<StatusSender>,
     watch_id: Option<u64>,
     expiry: Option<SpawnHandle>,
+}
+
+impl Holds for Holder {
+    fn holds(&self) -> usize {
+        self.holds.len()
+    }
 }
 
 impl Holder {
@@ -283,7 +280,10 @@ impl LockActor {
             withdrawing: None,
             name,
             id,
-            holders: HashMap::new(),
+            machine: LockMachine::new(Shape {
+                reentrant: kind.reentrant(),
+                shared: kind.shared(),
+            }),
             queue: if kind.polls() {
                 WaitQueue::polling(retry)
             } else {
@@ -295,13 +295,9 @@ impl LockActor {
             watchdog: direct.watchdog.clone(),
             direct,
             registry,
-            reconciles: VecDeque::new(),
-            reconcile_in_flight: false,
             reconcile_recheck: false,
             reconcile_error: None,
-            clearing: HashMap::new(),
             closing: None,
-            forces: Forces::default(),
         }
     }
 
@@ -319,12 +315,28 @@ impl LockActor {
     /// compares Redis's count with ours). Every handler that reads or changes holders calls
     /// it first.
     pub(super) fn take_charge(&mut self, ctx: &mut Context<Self>) {
-        let (holds, doubts) = self.direct.absorb();
-        for taken in holds {
-            self.adopt(taken, ctx);
-        }
-        for doubted in doubts {
-            self.settle_doubted(doubted, ctx);
+        let steps = self.machine.take_charge(&mut &*self.direct);
+        self.carry_out(steps, "it was force-unlocked", ctx);
+    }
+
+    /// Carries out what the machine decided, in its order (`why`: what a loss of every
+    /// holder is reported as).
+    pub(super) fn carry_out(
+        &mut self,
+        steps: Vec<Step<DirectHold, Doubted>>,
+        why: &str,
+        ctx: &mut Context<Self>,
+    ) {
+        for step in steps {
+            match step {
+                Step::Adopt(taken) => self.adopt(taken, ctx),
+                Step::Settle(doubted) => self.settle_doubted(doubted, ctx),
+                Step::LoseAll => {
+                    for owner in self.machine.owners() {
+                        self.lose(owner, why, ctx);
+                    }
+                }
+            }
         }
     }
 
@@ -340,7 +352,7 @@ impl LockActor {
             sent,
         } = taken;
         let hold = Hold::new(hold, lease, sent);
-        match self.holders.get_mut(&owner) {
+        match self.machine.holder_mut(&owner) {
             Some(holder) => {
                 // The owner also holds it through us: one watchdog entry is enough.
                 if let Some(watch_id) = watch_id {
@@ -355,16 +367,13 @@ impl LockActor {
             None => {
                 let ended =
                     lease.is_some_and(|lease| Instant::now() >= surely_held_until(sent, lease));
-                self.holders.insert(
-                    owner,
-                    Holder {
-                        holds: vec![hold],
-                        status,
-                        merged: Vec::new(),
-                        watch_id,
-                        expiry: None,
-                    },
-                );
+                self.machine.holder_entry(owner, || Holder {
+                    holds: vec![hold],
+                    status,
+                    merged: Vec::new(),
+                    watch_id,
+                    expiry: None,
+                });
                 if ended {
                     // Its fixed lease ran out while it waited in the slot: as the expiry
                     // timer would have, at once (a release that follows finds it gone).
@@ -391,7 +400,7 @@ impl LockActor {
     /// sets; a hold whose lease update is on its way, the later of its ends). `None` when
     /// the owner holds nothing here.
     fn kept_lease(&self, owner: LockOwner) -> Option<Duration> {
-        let holds = self.holders.get(&owner)?.holds.iter().map(Hold::key_end);
+        let holds = self.machine.holder(&owner)?.holds.iter().map(Hold::key_end);
         kept_lease(holds, Instant::now(), self.watchdog_lease())
     }
 
@@ -402,13 +411,10 @@ impl LockActor {
         if self.queue.is_empty() && !self.queue.trying() {
             self.closing = None;
         }
-        let busy = !self.holders.is_empty()
+        let busy = self.machine.busy()
             || !self.queue.is_empty()
             || self.queue.trying()
-            || self.withdrawing.is_some()
-            || !self.reconciles.is_empty()
-            || !self.clearing.is_empty()
-            || self.forces.holds_tries();
+            || self.withdrawing.is_some();
         if !busy {
             self.keepalive = None;
             self.direct.release_to_callers();
@@ -543,7 +549,7 @@ impl Actor for LockActor {
                 id: self.id,
             });
         }
-        for (_, holder) in self.holders.drain() {
+        for (_, holder) in self.machine.drain() {
             if let Some(id) = holder.watch_id {
                 self.watchdog.unregister(id);
             }
@@ -583,11 +589,11 @@ impl Handler<HoldLost> for LockActor {
     fn handle(&mut self, msg: HoldLost, ctx: &mut Context<Self>) {
         self.take_charge(ctx);
         let current = self
-            .holders
-            .get(&msg.owner)
+            .machine
+            .holder(&msg.owner)
             .is_some_and(|h| h.watch_id == Some(msg.watch_id));
         if current {
-            if let Some(holder) = self.holders.get_mut(&msg.owner) {
+            if let Some(holder) = self.machine.holder_mut(&msg.owner) {
                 holder.watch_id = None; // the watchdog already dropped the entry
             }
             match msg.loss {
@@ -618,7 +624,7 @@ impl Handler<WatchedUntil> for LockActor {
 
     fn handle(&mut self, msg: WatchedUntil, ctx: &mut Context<Self>) -> Option<Instant> {
         self.take_charge(ctx);
-        let watch_id = self.holders.get(&msg.owner)?.watch_id?;
+        let watch_id = self.machine.holder(&msg.owner)?.watch_id?;
         self.watchdog.valid_until(watch_id)
     }
 }

@@ -4,6 +4,7 @@
 use super::{LockActor, Reconcile};
 use crate::error::LockError;
 use crate::lock::direct_messages::{Doubted, Turn};
+use crate::lock::machine::NextReconcile;
 use crate::lock::{LockOwner, Released};
 use crate::reply::ReplySlot;
 use crate::runtime::Errand;
@@ -14,6 +15,23 @@ use std::time::{Duration, Instant};
 /// How soon a reconcile held back by a direct call on its way looks again (such a call
 /// ends within the response timeout; doubts are rare, so a short poll costs nothing).
 const RECONCILE_RECHECK: Duration = Duration::from_millis(5);
+
+impl Reconcile {
+    /// The record of a call that set up to `lease` and got no answer; `unlock`: an unlock's
+    /// reply and the holds left, reported once settled.
+    pub(super) fn new(
+        lease: Duration,
+        unlock: Option<(ReplySlot<Result<Released, LockError>>, u32)>,
+        errand: Errand,
+    ) -> Self {
+        Reconcile {
+            lease,
+            until: Instant::now() + lease,
+            unlock,
+            _errand: errand,
+        }
+    }
+}
 
 impl LockActor {
     /// A Redis call about `owner`'s hold failed without an answer: it may or may not have run.
@@ -27,46 +45,41 @@ impl LockActor {
         ctx: &mut Context<Self>,
     ) {
         tracing::debug!(lock = %self.name, owner = owner.id(), "reply lost; will reconcile");
-        self.reconciles.push_back(Reconcile {
-            owner,
-            lease,
-            until: Instant::now() + lease,
-            unlock,
-            _errand: errand,
-        });
+        self.machine
+            .doubt(owner, Reconcile::new(lease, unlock, errand));
         self.refresh_keepalive(ctx);
     }
 
-    /// Sends the oldest pending reconcile, unless one is under way. Tries of other owners go
-    /// on meanwhile; tries of its owner wait for it (it compares our count with Redis's).
+    /// Sends the oldest pending reconcile when the machine says it may go. Tries of other
+    /// owners go on meanwhile; tries of its owner wait for it (it compares our count with
+    /// Redis's).
     pub(super) fn settle_reconcile(&mut self, ctx: &mut Context<Self>) {
         let now = Instant::now();
-        while self.reconciles.front().is_some_and(|r| r.until <= now) {
-            self.reconciles.pop_front();
-        }
-        if self.reconcile_in_flight {
-            return;
-        }
-        let Some(reconcile) = self.reconciles.front() else {
-            return;
-        };
-        if !self.direct.counts_complete() {
-            // A direct call is on its way (or a hold or doubt waits to be absorbed): what
-            // Redis counts is not known yet. Look again shortly, at a turn that absorbs.
-            if !self.reconcile_recheck {
-                self.reconcile_recheck = true;
-                ctx.run_later(RECONCILE_RECHECK, |act, ctx| {
-                    act.reconcile_recheck = false;
-                    act.take_charge(ctx);
-                    act.drive(Vec::new(), ctx);
-                });
+        self.machine.prune_doubts(|r| r.until <= now);
+        let (owner, counted) = match self.machine.next_reconcile(&&*self.direct) {
+            NextReconcile::Wait => return,
+            NextReconcile::Recheck => {
+                // A direct call is on its way (or a hold or doubt waits to be absorbed):
+                // what Redis counts is not known yet. Look again shortly, at a turn that
+                // absorbs.
+                if !self.reconcile_recheck {
+                    self.reconcile_recheck = true;
+                    ctx.run_later(RECONCILE_RECHECK, |act, ctx| {
+                        act.reconcile_recheck = false;
+                        act.take_charge(ctx);
+                        act.drive(Vec::new(), ctx);
+                    });
+                }
+                return;
             }
-            return;
-        }
-        let owner = reconcile.owner;
+            NextReconcile::Send { owner, counted } => (owner, counted),
+        };
+        let doubted = self
+            .machine
+            .oldest_doubt()
+            .map_or(Duration::ZERO, |(_, r)| r.lease);
         // Holds of the owner that remain keep what they have left; else the doubted lease.
-        let lease = self.kept_lease(owner).unwrap_or(reconcile.lease);
-        let counted = self.holders.get(&owner).map_or(0, |h| h.holds.len());
+        let lease = self.kept_lease(owner).unwrap_or(doubted);
         let invocation = self.kind.reconcile(
             &self.name,
             &self.field(owner),
@@ -74,18 +87,16 @@ impl LockActor {
             counted,
             self.node.commands.pubsub,
         );
-        self.reconcile_in_flight = true;
         let request = self
             .node
             .commands
             .clone()
             .eval::<Option<i64>>(invocation, self.name.clone());
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
-            act.reconcile_in_flight = false;
+            let settled = act.machine.reconcile_answered(result.is_ok());
             match result {
                 Ok(undone) => {
                     act.reconcile_error = None;
-                    let settled = act.reconciles.pop_front();
                     if undone != Some(-1) {
                         tracing::info!(lock = %act.name, owner = owner.id(),
                             "undid a hold whose reply was lost");

@@ -1,14 +1,14 @@
 //! How the lock actor lets go: releases, renewals on request, and what keeps a hold
 //! alive (the watchdog, or the timer at a fixed lease's end) until then.
 
-use super::{LockActor, RELEASED};
+use super::{Holder, LockActor, Reconcile, RELEASED};
 use crate::config::clock_drift;
 use crate::config::positive_millis;
 use crate::error::LockError;
 use crate::hold_status::HoldStatus;
-use crate::lock::flight::{lost_holds, LostHolds};
 use crate::lock::guard::ReleaseHold;
 use crate::lock::lease_entry::{renew_confirmed, renewed_for};
+use crate::lock::machine::LostPlan;
 use crate::lock::{LockOwner, Release, Released, Renew};
 use crate::reply::{Deferred, ReplySlot};
 use crate::runtime::Errand;
@@ -26,7 +26,7 @@ impl LockActor {
         ctx: &mut Context<Self>,
     ) {
         let watchdog_lease = self.watchdog_lease();
-        let Some(holder) = self.holders.get_mut(&owner) else {
+        let Some(holder) = self.machine.holder_mut(&owner) else {
             return;
         };
         if let Some(expiry) = holder.expiry.take() {
@@ -72,63 +72,67 @@ impl LockActor {
 
     /// `owner` no longer holds the lock: tell its guards, stop keeping it alive.
     pub(super) fn lose(&mut self, owner: LockOwner, why: &str, ctx: &mut Context<Self>) {
-        if let Some(holder) = self.holders.remove(&owner) {
-            if let Some(id) = holder.watch_id {
-                self.watchdog.unregister(id);
-            }
-            if why == RELEASED {
-                holder.set_status(HoldStatus::Released);
-            } else {
-                tracing::warn!(lock = %self.name, owner = owner.id(), why, "lock lost");
-                crate::telemetry::lost(self.kind, &self.name, &self.node.config);
-                holder.set_status(HoldStatus::Lost);
-            }
-            // A head that slept on this local holder may go now.
-            self.wake_head(ctx);
+        if let Some(holder) = self.machine.remove(&owner) {
+            self.tell_lost(owner, holder, why, ctx);
         }
+    }
+
+    /// Tells the guards of `holder` (taken out of the machine) that it is over, and stops
+    /// keeping it alive: its watchdog entry, and its expiry timer (which would otherwise
+    /// take a later holder of the same owner for this one).
+    fn tell_lost(&mut self, owner: LockOwner, holder: Holder, why: &str, ctx: &mut Context<Self>) {
+        if let Some(id) = holder.watch_id {
+            self.watchdog.unregister(id);
+        }
+        if let Some(expiry) = holder.expiry {
+            ctx.cancel_future(expiry);
+        }
+        if why == RELEASED {
+            holder.set_status(HoldStatus::Released);
+        } else {
+            tracing::warn!(lock = %self.name, owner = owner.id(), why, "lock lost");
+            crate::telemetry::lost(self.kind, &self.name, &self.node.config);
+            holder.set_status(HoldStatus::Lost);
+        }
+        // A head that slept on this local holder may go now.
+        self.wake_head(ctx);
     }
 
     /// `owner` lost the lock while Redis may still count its holds (a renewal that reached
     /// Redis after its deadline, a fixed lease that ends a drift allowance before the key):
-    /// take those holds out, so no key outlives what its holder was told. The clearing is
-    /// under way before the holder goes, so no caller acts directly on the key meanwhile
-    /// (its owner's new hold would be taken out with the old ones).
+    /// the machine decides how those holds are taken out, so no key outlives what its
+    /// holder was told, and registers it before the holder goes (no caller acts directly on
+    /// the key meanwhile: its owner's new hold would be taken out with the old ones).
     pub(super) fn lose_and_clear(&mut self, owner: LockOwner, why: &str, ctx: &mut Context<Self>) {
         let watchdog = self.watchdog_lease();
-        let (holds, lease) = self.holders.get(&owner).map_or((0, watchdog), |h| {
+        // How long a stray hold could last.
+        let lease = self.machine.holder(&owner).map_or(watchdog, |h| {
             let longest = h.holds.iter().filter_map(|hold| hold.lease).max();
-            (h.holds.len(), longest.unwrap_or(watchdog).max(watchdog))
+            longest.unwrap_or(watchdog).max(watchdog)
         });
-        self.clear_lost(owner, holds, lease, ctx);
-        self.lose(owner, why, ctx);
+        let can_send = !self.node.is_stopped();
+        let errands = self.node.arbiter.errands();
+        let (holder, plan) = self
+            .machine
+            .lose_and_clear(owner, &&*self.direct, can_send, || {
+                Reconcile::new(lease, None, errands.start())
+            });
+        match plan {
+            LostPlan::Clear(holds) | LostPlan::ClearLater(holds) => {
+                self.clear_lost(owner, holds, ctx)
+            }
+            LostPlan::Settle(_) => self.refresh_keepalive(ctx),
+            LostPlan::Nothing => {}
+        }
+        if let Some(holder) = holder {
+            self.tell_lost(owner, holder, why, ctx);
+        }
     }
 
     /// Sends owner-checked unlocks for `holds` holds of `owner` that this process no longer
-    /// counts: each removes only what is `owner`'s (nothing if Redis let the key go, or
-    /// someone else holds it now). New tries of `owner` wait until it is done.
-    ///
-    /// With an acquire on its way (ours or a direct one), Redis may count it before these
-    /// unlocks run, and they would take the new hold's count; so each lost hold becomes a
-    /// doubt instead, settled once every call is answered: Redis's count is then set to
-    /// ours (`lease`: how long a stray hold could last).
-    fn clear_lost(
-        &mut self,
-        owner: LockOwner,
-        holds: usize,
-        lease: Duration,
-        ctx: &mut Context<Self>,
-    ) {
-        if holds == 0 || self.node.is_stopped() {
-            return;
-        }
-        let in_flight = self.queue.trying() || !self.direct.counts_complete();
-        if lost_holds(in_flight) == LostHolds::Settle {
-            for _ in 0..holds {
-                let errand = self.node.arbiter.errands().start();
-                self.doubt(owner, lease, None, errand, ctx);
-            }
-            return;
-        }
+    /// counts (registered with the machine already): each removes only what is `owner`'s
+    /// (nothing if Redis let the key go, or someone else holds it now).
+    fn clear_lost(&mut self, owner: LockOwner, holds: usize, ctx: &mut Context<Self>) {
         let field = self.field(owner);
         // The key's TTL while holds remain: they are lost too, so the shortest there is.
         let calls: Vec<_> = (0..holds)
@@ -138,7 +142,6 @@ impl LockActor {
             })
             .collect();
         let (commands, name) = (self.node.commands.clone(), self.name.clone());
-        *self.clearing.entry(owner).or_default() += 1;
         let errand = self.node.arbiter.errands().start();
         let request = async move {
             for call in calls {
@@ -156,12 +159,7 @@ impl LockActor {
         };
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
             drop(errand);
-            if let Some(count) = act.clearing.get_mut(&owner) {
-                *count -= 1;
-                if *count == 0 {
-                    act.clearing.remove(&owner);
-                }
-            }
+            act.machine.clear_done(&owner);
             if let Err(error) = result {
                 tracing::warn!(lock = %act.name, %error,
                     "could not remove a lost hold; it expires at its lease");
@@ -180,7 +178,7 @@ impl LockActor {
         let lease = self
             .kept_lease(owner)
             .unwrap_or(lease.unwrap_or(self.watchdog_lease()));
-        let still_holds = self.holders.contains_key(&owner);
+        let still_holds = self.machine.holder(&owner).is_some();
         let request = self.unlock_request(owner, lease);
         let errand = self.node.arbiter.errands().start();
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
@@ -231,7 +229,7 @@ impl LockActor {
                 name: self.name.to_string(),
             }))
         };
-        let Some(holder) = self.holders.get_mut(&owner) else {
+        let Some(holder) = self.machine.holder_mut(&owner) else {
             return not_owner();
         };
         let pos = match hold {
@@ -249,7 +247,7 @@ impl LockActor {
             .unwrap_or_else(|| self.watchdog_lease());
         if remaining == 0 {
             // Renewal stops here, before the unlock is even sent.
-            if let Some(holder) = self.holders.remove(&owner) {
+            if let Some(holder) = self.machine.remove(&owner) {
                 if let Some(id) = holder.watch_id {
                     self.watchdog.unregister(id);
                 }
@@ -401,7 +399,7 @@ impl Handler<Renew> for LockActor {
                 .map_err(Clone::clone);
             match valid_for {
                 Ok(Some(valid_for)) => {
-                    if let Some(holder) = act.holders.get_mut(&owner) {
+                    if let Some(holder) = act.machine.holder_mut(&owner) {
                         // The key now lasts at least this long, for every hold in it (a
                         // renewal never shortens it: a longer hold keeps its own end).
                         let renewed_until = sent + valid_for;

@@ -1,20 +1,22 @@
 //! One process's callers of one reentrant lock (all of one owner, so they re-enter),
 //! with every request in flight as steps of its own: sent, run by Redis, answered. The
-//! process decides through the library's own machines and rules, imported as they are: the
-//! fast-path machine ([`FastPath`]) for who acts directly, and the in-flight rules
-//! ([`Forces`], [`lost_holds`]) for what a force-unlock does to the acquires on their way
-//! and what becomes of a lost hold's count while calls are out. The lock actor's turn is
-//! restated (absorb the slot, settle doubts once the count is complete, send the head's
-//! try), and so are the rules as they were before (each behind a switch of [`Rules`]), to
-//! show the checker finds what they broke.
+//! process decides through the library's own machines, imported as they are: the
+//! fast-path machine ([`FastPath`]) for who acts directly, and the lock machine
+//! ([`LockMachine`]) for everything the lock actor decides (when a try goes, what an answer
+//! means, what a force-unlock does to the acquires on their way, what becomes of a lost
+//! hold's count, when a doubt is settled). The model only carries out the [`Step`]s and
+//! plans the machine answers, as the actor does with its I/O. The rules as they were
+//! before are the machine's own, behind the switches of [`Rules`], to show the checker finds
+//! what they broke.
 //!
-//! Events: a caller's direct try (sent, run, answered, its hold placed), the actor's try for
-//! the head of its queue (sent, run, answered), a force-unlock by this process (sent, run,
-//! answered), a fixed-lease hold reaching its end by the client's reckoning while Redis
-//! still has its key (the drift allowance), the owner-checked clearing of that hold (sent,
-//! run; its unlock cuts the key's TTL short, and the key may then expire), and another
-//! client taking and freeing the lock. Leases are otherwise long: no key expires unless a
-//! script cut it short, which is the adversary's best case (the drift window stays open).
+//! Events: a caller's direct try (sent, run, answered, its hold placed), the actor's turn
+//! (absorb, settle a doubt, send the head's try), the actor's try (run, answered), a
+//! reconcile (run, answered), a force-unlock by this process (sent, run, answered), a
+//! fixed-lease hold reaching its end by the client's reckoning while Redis still has its
+//! key (the drift allowance), the owner-checked clearing of that hold (run; its unlock cuts
+//! the key's TTL short, and the key may then expire), and another client taking and freeing
+//! the lock. Leases are otherwise long: no key expires unless a script cut it short, which
+//! is the adversary's best case (the drift window stays open).
 //!
 //! Checked, on the model's clock: a guard not told of a loss counts on a hold Redis has;
 //! never two holders while the earlier is not told; once every reply is settled (nothing in
@@ -22,7 +24,8 @@
 
 use super::store::{Scripts, Store};
 use crate::lock::fast_path::{AfterTry, FastPath, TryAnswer};
-use crate::lock::flight::{lost_holds, Forces, LostHolds};
+pub(crate) use crate::lock::machine::Rules;
+use crate::lock::machine::{Gate, LockMachine, LostPlan, NextReconcile, Shape, Step, TryOutcome};
 use stateright::{Model, Property};
 use std::collections::VecDeque;
 
@@ -47,34 +50,11 @@ pub(crate) struct Doubt(usize);
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Address;
 
-type Machine = FastPath<Taken, Doubt, Address>;
+type Fast = FastPath<Taken, Doubt, Address>;
 
-/// Which rules the process follows: the library's ([`Rules::CURRENT`]), or with one of
-/// them as it was before (restated), to show the checker finds what it broke.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub(crate) struct Rules {
-    /// A force-unlock of ours stales the acquires on its way ([`Forces`], and the fast
-    /// path's [`FastPath::voided`]), tells the holders it is about to delete before it is
-    /// sent, holds back every try while it is out, and counts the holds placed meanwhile.
-    /// Before: none of that; the holders counted when its answer came were told.
-    pub(crate) force_voids: bool,
-    /// A lost hold's count is settled once nothing is in flight ([`lost_holds`], where
-    /// the fast path's count counts as in flight while incomplete). Before: its clearing
-    /// was skipped while the actor's own try was out, and sent otherwise.
-    pub(crate) settle_in_flight: bool,
-    /// The clearing is under way before the holder is told (so the fast path stays shut).
-    /// Before: the holder was told, the fast path reopened, then the clearing was
-    /// registered.
-    pub(crate) clear_first: bool,
-}
-
-impl Rules {
-    pub(crate) const CURRENT: Rules = Rules {
-        force_voids: true,
-        settle_in_flight: true,
-        clear_first: true,
-    };
-}
+/// The lock machine as the model runs it: the owner, its holder (the callers holding), and
+/// a doubt's record (nothing to keep).
+type Machine = LockMachine<u8, Vec<usize>, ()>;
 
 /// Where one caller is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -102,30 +82,29 @@ enum Phase {
 struct Try {
     caller: usize,
     ran: Option<bool>,
-    epoch: u64,
+    ticket: u64,
 }
 
-#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+/// What the actor has out (the machine keeps the rest).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Actor {
-    /// The callers whose holds the actor keeps.
-    holders: Vec<usize>,
+    machine: Machine,
     queue: VecDeque<usize>,
     trying: Option<Try>,
-    /// Doubts of the owner to settle with `reconcile.lua`, once the count is complete.
-    reconciles: u32,
-    forces: Forces,
+    /// A reconcile is out: the count it sets, and whether it ran.
+    reconciling: Option<(u32, bool)>,
     /// Our force-unlock is out: `Some(None)` not run yet, `Some(Some(deleted))` run.
     force: Option<Option<bool>>,
     /// Clearing unlocks sent and not run yet.
     clears: u32,
-    /// (`Before` only) lost holds whose clearing is not registered yet.
+    /// (Old rules only) lost holds whose clearing is not registered yet.
     unregistered: u32,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct State {
     store: Store,
-    machine: Machine,
+    fast: Fast,
     actor: Actor,
     callers: Vec<Phase>,
     /// The other client holds the lock; acquires it has left.
@@ -143,10 +122,12 @@ pub(crate) enum Action {
     TryRuns(usize),
     TryAnswered(usize),
     Place(usize),
-    /// The actor takes a turn: absorbs, settles what it can, sends the head's try.
+    /// The actor takes a turn: absorbs, sends a reconcile or the head's try if it may.
     ActorTurn,
     ActorTryRuns,
     ActorTryAnswered,
+    ReconcileRuns,
+    ReconcileAnswered,
     /// The actor sends a force-unlock of the key.
     ForceSent,
     ForceRuns,
@@ -201,64 +182,77 @@ impl InFlightModel {
             .all(|phase| !matches!(phase, Phase::Trying { .. } | Phase::Granting { .. }))
             && actor.trying.is_none()
             && actor.force.is_none()
+            && actor.reconciling.is_none()
             && actor.clears == 0
             && actor.unregistered == 0
-            && actor.reconciles == 0
-            && state.machine.counts_complete()
+            && actor.machine.doubts() == 0
+            && state.fast.counts_complete()
     }
 
-    /// The actor's idle rule: nothing kept, queued, out or to settle.
+    /// The actor's idle rule (its `refresh_keepalive`): the machine keeps nothing, and
+    /// nothing is queued or out.
     fn idle(actor: &Actor) -> bool {
-        actor.holders.is_empty()
+        !actor.machine.busy()
             && actor.queue.is_empty()
             && actor.trying.is_none()
-            && actor.reconciles == 0
+            && actor.reconciling.is_none()
             && actor.force.is_none()
             && actor.clears == 0
             && actor.unregistered == 0
     }
 
-    fn take_charge(state: &mut State) {
-        let (taken, doubts) = state.machine.absorb();
-        state.actor.holders.extend(taken.map(|taken| taken.caller));
-        state.actor.reconciles += doubts.len() as u32;
+    /// Carries out the machine's steps, as the actor's `carry_out` does.
+    fn carry_out(state: &mut State, steps: Vec<Step<Taken, Doubt>>) {
+        for step in steps {
+            match step {
+                Step::Adopt(Taken { caller }) => {
+                    state
+                        .actor
+                        .machine
+                        .holder_entry(OWNER, Vec::new)
+                        .push(caller);
+                }
+                Step::Settle(Doubt(_)) => state.actor.machine.doubt(OWNER, ()),
+                Step::LoseAll => {
+                    for owner in state.actor.machine.owners() {
+                        for caller in state.actor.machine.remove(&owner).unwrap_or_default() {
+                            state.callers[caller] = Phase::Holding { told: true };
+                        }
+                    }
+                }
+            }
+        }
     }
 
-    /// One turn of the actor: absorb; settle one doubt once nothing can change Redis's
-    /// count; send the head's try if nothing holds it back; go idle when nothing is left.
-    fn actor_turn(&self, state: &mut State) {
+    fn take_charge(state: &mut State) {
+        let steps = state.actor.machine.take_charge(&mut state.fast);
+        Self::carry_out(state, steps);
+    }
+
+    /// One turn of the actor (its `drive`): absorb; with nothing of the queue out, send the
+    /// oldest doubt's reconcile if the machine says it may go, then the head's try if the
+    /// machine lets it; go idle when nothing is left.
+    fn actor_turn(state: &mut State) {
         Self::take_charge(state);
         let actor = &mut state.actor;
-        let quiet = actor.trying.is_none() && actor.force.is_none() && actor.clears == 0;
-        if actor.reconciles > 0 && quiet && state.machine.counts_complete() {
-            let counted = actor.holders.len() as u32;
-            state.store.reconcile(0, OWNER, LEASE, counted);
-            actor.reconciles -= 1;
-        }
-        let held_back = self.rules.force_voids && actor.forces.holds_tries();
-        if actor.trying.is_none()
-            && !held_back
-            && actor.reconciles == 0
-            && actor.clears == 0
-            && actor.unregistered == 0
-        {
-            if let Some(caller) = actor.queue.pop_front() {
-                actor.trying = Some(Try {
-                    caller,
-                    ran: None,
-                    epoch: actor.forces.epoch(),
-                });
+        if actor.trying.is_none() {
+            if let NextReconcile::Send { counted, .. } = actor.machine.next_reconcile(&state.fast) {
+                actor.reconciling = Some((counted as u32, false));
+            }
+            if let Some(&caller) = actor.queue.front() {
+                if actor.machine.gate(&OWNER) == Gate::Go {
+                    actor.queue.pop_front();
+                    let ticket = actor.machine.try_sent();
+                    actor.trying = Some(Try {
+                        caller,
+                        ran: None,
+                        ticket,
+                    });
+                }
             }
         }
         if Self::idle(&state.actor) {
-            state.machine.actor_idle();
-        }
-    }
-
-    /// The owner's holder is lost: every hold the actor keeps for it, its guards told.
-    fn lose_all(state: &mut State) {
-        for caller in std::mem::take(&mut state.actor.holders) {
-            state.callers[caller] = Phase::Holding { told: true };
+            state.fast.actor_idle();
         }
     }
 }
@@ -270,8 +264,20 @@ impl Model for InFlightModel {
     fn init_states(&self) -> Vec<State> {
         vec![State {
             store: Store::default(),
-            machine: FastPath::new(false),
-            actor: Actor::default(),
+            fast: FastPath::new(false),
+            actor: Actor {
+                machine: LockMachine::new(Shape {
+                    reentrant: true,
+                    shared: false,
+                })
+                .with_rules(self.rules),
+                queue: VecDeque::new(),
+                trying: None,
+                reconciling: None,
+                force: None,
+                clears: 0,
+                unregistered: 0,
+            },
             callers: vec![Phase::Ready; self.callers],
             rival: (false, self.rival_rounds),
             forced: false,
@@ -289,13 +295,18 @@ impl Model for InFlightModel {
                 _ => {}
             }
         }
-        if self.hold_ends && !state.ended && !state.actor.holders.is_empty() {
+        if self.hold_ends && !state.ended && state.actor.machine.holds_of(&OWNER) > 0 {
             actions.push(Action::HoldsEnd);
         }
         actions.push(Action::ActorTurn);
         match state.actor.trying {
             Some(Try { ran: None, .. }) => actions.push(Action::ActorTryRuns),
             Some(Try { ran: Some(_), .. }) => actions.push(Action::ActorTryAnswered),
+            None => {}
+        }
+        match state.actor.reconciling {
+            Some((_, false)) => actions.push(Action::ReconcileRuns),
+            Some((_, true)) => actions.push(Action::ReconcileAnswered),
             None => {}
         }
         match state.actor.force {
@@ -324,10 +335,10 @@ impl Model for InFlightModel {
         let mut state = last.clone();
         match action {
             Action::Acquire(c) => {
-                state.callers[c] = match state.machine.begin_try(Address) {
+                state.callers[c] = match state.fast.begin_try(Address) {
                     Ok(_) => Phase::Trying {
                         ran: None,
-                        epoch: state.machine.epoch(),
+                        epoch: state.fast.epoch(),
                     },
                     Err(_) => {
                         state.actor.queue.push_back(c);
@@ -362,13 +373,11 @@ impl Model for InFlightModel {
                     TryAnswer::Busy
                 };
                 // As `Direct::try_acquire` decides, under the machine's lock.
-                if self.rules.force_voids
-                    && answer == TryAnswer::Granted
-                    && state.machine.stale(epoch)
+                if self.rules.force_voids && answer == TryAnswer::Granted && state.fast.stale(epoch)
                 {
                     answer = TryAnswer::Unanswered;
                 }
-                state.callers[c] = match state.machine.try_answered(answer, || Doubt(c)) {
+                state.callers[c] = match state.fast.try_answered(answer, || Doubt(c)) {
                     AfterTry::Grant => Phase::Granting { epoch },
                     AfterTry::Queue(_) | AfterTry::DoubtAndQueue(_) => {
                         state.actor.queue.push_back(c);
@@ -385,10 +394,9 @@ impl Model for InFlightModel {
                 state.callers[c] = match self.rules.force_voids {
                     // As `Direct::grant` places it.
                     true => {
-                        let placed =
-                            state
-                                .machine
-                                .place_fresh(c as u64, None, taken, epoch, || Doubt(c));
+                        let placed = state
+                            .fast
+                            .place_fresh(c as u64, None, taken, epoch, || Doubt(c));
                         match placed {
                             Ok(()) => Phase::Holding { told: false },
                             Err(_) => {
@@ -398,12 +406,12 @@ impl Model for InFlightModel {
                         }
                     }
                     false => {
-                        state.machine.place(c as u64, None, taken);
+                        state.fast.place(c as u64, None, taken);
                         Phase::Holding { told: false }
                     }
                 };
             }
-            Action::ActorTurn => self.actor_turn(&mut state),
+            Action::ActorTurn => Self::actor_turn(&mut state),
             Action::ActorTryRuns => {
                 let mut tried = state.actor.trying?;
                 let taken = state
@@ -414,32 +422,47 @@ impl Model for InFlightModel {
                 state.actor.trying = Some(tried);
             }
             Action::ActorTryAnswered => {
-                let Try { caller, ran, epoch } = state.actor.trying.take()?;
-                let stale = self.rules.force_voids && state.actor.forces.stale(epoch);
-                match ran {
-                    Some(true) if stale => {
-                        // Settled as a lost reply; the waiter tries again after it.
-                        state.actor.reconciles += 1;
-                        state.actor.queue.push_front(caller);
-                    }
-                    Some(true) => {
-                        state.actor.holders.push(caller);
-                        state.machine.hand_out(|| Address);
+                let Try {
+                    caller,
+                    ran: Some(ran),
+                    ticket,
+                } = state.actor.trying.take()?
+                else {
+                    return None;
+                };
+                let answer = if ran {
+                    TryAnswer::Granted
+                } else {
+                    TryAnswer::Busy
+                };
+                match state
+                    .actor
+                    .machine
+                    .try_answered(OWNER, ticket, answer, || ())
+                {
+                    TryOutcome::Grant => {
+                        // As the actor's `grant`.
+                        let holder = state.actor.machine.holder_entry(OWNER, Vec::new);
+                        holder.push(caller);
+                        state.fast.hand_out(|| Address);
                         state.callers[caller] = Phase::Holding { told: false };
                     }
+                    // Stale (settled as a lost reply), busy: the waiter tries again.
                     _ => state.actor.queue.push_front(caller),
                 }
             }
+            Action::ReconcileRuns => {
+                let (counted, _) = state.actor.reconciling?;
+                state.store.reconcile(0, OWNER, LEASE, counted);
+                state.actor.reconciling = Some((counted, true));
+            }
+            Action::ReconcileAnswered => {
+                state.actor.reconciling.take()?;
+                state.actor.machine.reconcile_answered(true);
+            }
             Action::ForceSent => {
-                if self.rules.force_voids {
-                    state.actor.forces.begin();
-                    state.machine.voided();
-                }
-                Self::take_charge(&mut state);
-                if self.rules.force_voids {
-                    // The holds it is about to delete: told before it is sent.
-                    Self::lose_all(&mut state);
-                }
+                let steps = state.actor.machine.force_begun(&mut state.fast, true);
+                Self::carry_out(&mut state, steps);
                 state.actor.force = Some(None);
                 state.forced = true;
             }
@@ -456,59 +479,45 @@ impl Model for InFlightModel {
                 let Some(Some(deleted)) = state.actor.force.take() else {
                     return None;
                 };
-                if self.rules.force_voids {
-                    // A hold placed meanwhile ran before the force: counted, so told below.
-                    state.actor.forces.answered();
-                    Self::take_charge(&mut state);
-                }
-                if deleted {
-                    Self::lose_all(&mut state);
-                }
+                let steps = state.actor.machine.force_answered(&mut state.fast, deleted);
+                Self::carry_out(&mut state, steps);
             }
             Action::HoldsEnd => {
                 // As the expiry timer's `lose_and_clear` (no absorb first: a hold still in
                 // the slot is not among them).
                 state.ended = true;
-                let holds = state.actor.holders.len() as u32;
-                let in_flight = if self.rules.settle_in_flight {
-                    state.actor.trying.is_some() || !state.machine.counts_complete()
-                } else {
-                    state.actor.trying.is_some()
-                };
-                let settle = match (self.rules.settle_in_flight, lost_holds(in_flight)) {
-                    (true, LostHolds::Settle) => Some(true),
-                    (false, LostHolds::Settle) => None, // skipped: left in Redis
-                    (_, LostHolds::Clear) => Some(false),
-                };
-                if self.rules.clear_first {
-                    match settle {
-                        Some(true) => state.actor.reconciles += holds,
-                        Some(false) => state.actor.clears += holds,
-                        None => {}
+                let (holder, plan) =
+                    state
+                        .actor
+                        .machine
+                        .lose_and_clear(OWNER, &state.fast, true, || ());
+                for caller in holder.unwrap_or_default() {
+                    state.callers[caller] = Phase::Holding { told: true };
+                }
+                match plan {
+                    LostPlan::Clear(holds) => state.actor.clears += holds as u32,
+                    LostPlan::ClearLater(holds) => {
+                        if Self::idle(&state.actor) {
+                            // The holder is told and the actor has nothing left: the fast
+                            // path reopens before the clearing is registered.
+                            state.fast.actor_idle();
+                        }
+                        state.actor.unregistered += holds as u32;
                     }
-                    Self::lose_all(&mut state);
-                } else {
-                    Self::lose_all(&mut state);
-                    if Self::idle(&state.actor) {
-                        // The holder is told and the actor has nothing left: the fast path
-                        // reopens before the clearing below is registered.
-                        state.machine.actor_idle();
-                    }
-                    match settle {
-                        Some(true) => state.actor.reconciles += holds,
-                        Some(false) => state.actor.unregistered += holds,
-                        None => {}
-                    }
+                    LostPlan::Settle(_) | LostPlan::Nothing => {}
                 }
             }
             Action::ClearRegistered => {
-                state.actor.unregistered -= 1;
-                state.actor.clears += 1;
+                state.actor.machine.clear_registered(OWNER);
+                state.actor.clears += std::mem::take(&mut state.actor.unregistered);
             }
             Action::ClearRuns => {
                 // Owner-checked, and its TTL is the shortest there is: the hold is lost.
                 state.store.unlock(0, OWNER, 1);
                 state.actor.clears -= 1;
+                if state.actor.clears == 0 {
+                    state.actor.machine.clear_done(&OWNER);
+                }
             }
             Action::KeyExpires => state.store.expire(i64::MAX),
             Action::RivalAcquire => {
