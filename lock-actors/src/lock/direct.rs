@@ -216,12 +216,10 @@ impl<A: LockActorApi> Direct<A> {
         };
         // A grant's watchdog entry names the actor weakly (it must not keep it alive).
         let (after, weak) = pending.answered(|state| {
-            if answer == TryAnswer::Granted && state.stale(epoch) {
-                // A force-unlock came while it was on its way: the hold may be deleted
-                // already. Not counted; settled as a call in doubt, and tried again.
-                answer = TryAnswer::Unanswered;
-            }
-            let after = state.try_answered(answer, || self.doubted(owner, lease, None));
+            // A grant on its way when a force-unlock came is settled as a call in doubt.
+            let (counted, after) =
+                state.try_answered_since(epoch, answer, || self.doubted(owner, lease, None));
+            answer = counted;
             (after, state.actor().map(Addr::downgrade))
         });
         let reply = match reply {

@@ -326,6 +326,23 @@ impl<H, D, K: Clone> FastPath<H, D, K> {
         after
     }
 
+    /// [`try_answered`](Self::try_answered) for a try begun in `epoch`: a grant is stale
+    /// when a force-unlock came since (its hold may be deleted already), so it is not
+    /// counted but settled as a call in doubt, and the caller tries again. Returns the
+    /// answer as counted.
+    pub(crate) fn try_answered_since(
+        &mut self,
+        epoch: u64,
+        answer: TryAnswer,
+        doubt: impl FnOnce() -> D,
+    ) -> (TryAnswer, AfterTry<K>) {
+        let answer = match answer {
+            TryAnswer::Granted if self.stale(epoch) => TryAnswer::Unanswered,
+            answer => answer,
+        };
+        (answer, self.try_answered(answer, doubt))
+    }
+
     /// Puts a granted hold in the slot (the grant's call ends here). It stays on the fast path (`Held`) when the caller's
     /// try was the only thing going on; otherwise the actor absorbs it at its next turn.
     /// `until`: for a fixed lease, until when it is surely held.

@@ -367,17 +367,17 @@ impl Model for InFlightModel {
                 else {
                     return None;
                 };
-                let mut answer = if taken {
+                let answer = if taken {
                     TryAnswer::Granted
                 } else {
                     TryAnswer::Busy
                 };
-                // As `Direct::try_acquire` decides, under the machine's lock.
-                if self.rules.force_voids && answer == TryAnswer::Granted && state.fast.stale(epoch)
-                {
-                    answer = TryAnswer::Unanswered;
-                }
-                state.callers[c] = match state.fast.try_answered(answer, || Doubt(c)) {
+                // As `Direct::try_acquire` asks, under the fast path's lock.
+                let after = match self.rules.force_voids {
+                    true => state.fast.try_answered_since(epoch, answer, || Doubt(c)).1,
+                    false => state.fast.try_answered(answer, || Doubt(c)),
+                };
+                state.callers[c] = match after {
                     AfterTry::Grant => Phase::Granting { epoch },
                     AfterTry::Queue(_) | AfterTry::DoubtAndQueue(_) => {
                         state.actor.queue.push_back(c);
