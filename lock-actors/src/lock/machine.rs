@@ -1,6 +1,6 @@
 //! The lock machine: everything one lock actor knows about its lock and every decision it
 //! takes, with no I/O. It owns the holders, the calls whose answer was lost (to reconcile),
-//! the clearings of lost holds, the force-unlocks, and the count of the actor's tries in
+//! the clearings of lost holds, the force-unlocks, and the actor's tries and unlocks in
 //! flight; the fast path's slot and doubts come in through [`Fast`]. Each event (a try sent
 //! or answered, a force-unlock begun, answered or seen, a hold's end, a reconcile answered)
 //! is a method; what the actor must carry out comes back as [`Step`]s and plans, in the
@@ -48,14 +48,25 @@ impl<H, D, K: Clone> Fast for FastPath<H, D, K> {
     }
 }
 
-/// What a holder is to the machine: how many holds it counts.
+/// What a holder is to the machine: the holds it counts, each by id.
 pub(crate) trait Holds {
     fn holds(&self) -> usize;
+    /// Takes hold `id` (`None`: the latest) out; `false` when there is no such hold.
+    fn take_hold(&mut self, id: Option<u64>) -> bool;
 }
 
-impl<T> Holds for Vec<T> {
+/// A holder as the model keeps it: its holds' ids.
+impl Holds for Vec<u64> {
     fn holds(&self) -> usize {
         self.len()
+    }
+
+    fn take_hold(&mut self, id: Option<u64>) -> bool {
+        let at = match id {
+            Some(id) => self.iter().position(|&held| held == id),
+            None => self.len().checked_sub(1),
+        };
+        at.map(|at| self.remove(at)).is_some()
     }
 }
 
@@ -117,7 +128,8 @@ pub(crate) enum Gate {
     /// A force-unlock of ours is on its way: a try sent now could run before it and be
     /// deleted. Its answer wakes the head.
     Forcing,
-    /// Its owner's count is being settled with Redis (a reconcile or a clearing).
+    /// Its owner's count is being settled with Redis (a reconcile, a clearing, or an unlock
+    /// on its way).
     Settling,
 }
 
@@ -149,6 +161,44 @@ pub(crate) enum LostPlan {
     ClearLater(usize),
 }
 
+/// What a release took out of the machine.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Let<H> {
+    /// The owner holds no such hold here.
+    NotOwner,
+    /// Its last hold: the holder, taken out before the unlock is sent (renewal stops here),
+    /// to be told it is released.
+    Last(H),
+    /// This many holds remain.
+    Kept(u32),
+}
+
+/// How Redis answered an unlock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnlockReply {
+    /// Nothing of the owner's was there (someone else holds it, or nobody).
+    NotHeld,
+    /// A hold of the owner's is left.
+    HoldsLeft,
+    /// Freed for the owner.
+    Freed,
+    /// No answer: it may have run.
+    Unanswered,
+    /// An error reply: it did not run as meant.
+    Failed,
+}
+
+/// What an unlock's answer means for its caller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum UnlockOutcome {
+    NotOwner,
+    StillHeld(u32),
+    Released,
+    /// Recorded as a doubt: the caller hears what Redis holds once it is settled.
+    Settling,
+    Failed,
+}
+
 /// What the actor does about the oldest doubt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum NextReconcile<O> {
@@ -178,6 +228,10 @@ pub(crate) struct LockMachine<O: Ord, H, R> {
     forces: Forces,
     /// The actor's tries sent and not answered yet.
     tries: u32,
+    /// The actor's unlocks sent and not answered yet (releases, grants given back), by
+    /// owner: the owner's tries wait for them (one whose answer is lost may still run, and
+    /// take the count of a hold granted after it).
+    unlocks: BTreeMap<O, u32>,
 }
 
 impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
@@ -191,6 +245,7 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
             clearing: BTreeMap::new(),
             forces: Forces::default(),
             tries: 0,
+            unlocks: BTreeMap::new(),
         }
     }
 
@@ -263,7 +318,10 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
         if self.rules.force_voids && self.forces.holds_tries() {
             return Gate::Forcing;
         }
-        if self.reconciles.iter().any(|(o, _)| o == owner) || self.clearing.contains_key(owner) {
+        if self.reconciles.iter().any(|(o, _)| o == owner)
+            || self.clearing.contains_key(owner)
+            || self.unlocks.contains_key(owner)
+        {
             return Gate::Settling;
         }
         Gate::Go
@@ -304,8 +362,76 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
     /// not absorbed yet).
     pub(crate) fn in_flight(&self, fast: &impl Fast) -> bool {
         match self.rules.settle_in_flight {
-            true => self.tries > 0 || self.reconcile_out || !fast.counts_complete(),
+            true => {
+                self.tries > 0
+                    || !self.unlocks.is_empty()
+                    || self.reconcile_out
+                    || !fast.counts_complete()
+            }
             false => self.tries > 0,
+        }
+    }
+
+    // --- Releases ---
+
+    /// `owner` lets go of hold `hold` (`None`: its latest). The unlock to send counts in
+    /// flight until [`unlock_answered`](Self::unlock_answered).
+    pub(crate) fn release(&mut self, owner: O, hold: Option<u64>) -> Let<H> {
+        let Some(holder) = self.holders.get_mut(&owner) else {
+            return Let::NotOwner;
+        };
+        if !holder.take_hold(hold) {
+            return Let::NotOwner;
+        }
+        *self.unlocks.entry(owner).or_default() += 1;
+        match holder.holds() {
+            0 => Let::Last(self.holders.remove(&owner).expect("held above")),
+            remaining => Let::Kept(remaining as u32),
+        }
+    }
+
+    /// An unlock of `owner` not from a release is sent (a grant given back: its waiter
+    /// left, or it was not replicated enough).
+    pub(crate) fn give_back_sent(&mut self, owner: O) {
+        *self.unlocks.entry(owner).or_default() += 1;
+    }
+
+    /// A grant given back was answered (or failed).
+    pub(crate) fn give_back_answered(&mut self, owner: &O) {
+        self.unlock_done(owner);
+    }
+
+    fn unlock_done(&mut self, owner: &O) {
+        if let Some(count) = self.unlocks.get_mut(owner) {
+            *count -= 1;
+            if *count == 0 {
+                self.unlocks.remove(owner);
+            }
+        }
+    }
+
+    /// The unlock of a release that left `remaining` holds was answered. `lose`: the holds
+    /// that remain are gone in Redis (it found nothing of ours, or freed the key), so the
+    /// holder must be told; `doubt` makes the record of an unlock that got no answer.
+    pub(crate) fn unlock_answered(
+        &mut self,
+        owner: O,
+        remaining: u32,
+        reply: UnlockReply,
+        doubt: impl FnOnce() -> R,
+    ) -> (UnlockOutcome, bool) {
+        self.unlock_done(&owner);
+        match reply {
+            UnlockReply::NotHeld => (UnlockOutcome::NotOwner, remaining > 0),
+            UnlockReply::HoldsLeft if remaining > 0 => (UnlockOutcome::StillHeld(remaining), false),
+            // Freed, or freed for this owner (a read lock others still hold, or a newer
+            // hold of ours that Redis counted first).
+            UnlockReply::HoldsLeft | UnlockReply::Freed => (UnlockOutcome::Released, remaining > 0),
+            UnlockReply::Unanswered => {
+                self.reconciles.push_back((owner, doubt()));
+                (UnlockOutcome::Settling, false)
+            }
+            UnlockReply::Failed => (UnlockOutcome::Failed, false),
         }
     }
 
@@ -462,6 +588,7 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
         let owner = *owner;
         if self.reconcile_out
             || self.tries > 0
+            || !self.unlocks.is_empty()
             || self.forces.holds_tries()
             || !self.clearing.is_empty()
         {

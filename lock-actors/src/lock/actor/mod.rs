@@ -143,6 +143,14 @@ impl Holds for Holder {
     fn holds(&self) -> usize {
         self.holds.len()
     }
+
+    fn take_hold(&mut self, id: Option<u64>) -> bool {
+        let at = match id {
+            Some(id) => self.holds.iter().position(|h| h.id == id),
+            None => self.holds.len().checked_sub(1),
+        };
+        at.map(|at| self.holds.remove(at)).is_some()
+    }
 }
 
 impl Holder {

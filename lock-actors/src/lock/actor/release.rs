@@ -8,7 +8,7 @@ use crate::error::LockError;
 use crate::hold_status::HoldStatus;
 use crate::lock::guard::ReleaseHold;
 use crate::lock::lease_entry::{renew_confirmed, renewed_for};
-use crate::lock::machine::LostPlan;
+use crate::lock::machine::{Let, LostPlan, UnlockOutcome, UnlockReply};
 use crate::lock::{LockOwner, Release, Released, Renew};
 use crate::reply::{Deferred, ReplySlot};
 use crate::runtime::Errand;
@@ -178,18 +178,19 @@ impl LockActor {
         let lease = self
             .kept_lease(owner)
             .unwrap_or(lease.unwrap_or(self.watchdog_lease()));
-        let still_holds = self.machine.holder(&owner).is_some();
         let request = self.unlock_request(owner, lease);
         let errand = self.node.arbiter.errands().start();
+        self.machine.give_back_sent(owner);
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
             drop(errand);
+            act.machine.give_back_answered(&owner);
             if let Err(error) = result {
                 tracing::warn!(lock = %act.name, %error,
                     "could not give back an abandoned grant; it expires at its lease");
             }
-            if !still_holds {
-                act.wake_head(ctx);
-            }
+            // The owner's head waited for it (and, if the owner held nothing else here,
+            // any head may go now).
+            act.wake_head(ctx);
         }));
     }
 
@@ -229,25 +230,10 @@ impl LockActor {
                 name: self.name.to_string(),
             }))
         };
-        let Some(holder) = self.machine.holder_mut(&owner) else {
-            return not_owner();
-        };
-        let pos = match hold {
-            Some(id) => holder.holds.iter().position(|h| h.id == id),
-            None => holder.holds.len().checked_sub(1),
-        };
-        let Some(pos) = pos else {
-            return not_owner();
-        };
-        holder.holds.remove(pos);
-        let remaining = holder.holds.len() as u32;
-        // What the key keeps while the other holds remain (unused when none does).
-        let lease = self
-            .kept_lease(owner)
-            .unwrap_or_else(|| self.watchdog_lease());
-        if remaining == 0 {
-            // Renewal stops here, before the unlock is even sent.
-            if let Some(holder) = self.machine.remove(&owner) {
+        let remaining = match self.machine.release(owner, hold) {
+            Let::NotOwner => return not_owner(),
+            Let::Last(holder) => {
+                // Renewal stops here, before the unlock is even sent.
                 if let Some(id) = holder.watch_id {
                     self.watchdog.unregister(id);
                 }
@@ -255,67 +241,63 @@ impl LockActor {
                     ctx.cancel_future(expiry);
                 }
                 holder.set_status(HoldStatus::Released);
+                0
             }
-        } else {
-            self.arm_lease_keeping(owner, Instant::now(), ctx);
-        }
+            Let::Kept(remaining) => {
+                self.arm_lease_keeping(owner, Instant::now(), ctx);
+                remaining
+            }
+        };
+        // What the key keeps while the other holds remain (unused when none does).
+        let lease = self
+            .kept_lease(owner)
+            .unwrap_or_else(|| self.watchdog_lease());
         let slot = ReplySlot::new();
         let reply = slot.clone();
         let request = self.unlock_request(owner, lease);
         ctx.spawn(request.into_actor(self).map(move |result, act, ctx| {
             let _errand = errand;
+            let answer = match &result {
+                Ok(None) => UnlockReply::NotHeld,
+                Ok(Some(0)) => UnlockReply::HoldsLeft,
+                Ok(Some(_)) => UnlockReply::Freed,
+                Err(LockError::Unavailable { .. }) => UnlockReply::Unanswered,
+                Err(_) => UnlockReply::Failed,
+            };
+            let errands = act.node.arbiter.errands();
+            let unlock = (reply.clone(), remaining);
+            let (unlocked, lose) = act.machine.unlock_answered(owner, remaining, answer, || {
+                Reconcile::new(lease, Some(unlock), errands.start())
+            });
+            if lose {
+                // Redis had fewer holds than we counted (it found nothing of ours, or freed
+                // the lock): those holds are gone, and their holder must stop.
+                act.lose(owner, "an unlock found its holds gone in Redis", ctx);
+            }
             let outcome = match result {
-                // With no hold left, the holder entry went before the unlock was sent; one
-                // there now is a newer hold of the same owner (a re-entry answered first)
-                // and must be left alone.
-                Ok(None) => {
-                    if remaining > 0 {
-                        act.lose(
-                            owner,
-                            "an unlock found it held by nobody or by another owner",
-                            ctx,
-                        );
-                    }
-                    // Whoever took it away (a force-unlock, its expiry) freed it for the
-                    // waiters here too: a local head slept on this holder.
-                    act.wake_head(ctx);
-                    Err(LockError::NotOwner {
-                        name: act.name.to_string(),
-                    })
-                }
-                Ok(Some(0)) if remaining > 0 => Ok(Released::StillHeld { holds: remaining }),
-                // 1: freed. 0 with no hold left: freed for this owner (a read lock others
-                // still hold, or a newer hold of ours that Redis counted first).
-                Ok(Some(_)) => {
-                    // Redis freed the lock while we still count holds (it had fewer
-                    // than we did): those holds are gone, and their holder must stop.
-                    if remaining > 0 {
-                        act.lose(owner, "an unlock freed it while holds remained", ctx);
-                    }
-                    tracing::debug!(lock = %act.name, owner = owner.id(), "released");
-                    act.wake_head(ctx);
-                    Ok(Released::Unlocked)
-                }
-                Err(error @ LockError::Unavailable { .. }) => {
-                    let errand = act.node.arbiter.errands().start();
-                    act.await_settlement(
-                        owner,
-                        lease,
-                        error,
-                        reply.clone(),
-                        remaining,
-                        errand,
-                        ctx,
-                    );
+                Err(error) if unlocked == UnlockOutcome::Settling => {
+                    tracing::warn!(lock = %act.name, %error, "unlock got no answer; settling it");
+                    act.report_unsettled(error, reply, ctx);
                     act.drive(Vec::new(), ctx);
                     act.refresh_keepalive(ctx);
                     return;
                 }
-                Err(error) => {
-                    act.wake_head(ctx);
-                    Err(error)
-                }
+                Err(error) => Err(error),
+                Ok(_) => match unlocked {
+                    UnlockOutcome::NotOwner => Err(LockError::NotOwner {
+                        name: act.name.to_string(),
+                    }),
+                    UnlockOutcome::StillHeld(holds) => Ok(Released::StillHeld { holds }),
+                    _ => {
+                        tracing::debug!(lock = %act.name, owner = owner.id(), "released");
+                        Ok(Released::Unlocked)
+                    }
+                },
             };
+            // A head of the owner waited for this unlock; and whoever took the lock away
+            // (a force-unlock, its expiry) freed it for the waiters here too, as a release
+            // does: a local head slept on this holder.
+            act.wake_head(ctx);
             let _ = reply.send(outcome);
             act.refresh_keepalive(ctx);
         }));
@@ -340,6 +322,17 @@ impl LockActor {
     ) {
         tracing::warn!(lock = %self.name, %error, "unlock got no answer; settling it");
         self.doubt(owner, lease, Some((reply.clone(), remaining)), errand, ctx);
+        self.report_unsettled(error, reply, ctx);
+    }
+
+    /// An unlock's caller hears `error` if its settlement takes longer than a response
+    /// timeout (whichever comes first is what it hears).
+    fn report_unsettled(
+        &mut self,
+        error: LockError,
+        reply: ReplySlot<Result<Released, LockError>>,
+        ctx: &mut Context<Self>,
+    ) {
         ctx.run_later(self.node.config.response_timeout, move |_, _| {
             let _ = reply.send(Err(error));
         });

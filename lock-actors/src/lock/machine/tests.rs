@@ -116,3 +116,35 @@ fn a_reconcile_waits_for_a_direct_call_on_its_way() {
     assert_eq!(m.next_reconcile(&fast), NextReconcile::Recheck);
     assert_eq!(m.reconcile_answered(false), None, "nothing was settled");
 }
+
+#[test]
+fn a_release_counts_its_unlock_in_flight_until_answered() {
+    let (mut m, fast) = machine();
+    m.holder_entry(1, Vec::new).extend([10, 11]);
+    assert_eq!(m.release(1, Some(12)), Let::NotOwner, "no such hold");
+    assert_eq!(m.release(1, Some(10)), Let::Kept(1));
+    assert_eq!(
+        m.gate(&1),
+        Gate::Settling,
+        "its owner's tries wait for the unlock"
+    );
+    assert_eq!(m.gate(&2), Gate::LocalHolder);
+    assert!(m.in_flight(&fast));
+    let answered = m.unlock_answered(1, 1, UnlockReply::HoldsLeft, || "never");
+    assert_eq!(answered, (UnlockOutcome::StillHeld(1), false));
+    assert_eq!(m.release(1, None), Let::Last(vec![]), "its last hold");
+    let answered = m.unlock_answered(1, 0, UnlockReply::Unanswered, || "unlock");
+    assert_eq!(answered, (UnlockOutcome::Settling, false));
+    assert_eq!(m.oldest_doubt(), Some((&1, &"unlock")));
+    assert!(!m.in_flight(&fast));
+}
+
+#[test]
+fn an_unlock_that_finds_fewer_holds_than_counted_loses_the_rest() {
+    let (mut m, _) = machine();
+    m.holder_entry(1, Vec::new).extend([10, 11]);
+    assert_eq!(m.release(1, None), Let::Kept(1));
+    let answered = m.unlock_answered(1, 1, UnlockReply::Freed, || "never");
+    assert_eq!(answered, (UnlockOutcome::Released, true));
+    assert_eq!(m.release(1, None), Let::Last(vec![]));
+}

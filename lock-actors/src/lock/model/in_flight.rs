@@ -25,7 +25,9 @@
 use super::store::{Scripts, Store};
 use crate::lock::fast_path::{AfterTry, FastPath, TryAnswer};
 pub(crate) use crate::lock::machine::Rules;
-use crate::lock::machine::{Gate, LockMachine, LostPlan, NextReconcile, Shape, Step, TryOutcome};
+use crate::lock::machine::{
+    Gate, Let, LockMachine, LostPlan, NextReconcile, Shape, Step, TryOutcome, UnlockReply,
+};
 use stateright::{Model, Property};
 use std::collections::VecDeque;
 
@@ -54,7 +56,7 @@ type Fast = FastPath<Taken, Doubt, Address>;
 
 /// The lock machine as the model runs it: the owner, its holder (the callers holding), and
 /// a doubt's record (nothing to keep).
-type Machine = LockMachine<u8, Vec<usize>, ()>;
+type Machine = LockMachine<u8, Vec<u64>, ()>;
 
 /// Where one caller is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -75,6 +77,11 @@ enum Phase {
     Holding {
         told: bool,
     },
+    /// It let go: its guard counts on nothing from the release on (`true`: answered).
+    Released(bool),
+    /// Its caller dropped the acquire's future while the direct try was out: the try may
+    /// still run (it was sent), and nobody hears its answer.
+    Dropped,
 }
 
 /// The actor's try for the head of its queue.
@@ -85,12 +92,24 @@ struct Try {
     ticket: u64,
 }
 
+/// A release's unlock, sent by the actor.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+struct Unlock {
+    caller: usize,
+    /// The holds its owner keeps after it.
+    remaining: u32,
+    /// `None` not run yet; `Some(reply)` run (what the script answered).
+    ran: Option<Option<i64>>,
+}
+
 /// What the actor has out (the machine keeps the rest).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Actor {
     machine: Machine,
     queue: VecDeque<usize>,
     trying: Option<Try>,
+    /// A release's unlock is out (one at a time here).
+    unlocking: Option<Unlock>,
     /// A reconcile is out: the count it sets, and whether it ran.
     reconciling: Option<(u32, bool)>,
     /// Our force-unlock is out: `Some(None)` not run yet, `Some(Some(deleted))` run.
@@ -113,6 +132,9 @@ pub(crate) struct State {
     forced: bool,
     /// The owner's holds kept by the actor reached their end (once per run).
     ended: bool,
+    /// The requests sent and not run yet, as the one connection carries them: Redis runs
+    /// them in this order (each stands as the action that runs it).
+    wire: VecDeque<Action>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -122,6 +144,14 @@ pub(crate) enum Action {
     TryRuns(usize),
     TryAnswered(usize),
     Place(usize),
+    /// Caller `0` drops its acquire's future while its direct try is out.
+    Cancel(usize),
+    /// Caller `0` lets go of the hold the actor keeps for it: the actor sends the unlock.
+    Release(usize),
+    UnlockRuns,
+    UnlockAnswered,
+    /// The unlock's answer is lost (it ran or not): the caller hears once it is settled.
+    UnlockUnanswered,
     /// The actor takes a turn: absorbs, sends a reconcile or the head's try if it may.
     ActorTurn,
     ActorTryRuns,
@@ -144,6 +174,21 @@ pub(crate) enum Action {
     RivalUnlock,
 }
 
+impl Action {
+    /// Whether this is Redis running a request sent earlier.
+    fn runs(&self) -> bool {
+        matches!(
+            self,
+            Action::TryRuns(_)
+                | Action::UnlockRuns
+                | Action::ActorTryRuns
+                | Action::ReconcileRuns
+                | Action::ForceRuns
+                | Action::ClearRuns
+        )
+    }
+}
+
 pub(crate) struct InFlightModel {
     pub(crate) callers: usize,
     pub(crate) rules: Rules,
@@ -152,6 +197,11 @@ pub(crate) struct InFlightModel {
     /// A hold may reach its end while its key is still in Redis.
     pub(crate) hold_ends: bool,
     pub(crate) rival_rounds: u8,
+    /// A caller may let go of a hold the actor keeps (its unlock sent, run, answered, or its
+    /// answer lost).
+    pub(crate) releases: bool,
+    /// A caller may drop its acquire's future while its direct try is out.
+    pub(crate) cancels: bool,
     /// Checks only the property of this name (a shortest counterexample for it).
     pub(crate) only: Option<&'static str>,
 }
@@ -181,11 +231,13 @@ impl InFlightModel {
             .iter()
             .all(|phase| !matches!(phase, Phase::Trying { .. } | Phase::Granting { .. }))
             && actor.trying.is_none()
+            && actor.unlocking.is_none()
             && actor.force.is_none()
             && actor.reconciling.is_none()
             && actor.clears == 0
             && actor.unregistered == 0
             && actor.machine.doubts() == 0
+            && state.wire.is_empty()
             && state.fast.counts_complete()
     }
 
@@ -195,6 +247,7 @@ impl InFlightModel {
         !actor.machine.busy()
             && actor.queue.is_empty()
             && actor.trying.is_none()
+            && actor.unlocking.is_none()
             && actor.reconciling.is_none()
             && actor.force.is_none()
             && actor.clears == 0
@@ -210,13 +263,13 @@ impl InFlightModel {
                         .actor
                         .machine
                         .holder_entry(OWNER, Vec::new)
-                        .push(caller);
+                        .push(caller as u64);
                 }
                 Step::Settle(Doubt(_)) => state.actor.machine.doubt(OWNER, ()),
                 Step::LoseAll => {
                     for owner in state.actor.machine.owners() {
                         for caller in state.actor.machine.remove(&owner).unwrap_or_default() {
-                            state.callers[caller] = Phase::Holding { told: true };
+                            state.callers[caller as usize] = Phase::Holding { told: true };
                         }
                     }
                 }
@@ -238,6 +291,7 @@ impl InFlightModel {
         if actor.trying.is_none() {
             if let NextReconcile::Send { counted, .. } = actor.machine.next_reconcile(&state.fast) {
                 actor.reconciling = Some((counted as u32, false));
+                state.wire.push_back(Action::ReconcileRuns);
             }
             if let Some(&caller) = actor.queue.front() {
                 if actor.machine.gate(&OWNER) == Gate::Go {
@@ -248,6 +302,7 @@ impl InFlightModel {
                         ran: None,
                         ticket,
                     });
+                    state.wire.push_back(Action::ActorTryRuns);
                 }
             }
         }
@@ -273,6 +328,7 @@ impl Model for InFlightModel {
                 .with_rules(self.rules),
                 queue: VecDeque::new(),
                 trying: None,
+                unlocking: None,
                 reconciling: None,
                 force: None,
                 clears: 0,
@@ -282,6 +338,7 @@ impl Model for InFlightModel {
             rival: (false, self.rival_rounds),
             forced: false,
             ended: false,
+            wire: VecDeque::new(),
         }]
     }
 
@@ -289,11 +346,38 @@ impl Model for InFlightModel {
         for (c, phase) in state.callers.iter().enumerate() {
             match phase {
                 Phase::Ready => actions.push(Action::Acquire(c)),
-                Phase::Trying { ran: None, .. } => actions.push(Action::TryRuns(c)),
+                Phase::Trying { ran: None, .. } => {
+                    actions.push(Action::TryRuns(c));
+                    if self.cancels {
+                        actions.push(Action::Cancel(c));
+                    }
+                }
                 Phase::Trying { ran: Some(_), .. } => actions.push(Action::TryAnswered(c)),
+                Phase::Dropped if state.wire.contains(&Action::TryRuns(c)) => {
+                    actions.push(Action::TryRuns(c))
+                }
                 Phase::Granting { .. } => actions.push(Action::Place(c)),
+                Phase::Holding { told: false }
+                    if self.releases
+                        && state.actor.unlocking.is_none()
+                        && state
+                            .actor
+                            .machine
+                            .holder(&OWNER)
+                            .is_some_and(|held| held.contains(&(c as u64))) =>
+                {
+                    actions.push(Action::Release(c))
+                }
                 _ => {}
             }
+        }
+        match state.actor.unlocking {
+            Some(Unlock { ran: None, .. }) => actions.push(Action::UnlockRuns),
+            Some(Unlock { ran: Some(_), .. }) => actions.push(Action::UnlockAnswered),
+            None => {}
+        }
+        if state.actor.unlocking.is_some() {
+            actions.push(Action::UnlockUnanswered);
         }
         if self.hold_ends && !state.ended && state.actor.machine.holds_of(&OWNER) > 0 {
             actions.push(Action::HoldsEnd);
@@ -329,22 +413,39 @@ impl Model for InFlightModel {
             (true, _) => actions.push(Action::RivalUnlock),
             _ => {}
         }
+        // Redis runs what the connection carries in the order sent.
+        actions.retain(|action| !action.runs() || state.wire.front() == Some(action));
     }
 
     fn next_state(&self, last: &State, action: Action) -> Option<State> {
         let mut state = last.clone();
+        if action.runs() {
+            // Offered only at the front (see `actions`).
+            state.wire.pop_front();
+        }
         match action {
             Action::Acquire(c) => {
                 state.callers[c] = match state.fast.begin_try(Address) {
-                    Ok(_) => Phase::Trying {
-                        ran: None,
-                        epoch: state.fast.epoch(),
-                    },
+                    Ok(_) => {
+                        state.wire.push_back(Action::TryRuns(c));
+                        Phase::Trying {
+                            ran: None,
+                            epoch: state.fast.epoch(),
+                        }
+                    }
                     Err(_) => {
                         state.actor.queue.push_back(c);
                         Phase::Queued
                     }
                 };
+            }
+            Action::TryRuns(c) if state.callers[c] == Phase::Dropped => {
+                state.store.acquire(Scripts::Current, 0, OWNER, LEASE);
+            }
+            Action::Cancel(c) => {
+                // As the dropped call's `Pending`: a doubt, the actor in charge.
+                state.fast.call_dropped(Doubt(c));
+                state.callers[c] = Phase::Dropped;
             }
             Action::TryRuns(c) => {
                 let Phase::Trying { epoch, .. } = state.callers[c] else {
@@ -443,13 +544,61 @@ impl Model for InFlightModel {
                     TryOutcome::Grant => {
                         // As the actor's `grant`.
                         let holder = state.actor.machine.holder_entry(OWNER, Vec::new);
-                        holder.push(caller);
+                        holder.push(caller as u64);
                         state.fast.hand_out(|| Address);
                         state.callers[caller] = Phase::Holding { told: false };
                     }
                     // Stale (settled as a lost reply), busy: the waiter tries again.
                     _ => state.actor.queue.push_front(caller),
                 }
+            }
+            Action::Release(c) => {
+                // As the actor's `release`.
+                let remaining = match state.actor.machine.release(OWNER, Some(c as u64)) {
+                    Let::NotOwner => return None,
+                    Let::Last(_) => 0,
+                    Let::Kept(remaining) => remaining,
+                };
+                state.actor.unlocking = Some(Unlock {
+                    caller: c,
+                    remaining,
+                    ran: None,
+                });
+                state.callers[c] = Phase::Released(false);
+                state.wire.push_back(Action::UnlockRuns);
+            }
+            Action::UnlockRuns => {
+                let mut unlock = state.actor.unlocking?;
+                unlock.ran = Some(state.store.unlock(0, OWNER, LEASE));
+                state.actor.unlocking = Some(unlock);
+            }
+            Action::UnlockAnswered | Action::UnlockUnanswered => {
+                let Unlock {
+                    caller,
+                    remaining,
+                    ran,
+                } = state.actor.unlocking.take()?;
+                let reply = match (action, ran) {
+                    (Action::UnlockAnswered, Some(None)) => UnlockReply::NotHeld,
+                    (Action::UnlockAnswered, Some(Some(0))) => UnlockReply::HoldsLeft,
+                    (Action::UnlockAnswered, Some(Some(_))) => UnlockReply::Freed,
+                    (Action::UnlockAnswered, None) => return None,
+                    _ => UnlockReply::Unanswered,
+                };
+                if ran.is_none() {
+                    // Lost on its way with its connection: it never runs.
+                    state.wire.retain(|sent| *sent != Action::UnlockRuns);
+                }
+                let (_, lose) = state
+                    .actor
+                    .machine
+                    .unlock_answered(OWNER, remaining, reply, || ());
+                if lose {
+                    for held in state.actor.machine.remove(&OWNER).unwrap_or_default() {
+                        state.callers[held as usize] = Phase::Holding { told: true };
+                    }
+                }
+                state.callers[caller] = Phase::Released(true);
             }
             Action::ReconcileRuns => {
                 let (counted, _) = state.actor.reconciling?;
@@ -465,6 +614,7 @@ impl Model for InFlightModel {
                 Self::carry_out(&mut state, steps);
                 state.actor.force = Some(None);
                 state.forced = true;
+                state.wire.push_back(Action::ForceRuns);
             }
             Action::ForceRuns => {
                 let deleted = !state.store.fields.is_empty();
@@ -492,10 +642,14 @@ impl Model for InFlightModel {
                         .machine
                         .lose_and_clear(OWNER, &state.fast, true, || ());
                 for caller in holder.unwrap_or_default() {
-                    state.callers[caller] = Phase::Holding { told: true };
+                    state.callers[caller as usize] = Phase::Holding { told: true };
                 }
                 match plan {
-                    LostPlan::Clear(holds) => state.actor.clears += holds as u32,
+                    LostPlan::Clear(holds) => {
+                        // Sent one after another: the next once the last has run.
+                        state.actor.clears += holds as u32;
+                        state.wire.push_back(Action::ClearRuns);
+                    }
                     LostPlan::ClearLater(holds) => {
                         if Self::idle(&state.actor) {
                             // The holder is told and the actor has nothing left: the fast
@@ -510,13 +664,15 @@ impl Model for InFlightModel {
             Action::ClearRegistered => {
                 state.actor.machine.clear_registered(OWNER);
                 state.actor.clears += std::mem::take(&mut state.actor.unregistered);
+                state.wire.push_back(Action::ClearRuns);
             }
             Action::ClearRuns => {
                 // Owner-checked, and its TTL is the shortest there is: the hold is lost.
                 state.store.unlock(0, OWNER, 1);
                 state.actor.clears -= 1;
-                if state.actor.clears == 0 {
-                    state.actor.machine.clear_done(&OWNER);
+                match state.actor.clears {
+                    0 => state.actor.machine.clear_done(&OWNER),
+                    _ => state.wire.push_back(Action::ClearRuns),
                 }
             }
             Action::KeyExpires => state.store.expire(i64::MAX),

@@ -12,6 +12,8 @@ fn model(rules: Rules, force: bool, hold_ends: bool) -> InFlightModel {
         force,
         hold_ends,
         rival_rounds: 1,
+        releases: true,
+        cancels: true,
         only: None,
     }
 }
