@@ -110,6 +110,8 @@ struct Actor {
     trying: Option<Try>,
     /// A release's unlock is out (one at a time here).
     unlocking: Option<Unlock>,
+    /// A grant given back (its waiter left) is out: whether it ran.
+    giving_back: Option<bool>,
     /// A reconcile is out: the count it sets, and whether it ran.
     reconciling: Option<(u32, bool)>,
     /// Our force-unlock is out: `Some(None)` not run yet, `Some(Some(deleted))` run.
@@ -146,6 +148,10 @@ pub(crate) enum Action {
     Place(usize),
     /// Caller `0` drops its acquire's future while its direct try is out.
     Cancel(usize),
+    /// Caller `0`, queued at the actor (its try maybe out), gives up waiting.
+    Leave(usize),
+    GiveBackRuns,
+    GiveBackAnswered,
     /// Caller `0` lets go of the hold the actor keeps for it: the actor sends the unlock.
     Release(usize),
     UnlockRuns,
@@ -185,6 +191,7 @@ impl Action {
                 | Action::ReconcileRuns
                 | Action::ForceRuns
                 | Action::ClearRuns
+                | Action::GiveBackRuns
         )
     }
 }
@@ -232,6 +239,7 @@ impl InFlightModel {
             .all(|phase| !matches!(phase, Phase::Trying { .. } | Phase::Granting { .. }))
             && actor.trying.is_none()
             && actor.unlocking.is_none()
+            && actor.giving_back.is_none()
             && actor.force.is_none()
             && actor.reconciling.is_none()
             && actor.clears == 0
@@ -248,6 +256,7 @@ impl InFlightModel {
             && actor.queue.is_empty()
             && actor.trying.is_none()
             && actor.unlocking.is_none()
+            && actor.giving_back.is_none()
             && actor.reconciling.is_none()
             && actor.force.is_none()
             && actor.clears == 0
@@ -329,6 +338,7 @@ impl Model for InFlightModel {
                 queue: VecDeque::new(),
                 trying: None,
                 unlocking: None,
+                giving_back: None,
                 reconciling: None,
                 force: None,
                 clears: 0,
@@ -356,6 +366,7 @@ impl Model for InFlightModel {
                 Phase::Dropped if state.wire.contains(&Action::TryRuns(c)) => {
                     actions.push(Action::TryRuns(c))
                 }
+                Phase::Queued if self.cancels => actions.push(Action::Leave(c)),
                 Phase::Granting { .. } => actions.push(Action::Place(c)),
                 Phase::Holding { told: false }
                     if self.releases
@@ -370,6 +381,11 @@ impl Model for InFlightModel {
                 }
                 _ => {}
             }
+        }
+        match state.actor.giving_back {
+            Some(false) => actions.push(Action::GiveBackRuns),
+            Some(true) => actions.push(Action::GiveBackAnswered),
+            None => {}
         }
         match state.actor.unlocking {
             Some(Unlock { ran: None, .. }) => actions.push(Action::UnlockRuns),
@@ -541,6 +557,13 @@ impl Model for InFlightModel {
                     .machine
                     .try_answered(OWNER, ticket, answer, || ())
                 {
+                    TryOutcome::Grant if state.callers[caller] == Phase::Dropped => {
+                        // Its waiter left while the grant was on its way: the actor's
+                        // `give_back`.
+                        state.actor.machine.give_back_sent(OWNER);
+                        state.actor.giving_back = Some(false);
+                        state.wire.push_back(Action::GiveBackRuns);
+                    }
                     TryOutcome::Grant => {
                         // As the actor's `grant`.
                         let holder = state.actor.machine.holder_entry(OWNER, Vec::new);
@@ -548,9 +571,25 @@ impl Model for InFlightModel {
                         state.fast.hand_out(|| Address);
                         state.callers[caller] = Phase::Holding { told: false };
                     }
+                    // Its waiter left: nothing to try again for.
+                    _ if state.callers[caller] == Phase::Dropped => {}
                     // Stale (settled as a lost reply), busy: the waiter tries again.
                     _ => state.actor.queue.push_front(caller),
                 }
+            }
+            Action::Leave(c) => {
+                // The waiter's asker is gone: out of the queue, or (its try out) its answer
+                // finds nobody.
+                state.actor.queue.retain(|&queued| queued != c);
+                state.callers[c] = Phase::Dropped;
+            }
+            Action::GiveBackRuns => {
+                state.store.unlock(0, OWNER, LEASE);
+                state.actor.giving_back = Some(true);
+            }
+            Action::GiveBackAnswered => {
+                state.actor.giving_back.take()?;
+                state.actor.machine.give_back_answered(&OWNER);
             }
             Action::Release(c) => {
                 // As the actor's `release`.
