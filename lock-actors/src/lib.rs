@@ -81,6 +81,9 @@ mod loss_signal;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod messages;
+/// The model checks (test-only): a home of their own beside the runtime they check.
+#[cfg(test)]
+mod model;
 mod node;
 mod queue_driver;
 mod redact;

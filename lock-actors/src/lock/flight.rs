@@ -1,7 +1,7 @@
 //! The rules for a lock's requests in flight, with no I/O: what a force-unlock does to the
 //! acquires on their way, and what becomes of a lost hold's count in Redis while other
 //! calls are out. The lock actor keeps one [`Forces`] and asks [`lost_holds`]; the model
-//! check (`lock/model/in_flight`) drives the same two with every interleaving of sends,
+//! check (`model/in_flight`) drives the same two with every interleaving of sends,
 //! runs and answers.
 //!
 //! Both rest on one fact: the calls of one process to one node go down one connection, in

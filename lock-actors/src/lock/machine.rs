@@ -5,7 +5,7 @@
 //! or answered, a force-unlock begun, answered or seen, a hold's end, a reconcile answered)
 //! is a method; what the actor must carry out comes back as [`Step`]s and plans, in the
 //! order they must happen. The actor does the I/O and the timers; the model check
-//! (`lock/model/in_flight`) drives this same machine with every request in flight as steps
+//! (`model/in_flight`) drives this same machine with every request in flight as steps
 //! of their own.
 //!
 //! The rules for requests in flight are those of [`super::flight`]: a force-unlock stales

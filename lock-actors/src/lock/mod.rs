@@ -1,17 +1,15 @@
 //! The lock actor, its messages, the guard a holder keeps, owners, and the lease list of
 //! watchdog-leased holds (renewed by the client's renewal service).
 
-mod actor;
+pub(crate) mod actor;
 mod direct;
 mod direct_messages;
-mod fast_path;
-mod flight;
+pub(crate) mod fast_path;
+pub(crate) mod flight;
 mod guard;
-mod kind;
+pub(crate) mod kind;
 pub(crate) mod lease_entry;
-mod machine;
-#[cfg(test)]
-mod model;
+pub(crate) mod machine;
 mod owner;
 mod state;
 

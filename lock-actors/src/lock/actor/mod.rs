@@ -5,7 +5,7 @@
 //! again, `foreign` releases for an owner known only by id.
 
 mod acquire;
-pub(super) mod extend;
+pub(crate) mod extend;
 mod foreign;
 #[cfg(test)]
 pub(crate) use acquire::{busy_retry_in, poll_retry_in};

@@ -23,7 +23,7 @@ use super::super::store::{Scripts, Store};
 use super::store::{Breakage, FairStore, Outcome};
 use crate::keys::LockName;
 use crate::lock::kind::{LockKind, PublishingScript, Unlocking};
-use crate::lock::model::mirror::{integers, pair};
+use crate::model::mirror::{integers, pair};
 use crate::node::connection::PubSub;
 use crate::script::ScriptCall;
 use futures_util::StreamExt;
@@ -41,14 +41,14 @@ const REENTRY_BEFORE: &str = "redis.call('pexpire', KEYS[1], ARGV[1])";
 /// `fair/acquire.lua` before the lease-truth fixes: today's, with the re-entry line as it
 /// was (the rest of the script has not changed since).
 static ACQUIRE_BEFORE: LazyLock<PublishingScript> = LazyLock::new(|| {
-    let now = include_str!("../../kind/fair/acquire.lua");
+    let now = include_str!("../../lock/kind/fair/acquire.lua");
     assert_eq!(
         now.matches(REENTRY_NOW).count(),
         1,
         "the re-entry line moved"
     );
     let before = now.replace(REENTRY_NOW, REENTRY_BEFORE);
-    PublishingScript::new(&[include_str!("../../kind/fair/stale.lua"), &before])
+    PublishingScript::new(&[include_str!("../../lock/kind/fair/stale.lua"), &before])
 });
 
 /// How far past the `TIME` interval a value may lie: `TIME` is read in microseconds and

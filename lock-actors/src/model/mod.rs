@@ -7,8 +7,9 @@
 //! ([`FastPath`](crate::lock::fast_path::FastPath)), the wait queue that decides when a waiter
 //! tries, sleeps and wakes ([`WaitQueue`](crate::wait_queue::WaitQueue)), and the lease
 //! arithmetic (how long a hold is surely held, what a renewal's answer is worth, what lease
-//! an unlock leaves the remaining holds). What is restated is marked so: the lock actor's
-//! turn, and rules as they were before a fix (to show the checker finds what they broke).
+//! an unlock leaves the remaining holds), and the lock machine that decides for the lock actor
+//! ([`LockMachine`](crate::lock::machine::LockMachine)). What is restated is marked so: the
+//! lock actor's turn in the older models, and rules as they were before a fix (to show the checker finds what they broke).
 //! The model's Redis runs the kinds' scripts as pure Rust functions, each checked against
 //! its Lua on a real Redis over generated inputs, so the model cannot drift from them.
 //!
@@ -20,10 +21,11 @@
 //!   or lost, paused clients, a Redisson client beside the library's, a key lost once.
 //! - `fast_path`: one process's callers through the fast path and the lock actor, direct
 //!   calls answered, lost or abandoned, a client that closes.
-//! - `in_flight`: one owner's callers with every request in flight as steps of its own (the
-//!   direct tries, the actor's tries, a force-unlock of ours, the clearing of lost holds),
-//!   holds reaching their end while their key lives on, another client beside them; the
-//!   in-flight rules (`lock::flight`) against the rules as they were.
+//! - `in_flight`: one owner's callers with every request in flight as steps of its own on
+//!   one ordered connection (direct tries, the actor's tries, releases, reconciles, a
+//!   force-unlock of ours, the clearing of lost holds, callers giving up), holds reaching
+//!   their end while their key lives on, another client beside them; the lock machine
+//!   (`lock::machine`) itself, against its rules as they were.
 //! - `wake_up`: waiters in the wait queue against a holder that unlocks or dies, messages
 //!   late or lost.
 //! - `spin`: the spin lock's polling waiters (no pub/sub) against a holder that unlocks or

@@ -4,7 +4,7 @@
 //! lease-truth fixes, and the negative controls.
 
 use super::{Action, Kind, ReentrantModel, Rules};
-use crate::lock::model::store::{Scripts, SetLease};
+use crate::model::store::{Scripts, SetLease};
 use stateright::Checker;
 
 /// The safety properties the tests name.

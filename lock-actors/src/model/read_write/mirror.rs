@@ -9,10 +9,10 @@
 use super::store::{Mode, Scripts, Store, OWNERS};
 use crate::keys::{LockName, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::lock::kind::{LockKind, Unlocking};
-use crate::lock::model::mirror::{integers, pair, RENEW_BEFORE};
-use crate::lock::model::server::Server;
-use crate::lock::model::store::SetLease;
 use crate::lock::PublishingScript;
+use crate::model::mirror::{integers, pair, RENEW_BEFORE};
+use crate::model::server::Server;
+use crate::model::store::SetLease;
 use crate::node::connection::PubSub;
 use crate::script::ScriptCall;
 use rand::{Rng, SeedableRng};

@@ -43,7 +43,7 @@ const NEW_IDS: Member = 1_000;
 /// `acquire.lua` before receipts.
 static ACQUIRE_BEFORE: LazyLock<PublishingScript> = LazyLock::new(|| {
     PublishingScript::new(&[
-        include_str!("../../../semaphore/common.lua"),
+        include_str!("../../semaphore/common.lua"),
         "local available = permits_of(KEYS[1])
         local wanted = tonumber(ARGV[1])
         if available >= wanted then

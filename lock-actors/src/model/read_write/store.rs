@@ -13,7 +13,7 @@
 //! `now` at 0 and shifts every instant back as time passes); a key whose expiry is at or
 //! before `now` is gone, as in Redis.
 
-use crate::lock::model::store::{foreign_end, SetLease};
+use crate::model::store::{foreign_end, SetLease};
 
 /// The owners a store has room for (`1..=OWNERS`), and the timeout keys of each reader
 /// (`1..=TIMEOUTS`): enough for the model's clients and the cross-check's cases.

@@ -10,8 +10,8 @@
 
 use super::{Action, Client, Extend, Kind, ReentrantModel, FIXED, WATCHDOG};
 use crate::lock::actor::extend::{end_once_set, end_while_updating, update_ttl};
-use crate::lock::model::clock::{at, micros};
-use crate::lock::model::store::Store;
+use crate::model::clock::{at, micros};
+use crate::model::store::Store;
 use std::time::{Duration, Instant};
 
 /// An instant as model milliseconds (every instant of the model is on its grid).
