@@ -68,16 +68,13 @@ mod config;
 mod denied;
 mod error;
 mod handle;
-mod hold_status;
 #[cfg(feature = "inspect")]
 #[cfg_attr(docsrs, doc(cfg(feature = "inspect")))]
 pub mod inspect;
 mod keys;
 mod latch;
-mod lease_control;
-mod lease_list;
+mod lease;
 mod lock;
-mod loss_signal;
 #[doc(hidden)]
 pub mod macro_support;
 pub mod messages;

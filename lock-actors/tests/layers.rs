@@ -39,11 +39,11 @@ const LAYERS: &[(&str, &[&str])] = &[
     ),
     // Test-only: imports whatever it checks (its imports do not count), imported by nothing.
     ("model checks", &["model"]),
-    ("client: registries of actors, renewal", &["client"]),
+    ("client: registries of actors, renewal", &["client", "lease::renewal"]),
     // The guards are what the actors hand out (an `Acquire` replies with a `LockGuard`).
     (
         "actors and their guards",
-        &["lock", "semaphore", "latch", "registry", "lease_list", "reply", "queue_driver"],
+        &["lock", "semaphore", "latch", "registry", "lease::list", "reply", "queue_driver"],
     ),
     (
         "node: connections, subscriptions, routing",
@@ -60,9 +60,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "redact",
             "wait_queue",
             "telemetry",
-            "loss_signal",
-            "lease_control",
-            "hold_status",
+            "lease",
         ],
     ),
 ];

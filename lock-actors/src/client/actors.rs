@@ -2,10 +2,10 @@
 //! semaphore actors (one per name in use, started on demand) and the renewal service that
 //! keeps its watchdog-leased holds and lease-less permits alive.
 
-use super::renewal::{RenewalHealth, RenewalService};
 use crate::keys::LockName;
 use crate::latch::{LatchActor, LatchRegistry};
-use crate::lease_list::Renewable;
+use crate::lease::list::Renewable;
+use crate::lease::renewal::{RenewalHealth, RenewalService};
 use crate::lock::lease_entry::WatchRegistry;
 use crate::lock::{actor_key, Direct, LockActor, LockKind, LockOwner, LockRegistry};
 use crate::node::Node;

@@ -1,9 +1,8 @@
 //! `LockClient`: the cheap-to-clone handle users hold. It owns its node's actors (the
 //! registries of lock and semaphore actors, see `actors`) and the renewal service (see
-//! `renewal`); the handles of every lock kind start from it.
+//! `crate::lease::renewal`); the handles of every lock kind start from it.
 
 mod actors;
-pub(crate) mod renewal;
 
 pub(crate) use actors::{NodeActors, Registered};
 

@@ -7,7 +7,7 @@
 use super::{LockGuard, LockOwner, Released};
 use crate::config::SpinBackoff;
 use crate::error::LockError;
-use crate::hold_status::StatusSender;
+use crate::lease::status::StatusSender;
 use crate::runtime::Errand;
 use actix::Message;
 use std::time::{Duration, Instant};

@@ -1,8 +1,8 @@
 use super::{LockOwner, Released};
 use crate::error::LockError;
-use crate::hold_status::StatusReceiver;
 use crate::keys::LockName;
-use crate::loss_signal::LossSignal;
+use crate::lease::loss::LossSignal;
+use crate::lease::status::StatusReceiver;
 use crate::runtime::Errand;
 use crate::telemetry::HoldTimer;
 use std::future::Future;

@@ -1,12 +1,13 @@
-//! The lock holds on the lease list (`crate::lease_list`): a watchdog-leased hold, how
+//! The lock holds on the lease list (`crate::lease::list`): a watchdog-leased hold, how
 //! its renewal is written and whom its loss is told to.
 
 use super::kind::LockKind;
 use super::LockOwner;
 use crate::config::clock_drift;
-use crate::hold_status::StatusLoser;
 use crate::keys::LockName;
-use crate::lease_list::{Loss, WatchList, Watched};
+use crate::lease::ends::renewed_for;
+use crate::lease::list::{Loss, WatchList, Watched};
+use crate::lease::status::StatusLoser;
 use crate::node::Commands;
 use crate::script::ScriptCall;
 use actix::prelude::*;
@@ -136,55 +137,6 @@ pub(crate) struct HoldLost {
 
 impl Message for HoldLost {
     type Result = ();
-}
-
-/// How long a lock renewal whose script answered `answer` (the key's PTTL after it ran;
-/// -1: no expiry; 0: the hold is gone) keeps a hold renewed to `lease`, from its send time.
-pub(crate) fn renewed_for(answer: i64, lease: Duration) -> Option<Duration> {
-    match answer {
-        -1 => Some(lease),
-        ms if ms > 0 => Some(lease.min(Duration::from_millis(ms as u64))),
-        _ => None,
-    }
-}
-
-/// The lease an owner's remaining holds need from `now`, set on the key when one of its
-/// holds is released: the longest of what each fixed lease has left (`Some(until)`: when it
-/// ends) and `watchdog` for a hold the watchdog keeps (`None`), at least 1 ms. `None` when
-/// no hold remains.
-pub(crate) fn kept_lease(
-    holds: impl IntoIterator<Item = Option<Instant>>,
-    now: Instant,
-    watchdog: Duration,
-) -> Option<Duration> {
-    holds
-        .into_iter()
-        .map(|until| match until {
-            Some(until) => until.saturating_duration_since(now),
-            None => watchdog,
-        })
-        .max()
-        .map(|left| left.max(Duration::from_millis(1)))
-}
-
-/// Runs a renewal batch (every key in `first`'s slot); with replica-synced acquisition on,
-/// it counts only once enough replicas confirmed it (else the batch failed).
-pub(crate) async fn renew_confirmed(
-    commands: Commands,
-    invocation: ScriptCall,
-    first: LockName,
-) -> Result<Vec<i64>, crate::error::LockError> {
-    let renewed = commands
-        .clone()
-        .eval::<Vec<i64>>(invocation, first.clone())
-        .await?;
-    if renewed
-        .iter()
-        .any(|&answer| renewed_for(answer, Duration::MAX).is_some())
-    {
-        commands.confirm_replicated(first).await?;
-    }
-    Ok(renewed)
 }
 
 #[cfg(test)]

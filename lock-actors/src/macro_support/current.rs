@@ -3,8 +3,8 @@
 //! body against the loss of its lock (`on_lost = stop`).
 
 use crate::error::LockError;
-use crate::lease_control::LeaseControl;
-use crate::loss_signal::LossSignal;
+use crate::lease::control::LeaseControl;
+use crate::lease::loss::LossSignal;
 use futures_util::future::join_all;
 use futures_util::future::select_all;
 use std::future::Future;

@@ -2,7 +2,7 @@
 //! actor side of one `PermitGuard`), below both the actor and its lease keeping.
 
 use super::guard::PermitId;
-use crate::hold_status::StatusSender;
+use crate::lease::status::StatusSender;
 use actix::SpawnHandle;
 use std::time::{Duration, Instant};
 

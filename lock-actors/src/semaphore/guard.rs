@@ -2,9 +2,9 @@
 //! (permit-expirable), and permit ids.
 
 use crate::error::LockError;
-use crate::hold_status::StatusReceiver;
 use crate::keys::LockName;
-use crate::loss_signal::LossSignal;
+use crate::lease::loss::LossSignal;
+use crate::lease::status::StatusReceiver;
 use crate::reply::Detached;
 use crate::runtime::{Errand, Errands};
 use crate::telemetry::HoldTimer;

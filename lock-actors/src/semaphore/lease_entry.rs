@@ -1,11 +1,11 @@
-//! The permits on the lease list (`crate::lease_list`): a lease-less permit of a
+//! The permits on the lease list (`crate::lease::list`): a lease-less permit of a
 //! permit-expirable semaphore, how its renewal is written and whom its loss is told to.
 
 use super::{Kind, SemaphoreKeys, RENEW};
 use crate::config::clock_drift;
-use crate::hold_status::StatusLoser;
 use crate::keys::LockName;
-use crate::lease_list::{Loss, WatchList, Watched};
+use crate::lease::list::{Loss, WatchList, Watched};
+use crate::lease::status::StatusLoser;
 use crate::node::connection::PubSub;
 use crate::node::Commands;
 use crate::script::ScriptCall;
@@ -213,7 +213,7 @@ impl Message for PermitLost {
 #[cfg(test)]
 mod tests {
     use super::GrantDeadline;
-    use crate::hold_status::StatusSender;
+    use crate::lease::status::StatusSender;
     use std::time::{Duration, Instant};
 
     fn past() -> Instant {

@@ -4,7 +4,7 @@
 use super::{Hold, Holder, LockActor, Reconcile, Waiting};
 use crate::config::{positive_millis, SpinBackoff, SpinDelays};
 use crate::error::LockError;
-use crate::hold_status::StatusSender;
+use crate::lease::status::StatusSender;
 use crate::lock::direct::{run_acquire, TryReply};
 use crate::lock::direct_messages::AfterDirect;
 use crate::lock::fast_path::TryAnswer;

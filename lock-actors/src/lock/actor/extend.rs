@@ -5,7 +5,7 @@
 use super::LockActor;
 use crate::config::positive_millis;
 use crate::error::LockError;
-use crate::lock::lease_entry::kept_lease;
+use crate::lease::ends::kept_lease;
 use crate::lock::{ExtendHold, LockOwner};
 use crate::reply::{Deferred, ReplySlot};
 use crate::telemetry::{self, LeaseUpdate};

@@ -2,9 +2,9 @@
 
 use super::{GuardLink, LockGuard, LockOwner, Reply};
 use crate::error::LockError;
-use crate::hold_status::{HoldStatus, StatusReceiver};
 use crate::keys::LockName;
-use crate::lease_control::LeaseControl;
+use crate::lease::control::LeaseControl;
+use crate::lease::status::{HoldStatus, StatusReceiver};
 use std::time::Duration;
 
 impl LockGuard {

@@ -26,9 +26,9 @@ use super::super::clock::{at, micros};
 use super::super::store::Scripts;
 use super::store::{Breakage, FairStore, Outcome};
 use crate::config::clock_drift;
+use crate::lease::ends::{kept_lease, renewed_for};
 use crate::lock::actor::busy_retry_in;
 use crate::lock::fast_path::surely_held_until;
-use crate::lock::lease_entry::{kept_lease, renewed_for};
 use std::time::Duration;
 
 /// One tick of the model's clock.

@@ -29,8 +29,8 @@
 use super::client::{Client, Hold, Holder, Side};
 use super::store::{Scripts, Store, OWNERS, TIMEOUTS};
 use crate::config::clock_drift;
+use crate::lease::ends::{kept_lease, renewed_for};
 use crate::lock::fast_path::surely_held_until;
-use crate::lock::lease_entry::{kept_lease, renewed_for};
 use crate::model::clock::{at, micros};
 use stateright::{Model, Property, Representative};
 use std::time::Duration;

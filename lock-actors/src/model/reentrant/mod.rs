@@ -20,9 +20,9 @@
 use super::clock::{at, micros};
 use super::store::{Scripts, SetLease, Store};
 use crate::config::clock_drift;
+use crate::lease::ends::{kept_lease, renewed_for};
 use crate::lock::actor::extend::key_end;
 use crate::lock::fast_path::surely_held_until;
-use crate::lock::lease_entry::{kept_lease, renewed_for};
 use stateright::{Model, Property};
 use std::time::{Duration, Instant};
 

@@ -30,7 +30,7 @@
 
 use super::super::clock::{at, micros};
 use super::store::{Member, Scripts, Store};
-use crate::lease_list::Watched;
+use crate::lease::list::Watched;
 use crate::semaphore::lease_entry::{permit_deadline, PermitHold};
 use crate::semaphore::SemaphoreActor;
 use stateright::{Model, Property};

@@ -4,7 +4,7 @@
 use super::settle::{Settling, SETTLE_WINDOW};
 use super::{Reply, SemaphoreActor, Waiting};
 use crate::error::LockError;
-use crate::hold_status::StatusSender;
+use crate::lease::status::StatusSender;
 use crate::node::{Subscription, Wake};
 use crate::queue_driver;
 use crate::semaphore::grant::Grant;

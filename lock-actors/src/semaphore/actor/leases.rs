@@ -1,11 +1,11 @@
 //! The permit-expirable side of the semaphore actor: the permits it handed out, their
-//! loss, and their release by id. The node's renewal service (`crate::client::renewal`)
+//! loss, and their release by id. The node's renewal service (`crate::lease::renewal`)
 //! renews the lease-less ones, which sit on its permit lease list while held here.
 
 use super::{disarm, refuse, SemaphoreActor};
 use crate::error::LockError;
-use crate::hold_status::HoldStatus;
-use crate::lease_list::Loss;
+use crate::lease::list::Loss;
+use crate::lease::status::HoldStatus;
 use crate::semaphore::guard::{PermitId, ReleaseGrant};
 use crate::semaphore::lease_entry::{permit_deadline, PermitLost};
 use crate::semaphore::{ReleasePermit, EXPIRABLE_RELEASE};

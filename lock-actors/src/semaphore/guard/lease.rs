@@ -3,9 +3,9 @@
 
 use super::PermitGuard;
 use crate::error::LockError;
-use crate::hold_status::{HoldStatus, StatusReceiver};
 use crate::keys::LockName;
-use crate::lease_control::LeaseControl;
+use crate::lease::control::LeaseControl;
+use crate::lease::status::{HoldStatus, StatusReceiver};
 use crate::reply::Detached;
 use actix::Recipient;
 use std::future::Future;

@@ -1,10 +1,11 @@
 //! The lease list: leases that must be kept alive (watchdog-leased lock holds, lease-less
 //! permits), each with the instant it surely ends. Actors add and remove entries directly;
-//! the client's renewal service (`crate::client::renewal`) batches and sends the renewals
+//! the client's renewal service (`crate::lease::renewal`) batches and sends the renewals
 //! and reads here which entries to renew and which ran out. What an entry is (which script
 //! renews it, whom to tell of its loss) is the [`Watched`] type's business.
 
 use crate::keys::LockName;
+use crate::lease::ends::renewed_for;
 use crate::node::Commands;
 use crate::script::ScriptCall;
 use actix::prelude::*;
@@ -279,4 +280,24 @@ pub(crate) struct Rearm;
 
 impl Message for Rearm {
     type Result = ();
+}
+
+/// Runs a renewal batch (every key in `first`'s slot); with replica-synced acquisition on,
+/// it counts only once enough replicas confirmed it (else the batch failed).
+pub(crate) async fn renew_confirmed(
+    commands: Commands,
+    invocation: ScriptCall,
+    first: LockName,
+) -> Result<Vec<i64>, crate::error::LockError> {
+    let renewed = commands
+        .clone()
+        .eval::<Vec<i64>>(invocation, first.clone())
+        .await?;
+    if renewed
+        .iter()
+        .any(|&answer| renewed_for(answer, Duration::MAX).is_some())
+    {
+        commands.confirm_replicated(first).await?;
+    }
+    Ok(renewed)
 }

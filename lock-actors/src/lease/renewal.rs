@@ -10,8 +10,8 @@
 //! one hash slot), or permits of one semaphore.
 
 use crate::config::clock_drift;
-use crate::lease_list::{Loss, Rearm, Renewable};
-use crate::lock::lease_entry::renew_confirmed;
+use crate::lease::list::renew_confirmed;
+use crate::lease::list::{Loss, Rearm, Renewable};
 use crate::node::Commands;
 use crate::telemetry::{self, RenewalRound};
 use actix::prelude::*;
