@@ -75,7 +75,7 @@ const UNLOCK_LUA: &str = concat!(
     // The line the library puts first on a single server (classic pub/sub), then the
     // `publish` function the unlock script publishes with (as lock/kind.rs joins them).
     "local publish_command = 'publish'\n",
-    include_str!("../src/lock/kind/publish.lua"),
+    include_str!("../src/node/publish.lua"),
     "\n",
     include_str!("../src/lock/kind/reentrant/unlock.lua")
 );

@@ -27,8 +27,8 @@ pub(crate) use actor::{nobody_waits, FALLBACK_POLL};
 
 use crate::error::LockError;
 use crate::keys::LockName;
-use crate::lock::PublishingScript;
 use crate::node::connection::PubSub;
+use crate::node::publishing::PublishingScript;
 use crate::script::ScriptCall;
 use actix::Message;
 use redis::Script;

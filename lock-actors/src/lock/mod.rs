@@ -22,7 +22,7 @@ pub(crate) use direct::{Direct, DirectCache, Tried};
 pub(crate) use direct_messages::AfterDirect;
 pub use guard::LockGuard;
 pub use kind::LockKind;
-pub(crate) use kind::{actor_key, all_scripts, PublishingScript};
+pub(crate) use kind::{actor_key, all_scripts};
 pub use owner::LockOwner;
 pub(crate) use state::read_state;
 

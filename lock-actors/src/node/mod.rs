@@ -9,6 +9,7 @@ pub(crate) mod identity;
 #[cfg(feature = "inspect")]
 mod keyspace;
 mod manager;
+pub(crate) mod publishing;
 mod sentinel;
 mod supervisor;
 pub(crate) mod tls;

@@ -49,7 +49,7 @@ pub use guard::{PermitGuard, SemaphoreGuard};
 
 use crate::error::LockError;
 use crate::keys::LockName;
-use crate::lock::PublishingScript;
+use crate::node::publishing::PublishingScript;
 use crate::script::ScriptCall;
 use actix::Message;
 use redis::Script;

@@ -21,8 +21,9 @@ use crate::node::connection::PubSub;
 use crate::script::ScriptCall;
 use redis::Script;
 
+pub(crate) use crate::node::publishing::PublishingScript;
 use scripts::*;
-pub(crate) use scripts::{PublishingScript, UnlockScripts, Unlocking};
+pub(crate) use scripts::{UnlockScripts, Unlocking};
 
 /// The kind of a lock: what it stores in Redis and who may share it.
 ///

@@ -1,7 +1,7 @@
 //! The scripts every kind shares or builds from its own parts: the unlock family (unlock,
 //! reconcile, foreign unlock), lease updates, force-unlock, and the publishing flavours.
 
-use crate::node::connection::PubSub;
+use crate::node::publishing::PublishingScript;
 use redis::Script;
 use std::sync::LazyLock;
 
@@ -97,51 +97,4 @@ pub(super) static FORCE_UNLOCK_IF: LazyLock<PublishingScript> =
 /// `holds` function, the shared prelude, then the kind's unlock).
 pub(super) fn script(parts: &[&str]) -> Script {
     Script::new(&parts.join("\n"))
-}
-
-/// A script that publishes, in both pub/sub flavours: its first line sets
-/// `publish_command` to `publish` (classic) or `spublish` (sharded, Redis 7+), then comes
-/// the `publish` function (`publish.lua`) the script's parts publish with.
-pub(crate) struct PublishingScript {
-    classic: Script,
-    sharded: Script,
-}
-
-impl PublishingScript {
-    /// The script made of `parts`, as [`script`] joins them, once per flavour.
-    pub(crate) fn new(parts: &[&str]) -> Self {
-        let body = parts.join("\n");
-        let publish = include_str!("publish.lua");
-        PublishingScript {
-            classic: Script::new(&format!(
-                "local publish_command = 'publish'\n{publish}\n{body}"
-            )),
-            sharded: Script::new(&format!(
-                "local publish_command = 'spublish'\n{publish}\n{body}"
-            )),
-        }
-    }
-
-    /// The script made of `parts` after `silent`, a `publish` that tells nobody: the same
-    /// script in both flavours.
-    pub(super) fn silent(silent: &str, parts: &[&str]) -> Self {
-        let body = format!("{silent}\n{}", parts.join("\n"));
-        PublishingScript {
-            classic: Script::new(&body),
-            sharded: Script::new(&body),
-        }
-    }
-
-    /// The flavour for a node that uses `pubsub`.
-    pub(crate) fn get(&self, pubsub: PubSub) -> &Script {
-        match pubsub {
-            PubSub::Classic => &self.classic,
-            PubSub::Sharded => &self.sharded,
-        }
-    }
-
-    /// Both flavours.
-    pub(crate) fn both(&self) -> [&Script; 2] {
-        [&self.classic, &self.sharded]
-    }
 }

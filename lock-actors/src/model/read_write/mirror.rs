@@ -9,11 +9,11 @@
 use super::store::{Mode, Scripts, Store, OWNERS};
 use crate::keys::{LockName, READ_UNLOCK_MESSAGE, UNLOCK_MESSAGE};
 use crate::lock::kind::{LockKind, Unlocking};
-use crate::lock::PublishingScript;
 use crate::model::mirror::{integers, pair, RENEW_BEFORE};
 use crate::model::server::Server;
 use crate::model::store::SetLease;
 use crate::node::connection::PubSub;
+use crate::node::publishing::PublishingScript;
 use crate::script::ScriptCall;
 use rand::{Rng, SeedableRng};
 use redis::aio::MultiplexedConnection;

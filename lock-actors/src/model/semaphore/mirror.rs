@@ -12,8 +12,8 @@
 use super::super::server::Server;
 use super::store::{Member, Receipt, Scripts, Store, NEVER};
 use crate::keys::LockName;
-use crate::lock::PublishingScript;
 use crate::node::connection::PubSub;
+use crate::node::publishing::PublishingScript;
 use crate::script::ScriptCall;
 use crate::semaphore::kind::{Kind, Take, Unanswered};
 use crate::semaphore::lease_entry::renewal_call;
