@@ -5,8 +5,8 @@ use crate::config::{positive_millis, SpinBackoff};
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::lock::{
-    read_state, Acquire, AcquireFenced, AcquireSpinning, AfterDirect, DirectCache, ForceRelease,
-    LockActor, LockGuard, LockKind, LockOwner, LockState, Tried,
+    read_state, AcquireRequest, DirectCache, ForceRelease, LockActor, LockGuard, LockKind,
+    LockOwner, LockState, Tried,
 };
 use crate::telemetry;
 use actix::Addr;
@@ -486,45 +486,25 @@ impl Lock {
         lease: Option<Duration>,
         wait: Duration,
     ) -> Result<LockGuard, LockError> {
-        let (fenced, backoff) = (self.fenced, self.backoff);
-        let after_direct = |error| AfterDirect {
+        let request = |after_direct| AcquireRequest {
             owner,
             lease,
             wait,
-            fenced,
-            error,
-            backoff,
+            fenced: self.fenced,
+            backoff: self.backoff,
+            after_direct,
         };
-        match tried {
+        let (request, actor) = match tried {
             Tried::Acquired(guard) => return Ok(guard),
             Tried::Error(error) => return Err(error),
-            Tried::Busy(actor) => {
-                let request = after_direct(None);
-                return actor.send(request).await.map_err(|_| LockError::Shutdown)?;
+            Tried::Busy(actor) => (request(Some(None)), actor),
+            Tried::Failed(error, actor) => (request(Some(Some(error))), actor),
+            Tried::AskActor => {
+                let key = (self.kind, self.name.clone(), Some(owner));
+                return self.client.ask::<LockActor, _>(key, request(None)).await?;
             }
-            Tried::Failed(error, actor) => {
-                let request = after_direct(Some(error));
-                return actor.send(request).await.map_err(|_| LockError::Shutdown)?;
-            }
-            Tried::AskActor => {}
-        }
-        let key = (self.kind, self.name.clone(), Some(owner));
-        if let Some(backoff) = backoff {
-            let acquire = Acquire { owner, lease, wait };
-            let request = AcquireSpinning { acquire, backoff };
-            return self.client.ask::<LockActor, _>(key, request).await?;
-        }
-        if fenced {
-            let request = AcquireFenced { owner, lease, wait };
-            self.client
-                .ask::<LockActor, _>((self.kind, self.name.clone(), Some(owner)), request)
-                .await?
-        } else {
-            let request = Acquire { owner, lease, wait };
-            self.client
-                .ask::<LockActor, _>((self.kind, self.name.clone(), Some(owner)), request)
-                .await?
-        }
+        };
+        actor.send(request).await.map_err(|_| LockError::Shutdown)?
     }
 
     /// Whether anybody holds the lock now.

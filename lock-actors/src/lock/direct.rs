@@ -12,6 +12,7 @@
 //! and settles it with Redis by reconciling (see `LockActor::doubt`): nothing is ever left
 //! in Redis that nobody counts.
 
+use super::direct_messages::AcquireRequest;
 use super::direct_messages::{DirectHold, Doubted, Turn};
 use super::fast_path::{
     surely_held_until, AfterTry, AfterUnlock, FastPath, TryAnswer, UnlockAnswer,
@@ -20,7 +21,7 @@ use super::guard::{GuardLink, ReleaseHold, Reply};
 use super::kind::LockKind;
 use super::lease_entry::{HoldLost, WatchRegistry};
 use super::machine::Fast;
-use super::{Acquire, AcquireFenced, ExtendHold, LockGuard, LockOwner, Released};
+use super::{ExtendHold, LockGuard, LockOwner, Released};
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::lease::status::{HoldStatus, StatusSender};
@@ -43,8 +44,7 @@ pub(crate) trait LockActorApi:
     + Handler<Detached<Turn>>
     + Handler<ReleaseHold>
     + Handler<Detached<ReleaseHold>>
-    + Handler<Acquire>
-    + Handler<AcquireFenced>
+    + Handler<AcquireRequest>
     + Handler<HoldLost>
     + Handler<Detached<ExtendHold>>
 {
@@ -55,8 +55,7 @@ impl<A> LockActorApi for A where
         + Handler<Detached<Turn>>
         + Handler<ReleaseHold>
         + Handler<Detached<ReleaseHold>>
-        + Handler<Acquire>
-        + Handler<AcquireFenced>
+        + Handler<AcquireRequest>
         + Handler<HoldLost>
         + Handler<Detached<ExtendHold>>
 {
@@ -518,13 +517,8 @@ impl<A: LockActorApi> GuardLink for Direct<A> {
         let Some(actor) = state.actor() else {
             return Box::pin(async { Err(LockError::Shutdown) });
         };
-        if fenced {
-            let request = actor.send(AcquireFenced { owner, lease, wait });
-            Box::pin(async move { request.await.map_err(|_| LockError::Shutdown)? })
-        } else {
-            let request = actor.send(Acquire { owner, lease, wait });
-            Box::pin(async move { request.await.map_err(|_| LockError::Shutdown)? })
-        }
+        let request = actor.send(AcquireRequest::new(owner, lease, wait, fenced));
+        Box::pin(async move { request.await.map_err(|_| LockError::Shutdown)? })
     }
 }
 

@@ -1,7 +1,7 @@
 //! What the fast path (`lock/direct.rs`) and a lock's actor share: a hold taken directly
 //! and a call in doubt (each waits in the fast path's machine until the actor absorbs it),
-//! the empty message that wakes the actor for them, and the request by which the actor
-//! queues a caller whose direct try found the lock busy or got no answer. Below both, so
+//! the empty message that wakes the actor for them, and the one acquire request, which
+//! also queues a caller whose direct try found the lock busy or got no answer. Below both, so
 //! neither names the other's module for them.
 
 use super::{LockGuard, LockOwner, Released};
@@ -25,22 +25,44 @@ pub(crate) struct DirectHold {
     pub(crate) sent: Instant,
 }
 
-/// Take the lock after a fast-path try: it found the lock held by another owner (the
-/// waiter's first try is done: it subscribes, then tries again), or it got no answer (the
-/// try is being settled: the waiter gets one more try within a response timeout, as after
-/// a first try of its own).
-pub(crate) struct AfterDirect {
+/// The one request by which a lock's handles, guards and the fast path ask its actor for
+/// the lock (the public `Acquire` and `AcquireFenced` messages come down to it).
+#[derive(Clone)]
+pub(crate) struct AcquireRequest {
     pub(crate) owner: LockOwner,
     pub(crate) lease: Option<Duration>,
     pub(crate) wait: Duration,
+    /// Draw a fencing token with the hold.
     pub(crate) fenced: bool,
-    /// `None`: it was busy. `Some`: Redis did not answer.
-    pub(crate) error: Option<LockError>,
     /// A spin lock's backoff (`None`: Redisson's default, or a kind that subscribes).
     pub(crate) backoff: Option<SpinBackoff>,
+    /// A fast-path try came first: `Some(None)` found the lock held by another owner (the
+    /// waiter's first try is done: it subscribes, then tries again); `Some(Some(error))`
+    /// got no answer (the try is being settled: the waiter gets one more try within a
+    /// response timeout, as after a first try of its own).
+    pub(crate) after_direct: Option<Option<LockError>>,
 }
 
-impl Message for AfterDirect {
+impl AcquireRequest {
+    /// A plain request: no backoff of its own, no fast-path try before it.
+    pub(crate) fn new(
+        owner: LockOwner,
+        lease: Option<Duration>,
+        wait: Duration,
+        fenced: bool,
+    ) -> Self {
+        AcquireRequest {
+            owner,
+            lease,
+            wait,
+            fenced,
+            backoff: None,
+            after_direct: None,
+        }
+    }
+}
+
+impl Message for AcquireRequest {
     type Result = Result<LockGuard, LockError>;
 }
 

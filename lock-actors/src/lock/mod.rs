@@ -13,13 +13,12 @@ pub(crate) mod machine;
 mod owner;
 mod state;
 
-pub(crate) use actor::AcquireSpinning;
 #[cfg(feature = "inspect")]
 pub(crate) use actor::ForceReleaseIf;
 pub use actor::LockActor;
 pub(crate) use actor::{LockRegistry, WatchedUntil};
 pub(crate) use direct::{Direct, DirectCache, Tried};
-pub(crate) use direct_messages::AfterDirect;
+pub(crate) use direct_messages::AcquireRequest;
 pub use guard::LockGuard;
 pub use kind::LockKind;
 pub(crate) use kind::{actor_key, all_scripts};

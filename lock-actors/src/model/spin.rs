@@ -191,7 +191,7 @@ impl Model for SpinModel {
                 let wait = Duration::from_millis(WAIT);
                 let mut waiter = state.waits.queue.0.waiter(now, wait, ask);
                 if after_busy {
-                    // Restated from the actor's `AfterDirect`: tried once, rests first.
+                    // Restated from the actor's `after_direct`: tried once, rests first.
                     waiter.attempts = 1;
                     waiter.rest = Some(waiter.data.delays.next());
                 }

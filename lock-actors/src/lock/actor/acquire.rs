@@ -6,7 +6,7 @@ use crate::config::{positive_millis, SpinBackoff, SpinDelays};
 use crate::error::LockError;
 use crate::lease::status::StatusSender;
 use crate::lock::direct::{run_acquire, TryReply};
-use crate::lock::direct_messages::AfterDirect;
+use crate::lock::direct_messages::AcquireRequest;
 use crate::lock::fast_path::TryAnswer;
 use crate::lock::guard::GuardLink;
 use crate::lock::machine::{Gate, TryOutcome};
@@ -119,15 +119,14 @@ impl LockActor {
             .then(|| backoff.unwrap_or_default().delays())
     }
 
-    /// Queues an acquire (fenced or not; a spin waiter's by `backoff`) and lets the queue
+    /// Queues an acquire (fenced or not; a spin waiter's by its backoff) and lets the queue
     /// move.
-    pub(super) fn enqueue(
+    fn enqueue(
         &mut self,
-        msg: Acquire,
-        fenced: bool,
-        backoff: Option<SpinBackoff>,
+        msg: AcquireRequest,
         ctx: &mut Context<Self>,
     ) -> Deferred<Result<LockGuard, LockError>> {
+        let (fenced, backoff) = (msg.fenced, msg.backoff);
         self.take_charge(ctx);
         if self.node.is_stopped() {
             return Deferred::ready(Err(LockError::Shutdown));
@@ -351,16 +350,15 @@ impl LockActor {
     }
 }
 
+/// The public messages come down to the one request.
 impl Handler<AcquireFenced> for LockActor {
     type Result = Deferred<Result<LockGuard, LockError>>;
 
     fn handle(&mut self, msg: AcquireFenced, ctx: &mut Context<Self>) -> Self::Result {
-        let plain = Acquire {
-            owner: msg.owner,
-            lease: msg.lease,
-            wait: msg.wait,
-        };
-        self.enqueue(plain, true, None, ctx)
+        self.enqueue(
+            AcquireRequest::new(msg.owner, msg.lease, msg.wait, true),
+            ctx,
+        )
     }
 }
 
@@ -368,17 +366,36 @@ impl Handler<Acquire> for LockActor {
     type Result = Deferred<Result<LockGuard, LockError>>;
 
     fn handle(&mut self, msg: Acquire, ctx: &mut Context<Self>) -> Self::Result {
-        self.enqueue(msg, false, None, ctx)
+        self.enqueue(
+            AcquireRequest::new(msg.owner, msg.lease, msg.wait, false),
+            ctx,
+        )
     }
 }
 
-impl Handler<AfterDirect> for LockActor {
+impl Handler<AcquireRequest> for LockActor {
     type Result = Deferred<Result<LockGuard, LockError>>;
 
-    fn handle(&mut self, msg: AfterDirect, ctx: &mut Context<Self>) -> Self::Result {
+    fn handle(&mut self, mut msg: AcquireRequest, ctx: &mut Context<Self>) -> Self::Result {
+        match msg.after_direct.take() {
+            None => self.enqueue(msg, ctx),
+            Some(error) => self.after_direct(msg, error, ctx),
+        }
+    }
+}
+
+impl LockActor {
+    /// Queues a caller whose fast-path try found the lock busy (`error` `None`) or got no
+    /// answer.
+    fn after_direct(
+        &mut self,
+        msg: AcquireRequest,
+        error: Option<LockError>,
+        ctx: &mut Context<Self>,
+    ) -> Deferred<Result<LockGuard, LockError>> {
         self.take_charge(ctx);
         let reply = ReplySlot::new();
-        let failed = msg.error.is_some();
+        let failed = error.is_some();
         if !failed {
             // Its fast-path try found the lock busy.
             telemetry::contended(self.kind, &self.name, &self.node.config);
@@ -402,7 +419,7 @@ impl Handler<AfterDirect> for LockActor {
             waiter.deadline = now + self.node.config.response_timeout;
         }
         waiter.attempts = u32::from(!failed);
-        waiter.last_error = msg.error;
+        waiter.last_error = error;
         waiter.retried = failed;
         waiter.rest = rest;
         self.enqueue_waiter(waiter, ctx);

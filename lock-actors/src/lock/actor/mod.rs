@@ -12,11 +12,9 @@ pub(crate) use acquire::{busy_retry_in, poll_retry_in};
 mod forced;
 mod reconcile;
 mod release;
-mod spin;
 
 #[cfg(feature = "inspect")]
 pub(crate) use forced::ForceReleaseIf;
-pub(crate) use spin::AcquireSpinning;
 
 use super::direct::Direct;
 use super::direct_messages::{DirectHold, Doubted};
