@@ -78,16 +78,21 @@ impl LockActor {
         }
     }
 
-    /// Tells the guards of `holder` (taken out of the machine) that it is over, and stops
-    /// keeping it alive: its watchdog entry, and its expiry timer (which would otherwise
-    /// take a later holder of the same owner for this one).
-    fn tell_lost(&mut self, owner: LockOwner, holder: Holder, why: &str, ctx: &mut Context<Self>) {
+    /// Stops keeping `holder` alive (taken out of the machine): its watchdog entry, and its
+    /// expiry timer (which would otherwise take a later holder of the same owner for it).
+    fn stop_keeping(&mut self, holder: &Holder, ctx: &mut Context<Self>) {
         if let Some(id) = holder.watch_id {
             self.watchdog.unregister(id);
         }
         if let Some(expiry) = holder.expiry {
             ctx.cancel_future(expiry);
         }
+    }
+
+    /// Tells the guards of `holder` (taken out of the machine) that it is over, and stops
+    /// keeping it alive.
+    fn tell_lost(&mut self, owner: LockOwner, holder: Holder, why: &str, ctx: &mut Context<Self>) {
+        self.stop_keeping(&holder, ctx);
         if why == RELEASED {
             holder.set_status(HoldStatus::Released);
         } else {
@@ -235,12 +240,7 @@ impl LockActor {
             Let::NotOwner => return not_owner(),
             Let::Last(holder) => {
                 // Renewal stops here, before the unlock is even sent.
-                if let Some(id) = holder.watch_id {
-                    self.watchdog.unregister(id);
-                }
-                if let Some(expiry) = holder.expiry {
-                    ctx.cancel_future(expiry);
-                }
+                self.stop_keeping(&holder, ctx);
                 holder.set_status(HoldStatus::Released);
                 0
             }
