@@ -24,29 +24,10 @@
 //!
 //! # Which lock should I use?
 //!
-//! - **[`Lock`]** from [`LockClient::lock`]: the reentrant lock, the default. One holder at a time,
-//!   re-entrant for the same [`LockOwner`], kept alive by the watchdog while held, freed by
-//!   its lease if the process dies. It shares keys and channels with Redisson's `RLock`, so
-//!   Rust and Java services can lock the same resource.
-//! - A **fixed lease** ([`AcquireOptions::lease`]) when the work has a known bound and the
-//!   lock should free itself rather than be renewed.
-//! - **A fenced lock** ([`LockClient::fenced_lock`]) when the protected storage can check a
-//!   number: every hold carries a strictly increasing [`LockGuard::fencing_token`], so a
-//!   holder that lost its lock while paused is refused by the storage.
-//! - **A fair lock** ([`LockClient::fair_lock`]) to serve waiters in request order across
-//!   processes; **a read-write lock** ([`LockClient::read_write_lock`]) for many readers or
-//!   one writer; **a fast lock** ([`LockClient::fast_lock`]) for hot paths that never
-//!   re-enter; **a spin lock** ([`LockClient::spin_lock`]) where pub/sub is unavailable or
-//!   costly (waiters poll with a [`SpinBackoff`]). [`LockKind`] says what each stores in Redis.
-//! - **A semaphore** ([`LockClient::semaphore`]) for at most N holders at once (Redisson's
-//!   `RSemaphore`; its permits have no lease), or **a permit-expirable semaphore**
-//!   ([`LockClient::expirable_semaphore`]) whose permits come back when their holder dies.
-//! - **[`MultiLock`]** to take several locks, on one node or several, all or none; **[`RedLock`]**
-//!   for one lock over independent Redis nodes (a majority of them).
-//! - **A count-down latch** ([`LockClient::count_down_latch`]) when work must wait until N
-//!   steps, in any process, are done: [`CountDownLatch`] holds nothing, it only opens.
-//! - **[`distributed_lock`]** when the lock guards a whole handler or async fn: the
-//!   attribute takes and releases it for you.
+//! The README's [table of kinds](https://github.com/actix-distributed-lock/actix-distributed-lock/blob/main/README.md#which-lock-should-i-use) is the one answer: what each
+//! kind is for and the call that takes it. Every kind comes from a [`LockClient`] method
+//! ([`LockClient::lock`] is the default, reentrant lock); [`LockKind`] says what each lock kind
+//! stores in Redis, and [`RedLock`]'s own page says when a lock over several nodes is worth it.
 //!
 //! # Example
 //!

@@ -98,3 +98,67 @@ fn every_kind_of_the_readme_has_a_guide_example() {
         "kinds with no example in docs/guide.md: {missing:?}"
     );
 }
+
+/// `docs/design.md`'s map matches the folders: every path it names exists (from the
+/// repository, or from the runtime's `lock-actors/src/`, as its tables write them), and every
+/// top-level module of the runtime is named in it.
+#[test]
+fn the_design_map_matches_the_folders() {
+    let design = read(&repo().join("docs/design.md"));
+    let src = repo().join("lock-actors/src");
+    let mut missing = Vec::new();
+    for quoted in design.split('`').skip(1).step_by(2) {
+        // A folder (`lease/`) or a file (`lease/list.rs`), not a formula (`lease/3`).
+        let last = quoted.rsplit('/').next().unwrap_or("");
+        let looks_like_path = quoted.contains('/')
+            && (last.is_empty() || last.contains('.'))
+            && !quoted.contains(' ')
+            && !quoted.contains("://")
+            && quoted.chars().all(|c| c.is_ascii() && c != '<');
+        if !looks_like_path {
+            continue;
+        }
+        // `kind/{reentrant,fast}.rs` names each of its alternatives.
+        let paths: Vec<String> = match (quoted.find('{'), quoted.find('}')) {
+            (Some(open), Some(close)) if open < close => quoted[open + 1..close]
+                .split(',')
+                .map(|one| format!("{}{one}{}", &quoted[..open], &quoted[close + 1..]))
+                .collect(),
+            _ => vec![quoted.to_string()],
+        };
+        for path in paths {
+            if !repo().join(&path).exists() && !src.join(&path).exists() {
+                missing.push(path);
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs/design.md names what is not there: {missing:?}"
+    );
+    let mut unnamed = Vec::new();
+    for entry in std::fs::read_dir(&src).expect("lock-actors/src") {
+        let path = entry.expect("an entry").path();
+        let stem = path.file_stem().unwrap().to_string_lossy().into_owned();
+        let is_module = path.is_dir() || path.extension().is_some_and(|ext| ext == "rs");
+        if !is_module || stem == "lib" {
+            continue;
+        }
+        let named = [
+            format!("src/{stem}/"),
+            format!("src/{stem}.rs"),
+            format!("`{stem}/"),
+            format!("`{stem}.rs`"),
+        ]
+        .iter()
+        .any(|form| design.contains(form.as_str()));
+        if !named {
+            unnamed.push(stem);
+        }
+    }
+    unnamed.sort();
+    assert!(
+        unnamed.is_empty(),
+        "runtime modules docs/design.md does not name: {unnamed:?}"
+    );
+}

@@ -8,7 +8,7 @@
 //! subscriber) are global to this test binary; the tests take turns (`TURN`) and assert
 //! on differences between snapshots, so none sees another's counts.
 
-use actix_distributed_lock::{LockClient, LockGuard};
+use actix_distributed_lock::{Lock, LockClient, LockError, LockGuard};
 use metrics_util::debugging::{DebugValue, DebuggingRecorder, Snapshotter};
 use redis::AsyncCommands;
 use std::collections::BTreeMap;
@@ -535,11 +535,28 @@ async fn semaphores_are_counted_by_their_own_kind() {
 
 #[tokio::test]
 async fn spin_locks_are_counted_by_their_own_kind() {
+    counted_by_its_own_kind("spin", |client, name| client.spin_lock(name)).await;
+}
+
+/// A fenced lock is a reentrant lock whose holds draw a token; its acquires, waits and holds
+/// count under `kind=fenced`, as every other place that names kinds calls it.
+#[tokio::test]
+async fn fenced_locks_are_counted_by_their_own_kind() {
+    counted_by_its_own_kind("fenced", |client, name| client.fenced_lock(name)).await;
+}
+
+/// One busy acquire that times out, then one that gets the lock, on a lock `open` makes:
+/// each counts under `kind`, and nothing under another label stands in for it.
+async fn counted_by_its_own_kind(
+    kind: &str,
+    open: fn(&LockClient, &str) -> Result<Lock, LockError>,
+) {
     let (_turn, server) = turn().await;
     let holder = support::client(&server).await;
     let waiter = support::client(&server).await;
-    let held = holder.spin_lock("metrics:spin").unwrap().acquire().await;
-    let lock = waiter.spin_lock("metrics:spin").unwrap();
+    let name = format!("metrics:{kind}");
+    let held = open(&holder, &name).unwrap().acquire().await;
+    let lock = open(&waiter, &name).unwrap();
     let before = Figures::now();
     let busy = lock.acquire_timeout(Duration::from_millis(100)).await;
     assert!(busy.is_err_and(|error| error.is_timeout()));
@@ -548,28 +565,17 @@ async fn spin_locks_are_counted_by_their_own_kind() {
     let after = Figures::now();
     let wait = "distributed_lock_acquire_wait_seconds";
     for outcome in ["timeout", "acquired"] {
-        let id = format!("{wait}{{kind=spin,outcome={outcome}}}");
+        let id = format!("{wait}{{kind={kind},outcome={outcome}}}");
         assert_eq!(after.samples(&id).len(), 1, "{id}");
     }
-    assert_rose(
-        &before,
-        &after,
-        "distributed_lock_acquire_timeouts_total{kind=spin}",
-        1,
-    );
-    assert_rose(
-        &before,
-        &after,
-        "distributed_lock_contended_acquires_total{kind=spin}",
-        1,
-    );
-    assert_eq!(
-        after
-            .samples("distributed_lock_hold_seconds{kind=spin}")
-            .len(),
-        2
-    );
-    assert_eq!(after.gauge("distributed_lock_waiters{kind=spin}"), 0.0);
+    let timeouts = format!("distributed_lock_acquire_timeouts_total{{kind={kind}}}");
+    assert_rose(&before, &after, &timeouts, 1);
+    let contended = format!("distributed_lock_contended_acquires_total{{kind={kind}}}");
+    assert_rose(&before, &after, &contended, 1);
+    let hold = format!("distributed_lock_hold_seconds{{kind={kind}}}");
+    assert_eq!(after.samples(&hold).len(), 2, "{hold}");
+    let waiters = format!("distributed_lock_waiters{{kind={kind}}}");
+    assert_eq!(after.gauge(&waiters), 0.0);
     holder.shutdown();
     waiter.shutdown();
 }

@@ -4,36 +4,8 @@
 //!
 //! # Which lock should I use?
 //!
-//! - **[`Lock`]** from [`LockClient::lock`]: the reentrant lock, the default. One holder at a time;
-//!   the same [`LockOwner`] may take it again. Held locks are kept alive by the watchdog and
-//!   expire on their own if the process dies. Same keys and channel as Redisson's `RLock`,
-//!   so Java services can lock the same resource.
-//! - Take it with a **fixed lease** ([`AcquireOptions::lease`]) when the work has a known
-//!   upper bound and you would rather the lock free itself than be renewed.
-//! - **A fenced lock** ([`LockClient::fenced_lock`]) when the protected storage can check a
-//!   number: every hold carries a strictly increasing [`LockGuard::fencing_token`].
-//! - **A fair lock** ([`LockClient::fair_lock`]) when waiters must be served in request
-//!   order across processes.
-//! - **A read-write lock** ([`LockClient::read_write_lock`]) when many may read at once but
-//!   writes must be alone.
-//! - **A semaphore** ([`LockClient::semaphore`]) when up to N holders may work at once;
-//!   the **permit-expirable** one ([`LockClient::expirable_semaphore`]) when a dead
-//!   holder's permits must come back on their own.
-//! - **A fast lock** ([`LockClient::fast_lock`]) on hot, uncontended paths that never
-//!   re-enter: one string key, the cheapest scripts.
-//! - **A spin lock** ([`LockClient::spin_lock`]) where pub/sub is unavailable or costly:
-//!   the reentrant lock without channels, its waiters polling with a backoff
-//!   ([`SpinBackoff`]), as Redisson's `RSpinLock`.
-//! - **A count-down latch** ([`LockClient::count_down_latch`]) when work must wait until N
-//!   other steps, anywhere, are done: it holds nothing, it only opens.
-//! - Every kind has the watchdog, `lost()`, bounded waits and the same errors; see
-//!   [`LockKind`] for what each stores in Redis.
-//! - **A [`MultiLock`]** when one piece of work needs several locks at once (an order and a
-//!   stock item, perhaps on different nodes): all or none, in a canonical order, so
-//!   overlapping sets never deadlock.
-//! - **A [`RedLock`]** only when the lock must survive the crash of a Redis node and you run
-//!   3 or 5 independent nodes for it: it is held on a majority. Read its guarantees first; a
-//!   single-node fenced lock is usually the better choice.
+//! The README's [table of kinds](https://github.com/actix-distributed-lock/actix-distributed-lock/blob/main/README.md#which-lock-should-i-use) is the one answer: what each
+//! kind is for and the call that takes it.
 //!
 //! # The pieces
 //!
@@ -72,6 +44,8 @@ mod handle;
 #[cfg_attr(docsrs, doc(cfg(feature = "inspect")))]
 pub mod inspect;
 mod keys;
+#[macro_use]
+mod kinds;
 mod latch;
 mod lease;
 mod lock;
@@ -82,7 +56,6 @@ pub mod messages;
 #[cfg(test)]
 mod model;
 mod node;
-mod queue_driver;
 mod redact;
 mod registry;
 mod reply;

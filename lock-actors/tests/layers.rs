@@ -43,7 +43,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     // The guards are what the actors hand out (an `Acquire` replies with a `LockGuard`).
     (
         "actors and their guards",
-        &["lock", "semaphore", "latch", "registry", "lease::list", "reply", "queue_driver"],
+        &["lock", "semaphore", "latch", "registry", "lease::list", "reply", "wait_queue::driver"],
     ),
     (
         "node: connections, subscriptions, routing",
@@ -53,6 +53,7 @@ const LAYERS: &[(&str, &[&str])] = &[
         "keys, scripts, config, errors, the wait queue, telemetry, TLS settings, loss signals, lease controls, hold status",
         &[
             "keys",
+            "kinds",
             "script",
             "config",
             "error",

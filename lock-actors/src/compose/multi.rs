@@ -4,7 +4,7 @@ use super::{release_all, Member};
 use crate::client::LockClient;
 use crate::error::LockError;
 use crate::handle::{AcquireOptions, Lock};
-use crate::lock::{LockGuard, LockOwner};
+use crate::lock::{LockGuard, LockKind, LockOwner};
 use futures_util::future::{join_all, select_all};
 use std::future::Future;
 use std::sync::Arc;
@@ -279,9 +279,9 @@ impl MultiLock {
 /// The canonical order: node, then name, then kind (the write side before anything else on
 /// its name, so a writer's own read hold comes after its write hold; the read side last).
 fn order_key(member: &Member) -> (&str, &str, u8) {
-    let rank = match member.lock.kind().as_str() {
-        "write" => 0,
-        "read" => 2,
+    let rank = match member.lock.kind() {
+        LockKind::Write => 0,
+        LockKind::Read => 2,
         _ => 1,
     };
     (&member.node, member.lock.key(), rank)

@@ -295,6 +295,11 @@ impl Lock {
         self.kind
     }
 
+    /// The kind its acquires count as in metrics and spans (fenced, for a fenced lock).
+    pub(crate) fn label(&self) -> crate::kinds::Kind {
+        self.kind.label(self.fenced)
+    }
+
     /// Whether acquisitions through this handle draw fencing tokens
     /// ([`LockClient::fenced_lock`]).
     ///
@@ -387,7 +392,8 @@ impl Lock {
         let options = AcquireOptions::new().wait(Duration::ZERO);
         let config = self.client.config();
         // Without `acquire_with`'s look at who holds it: a busy lock is `None` here.
-        match telemetry::acquire(self.kind, &self.name, config, self.acquire_once(options)).await {
+        match telemetry::acquire(self.label(), &self.name, config, self.acquire_once(options)).await
+        {
             Ok(guard) => Ok(Some(guard)),
             Err(LockError::Timeout { .. }) => Ok(None),
             Err(other) => Err(other),
@@ -411,7 +417,7 @@ impl Lock {
     pub async fn acquire_with(&self, options: AcquireOptions) -> Result<LockGuard, LockError> {
         let config = self.client.config();
         let acquired =
-            telemetry::acquire(self.kind, &self.name, config, self.acquire_once(options)).await;
+            telemetry::acquire(self.label(), &self.name, config, self.acquire_once(options)).await;
         match acquired {
             Err(LockError::Timeout { name, waited, .. }) => Err(LockError::Timeout {
                 by_this_client: self.held_by_this_client().await,

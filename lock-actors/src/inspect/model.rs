@@ -1,6 +1,7 @@
 //! What the inspector reports: plain data, serializable to JSON (the `--json` output of
 //! `lock-inspect` and the inspector page's endpoints use these shapes unchanged).
 
+use crate::kinds::Kind;
 use serde::Serialize;
 
 /// The kind of a lock, as the inspector reads it from its keys' types and shapes.
@@ -52,6 +53,36 @@ impl InspectedKind {
             InspectedKind::ExpirableSemaphore => "expirable_semaphore",
             InspectedKind::Latch => "latch",
         }
+    }
+
+    /// How the inspector reads keys of `kind`: kinds that keep the same keys read the same
+    /// (a spin lock as the reentrant lock; the two sides of a read-write lock as one lock).
+    pub(crate) const fn of(kind: Kind) -> InspectedKind {
+        match kind {
+            Kind::Reentrant | Kind::Spin => InspectedKind::Reentrant,
+            Kind::Fenced => InspectedKind::Fenced,
+            Kind::Fair => InspectedKind::Fair,
+            Kind::Read | Kind::Write => InspectedKind::ReadWrite,
+            Kind::Fast => InspectedKind::Fast,
+            Kind::Semaphore => InspectedKind::Semaphore,
+            Kind::ExpirableSemaphore => InspectedKind::ExpirableSemaphore,
+            Kind::Latch => InspectedKind::Latch,
+        }
+    }
+
+    /// The kinds whose keys read as this one, by their names (`reentrant` lists `spin`
+    /// too: the two keep the same hash).
+    ///
+    /// ```
+    /// use actix_distributed_lock::inspect::InspectedKind;
+    /// assert_eq!(InspectedKind::ReadWrite.kinds(), vec!["read", "write"]);
+    /// ```
+    pub fn kinds(self) -> Vec<&'static str> {
+        Kind::ALL
+            .iter()
+            .filter(|kind| InspectedKind::of(**kind) == self)
+            .map(|kind| kind.name())
+            .collect()
     }
 
     /// Every kind, in the order tables list them.
@@ -233,4 +264,24 @@ pub struct WatchEvent {
     pub changes: Vec<Change>,
     /// The lock now.
     pub lock: Option<LockInfo>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every kind of the one list is read as one of the inspector's kinds, and each of those
+    /// stands for at least one kind: neither list knows a kind the other does not.
+    #[test]
+    fn the_inspector_knows_every_kind() {
+        for inspected in InspectedKind::ALL {
+            assert!(
+                !inspected.kinds().is_empty(),
+                "{inspected} stands for no kind"
+            );
+        }
+        let covered: usize = InspectedKind::ALL.iter().map(|k| k.kinds().len()).sum();
+        assert_eq!(covered, Kind::COUNT);
+        assert_eq!(InspectedKind::Reentrant.kinds(), vec!["reentrant", "spin"]);
+    }
 }

@@ -10,13 +10,13 @@ use super::{
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::node::{Node, Subscription, Unsubscribe, Wake};
-use crate::queue_driver::{self, QueueActor, Queued, Timers};
 use crate::registry::Registry;
 use crate::reply::{Deferred, ReplySlot};
 use crate::runtime::{Closing, Errand};
 use crate::script::ScriptCall;
 use crate::telemetry;
-use crate::wait_queue::{Asker, Effect, Gate, Granted, Retry, Subscribed, WaitQueue, Waiter};
+use crate::wait_queue::driver::{self, QueueActor, QueueCore, Queued};
+use crate::wait_queue::{Asker, Granted, Retry, Subscribed, WaitQueue, Waiter};
 use actix::prelude::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -71,11 +71,8 @@ pub struct LatchActor {
     name: LockName,
     channel: String,
     id: u64,
-    /// The local waiters, and what the head is doing.
-    queue: WaitQueue<Waiting>,
-    sleep: Option<SpawnHandle>,
-    /// The waiters' deadlines and the watch on their askers; made with the first waiter.
-    timers: Option<Box<Timers>>,
+    /// The local waiters, what the head is doing, and their timers.
+    waiters: QueueCore<Waiting>,
     /// Our own address while we are busy, so nobody's dropped handle stops us.
     keepalive: Option<Addr<LatchActor>>,
     /// We asked the node to route the channel to us and have not withdrawn it since
@@ -122,16 +119,8 @@ impl QueueActor for LatchActor {
         &self.name
     }
 
-    fn queue(&mut self) -> &mut WaitQueue<Waiting> {
-        &mut self.queue
-    }
-
-    fn sleep_timer(&mut self) -> &mut Option<SpawnHandle> {
-        &mut self.sleep
-    }
-
-    fn timers(&mut self) -> &mut Timers {
-        self.timers.get_or_insert_with(Box::default)
+    fn core(&mut self) -> &mut QueueCore<Waiting> {
+        &mut self.waiters
     }
 
     fn attempt(&mut self, id: u64, ctx: &mut Context<Self>) {
@@ -159,23 +148,20 @@ impl QueueActor for LatchActor {
             let state = state
                 .map(Into::into)
                 .map_err(|e| e.about(act.name.unmapped()));
-            let effects = act.queue.subscription_ended(state);
+            let effects = act.waiters.queue.subscription_ended(state);
             act.drive(effects, ctx);
         }));
     }
 
     fn time_out(&mut self, mut waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
-        queue_driver::forget(self, waiter.id, ctx);
+        driver::forget(self, waiter.id, ctx);
         let (error, waited) = waiter.timeout_error(self.name.unmapped());
         tracing::debug!(latch = %self.name, ?waited, "wait for the latch timed out");
         waiter.data.queued.leave();
         let _ = waiter.data.reply.send(Err(error));
     }
 
-    fn drive(&mut self, effects: Vec<Effect<Waiting>>, ctx: &mut Context<Self>) {
-        queue_driver::apply(self, effects, ctx);
-        let effects = self.queue.pump(Instant::now(), |_| Gate::Go);
-        queue_driver::apply(self, effects, ctx);
+    fn driven(&mut self, ctx: &mut Context<Self>) {
         self.refresh_keepalive(ctx);
     }
 }
@@ -193,9 +179,7 @@ impl LatchActor {
             registry,
             name,
             id,
-            queue: WaitQueue::new(Retry::TransientOnce),
-            sleep: None,
-            timers: None,
+            waiters: QueueCore::new(WaitQueue::new(Retry::TransientOnce)),
             keepalive: None,
             routed: false,
             background: 0,
@@ -209,8 +193,8 @@ impl LatchActor {
         let now = Instant::now();
         let effects = match count {
             Ok(0) => {
-                if let Granted::To(waiter) = self.queue.granted(id) {
-                    queue_driver::forget(self, waiter.id, ctx);
+                if let Granted::To(waiter) = self.waiters.queue.granted(id) {
+                    driver::forget(self, waiter.id, ctx);
                     tracing::debug!(latch = %self.name, waited = ?waiter.started.elapsed(),
                         "latch open");
                     waiter.data.queued.leave();
@@ -219,13 +203,13 @@ impl LatchActor {
                 Vec::new()
             }
             Ok(count) => {
-                if self.queue.get(id).is_some_and(|w| w.attempts == 0) {
+                if self.waiters.queue.get(id).is_some_and(|w| w.attempts == 0) {
                     telemetry::contended(telemetry::Kind::Latch, &self.name, &self.node.config);
                 }
                 tracing::trace!(latch = %self.name, count, "waiting for the latch");
-                self.queue.busy(id, now, FALLBACK_POLL)
+                self.waiters.queue.busy(id, now, FALLBACK_POLL)
             }
-            Err(error) => self.queue.failed(id, now, error),
+            Err(error) => self.waiters.queue.failed(id, now, error),
         };
         self.drive(effects, ctx);
     }
@@ -233,7 +217,7 @@ impl LatchActor {
     /// The count may be zero now (a message came, or a script here found or made it so):
     /// the head reads it again at once.
     fn nudge(&mut self, ctx: &mut Context<Self>) {
-        let effects = self.queue.news();
+        let effects = self.waiters.queue.news();
         self.drive(effects, ctx);
     }
 
@@ -243,7 +227,7 @@ impl LatchActor {
         } else if self.background_errand.is_none() {
             self.background_errand = Some(self.node.arbiter.errands().start());
         }
-        let nobody_waits = nobody_waits(&self.queue);
+        let nobody_waits = nobody_waits(&self.waiters.queue);
         if nobody_waits {
             self.closing = None;
             if self.routed {
@@ -260,7 +244,9 @@ impl LatchActor {
 
     fn unsubscribe(&mut self) {
         self.routed = false;
-        self.queue.subscribed(Subscribed::No { retry_after: None });
+        self.waiters
+            .queue
+            .subscribed(Subscribed::No { retry_after: None });
         self.node.supervisor.do_send(Unsubscribe {
             channel: self.channel.clone(),
             id: self.id,
@@ -317,7 +303,7 @@ impl Actor for LatchActor {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        if self.queue.ever_subscribed() {
+        if self.waiters.queue.ever_subscribed() {
             self.node.supervisor.do_send(Unsubscribe {
                 channel: self.channel.clone(),
                 id: self.id,
@@ -333,7 +319,7 @@ impl Handler<Closing> for LatchActor {
     /// first); scripts under way go on, counted by `background`.
     fn handle(&mut self, msg: Closing, ctx: &mut Context<Self>) {
         self.closing = Some(msg.0);
-        let effects = self.queue.close();
+        let effects = self.waiters.queue.close();
         self.drive(effects, ctx);
     }
 }
@@ -358,8 +344,8 @@ impl Handler<AwaitLatch> for LatchActor {
             queued: telemetry::Queued::new(telemetry::Kind::Latch, &self.name, &self.node.config),
         };
         let wait = msg.wait.unwrap_or(Duration::MAX);
-        let waiter = self.queue.waiter(Instant::now(), wait, data);
-        let effects = self.queue.enqueue(waiter, false);
+        let waiter = self.waiters.queue.waiter(Instant::now(), wait, data);
+        let effects = self.waiters.queue.enqueue(waiter, false);
         self.drive(effects, ctx);
         Deferred(slot)
     }

@@ -321,7 +321,11 @@ impl<A: LockActorApi> Direct<A> {
         Ok(
             LockGuard::new(link, self.name.clone(), owner, hold, fixed, receiver)
                 .with_token(token)
-                .timed(HoldTimer::start(self.kind, &self.name, &node.config)),
+                .timed(HoldTimer::start(
+                    self.kind.label(token.is_some()),
+                    &self.name,
+                    &node.config,
+                )),
         )
     }
 

@@ -2,7 +2,6 @@
 //! Not a public API: names and signatures may change in any release.
 
 mod current;
-mod kind;
 mod output;
 mod owner;
 
@@ -18,8 +17,8 @@ use std::future::Future;
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
+pub use crate::kinds::{Family, Kind};
 pub use current::{current, fencing_token, run_as_current, run_until_lost, CurrentLock};
-pub use kind::Kind;
 pub use output::{fail, fail_from, FromLockError, LockResult};
 pub use owner::Turn;
 
@@ -265,6 +264,13 @@ pub(crate) fn lock_of(client: &LockClient, name: &str, kind: Kind) -> Result<Loc
             // The attribute refuses several templates of a semaphore kind at compile time.
             return Err(LockError::invalid_config(
                 "#[distributed_lock] takes permits of one semaphore, not a MultiLock of them",
+            ));
+        }
+        Kind::Latch => {
+            // The attribute has no spelling for it; a hand-made request gets an error.
+            return Err(LockError::invalid_config(
+                "#[distributed_lock] holds locks and permits; a count-down latch is waited on \
+                 (LockClient::count_down_latch)",
             ));
         }
     })

@@ -83,7 +83,7 @@ impl Turn {
     pub async fn take(
         client: &LockClient,
         names: &[String],
-        kind: super::kind::Kind,
+        kind: super::Kind,
         wait: Option<Duration>,
     ) -> Result<Turn, LockError> {
         let wait = wait.unwrap_or(client.config().default_wait);

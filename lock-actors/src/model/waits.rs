@@ -135,7 +135,7 @@ impl<A: Asker + Debug + Clone> Waits<A> {
     }
 
     /// Carries out `effect` if it is the try, a timer or a deadline (as
-    /// `queue_driver::apply` does); hands back the others (a waiter that ends, a
+    /// `wait_queue::driver::apply` does); hands back the others (a waiter that ends, a
     /// subscription), its deadline timer dropped.
     pub(super) fn carry_out(&mut self, effect: Effect<A>) -> Option<Effect<A>> {
         match effect {

@@ -122,7 +122,7 @@ pub(crate) struct WakeUpModel {
 }
 
 impl WakeUpModel {
-    /// Carries out the queue's effects in order, as `queue_driver::apply` does.
+    /// Carries out the queue's effects in order, as `wait_queue::driver::apply` does.
     fn apply(&self, state: &mut State, effects: Vec<Effect<Ask>>) {
         for effect in effects {
             match state.waits.carry_out(effect) {

@@ -8,9 +8,9 @@ use super::{
     timeouts_key, SemaphoreKeys, ACQUIRE, ADD, EXPIRABLE_ACQUIRE, EXPIRABLE_RELEASE,
     EXPIRABLE_SETTLE, SETTLE,
 };
+use crate::kinds::Kind as Listed;
 use crate::node::connection::PubSub;
 use crate::script::ScriptCall;
-use crate::telemetry;
 
 /// The two semaphore kinds; each name has one actor per kind in use.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -30,9 +30,9 @@ impl Kind {
 }
 
 /// The kind as the `kind` label of metrics and spans.
-impl From<Kind> for telemetry::Kind {
+impl From<Kind> for Listed {
     fn from(kind: Kind) -> Self {
-        kind.rules().telemetry()
+        kind.rules().listed()
     }
 }
 
@@ -105,7 +105,7 @@ pub(crate) trait SemaphoreRules: Sync {
     ) -> ScriptCall;
 
     /// The kind as the `kind` label of metrics and spans.
-    fn telemetry(&self) -> telemetry::Kind;
+    fn listed(&self) -> Listed;
 }
 
 /// Whether a settle call's reply says permits went back (`1` from a plain settlement,
@@ -176,8 +176,8 @@ impl SemaphoreRules for Plain {
         call
     }
 
-    fn telemetry(&self) -> telemetry::Kind {
-        telemetry::Kind::Semaphore
+    fn listed(&self) -> Listed {
+        Listed::Semaphore
     }
 }
 
@@ -246,8 +246,8 @@ impl SemaphoreRules for Expirable {
         call
     }
 
-    fn telemetry(&self) -> telemetry::Kind {
-        telemetry::Kind::ExpirableSemaphore
+    fn listed(&self) -> Listed {
+        Listed::ExpirableSemaphore
     }
 }
 
@@ -258,11 +258,23 @@ mod tests {
     #[test]
     fn each_kind_has_its_own_label_and_counting() {
         let (plain, expirable) = (Kind::Plain.rules(), Kind::Expirable.rules());
-        assert_eq!(plain.telemetry().as_str(), "semaphore");
-        assert_eq!(expirable.telemetry().as_str(), "expirable_semaphore");
+        assert_eq!(plain.listed().name(), "semaphore");
+        assert_eq!(expirable.listed().name(), "expirable_semaphore");
         assert!(!plain.by_id() && plain.writes_receipt());
         assert!(expirable.by_id() && !expirable.writes_receipt());
         assert_eq!(plain.timeouts_key("s"), None);
         assert_eq!(expirable.timeouts_key("s").as_deref(), Some("{s}:timeout"));
+    }
+
+    /// The semaphore kinds are the semaphore family of the one list of kinds (`crate::kinds`).
+    #[test]
+    fn the_semaphore_kinds_are_the_semaphore_family_of_the_one_list() {
+        let ours = [Listed::from(Kind::Plain), Listed::from(Kind::Expirable)];
+        let family: Vec<Listed> = Listed::ALL
+            .iter()
+            .copied()
+            .filter(|kind| kind.family() == crate::kinds::Family::Semaphore)
+            .collect();
+        assert_eq!(ours.to_vec(), family);
     }
 }

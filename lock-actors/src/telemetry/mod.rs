@@ -10,52 +10,9 @@
 //!
 //! [`ClientConfig::metrics_lock_name_labels`]: crate::ClientConfig
 
-/// The one list of `kind` labels, in index order: every lock kind, then every semaphore
-/// kind, then the count-down latch (its waits count as acquires). It makes [`Kind`] and the static metric keys of `record`; each kind's module maps
-/// its kind onto it (a test checks every kind's label is its name).
-///
-/// `with_kinds!(then)` expands to `then!(Variant "label", ...)`;
-/// `with_kinds!(then, arg)` to `then!(arg; Variant "label", ...)`.
-macro_rules! with_kinds {
-    ($then:ident $(, $arg:expr)?) => {
-        $then! {$($arg;)?
-            Reentrant "reentrant",
-            Fast "fast",
-            Read "read",
-            Write "write",
-            Fair "fair",
-            Spin "spin",
-            Semaphore "semaphore",
-            ExpirableSemaphore "expirable_semaphore",
-            Latch "latch"
-        }
-    };
-}
-
-macro_rules! kind_enum {
-    ($($variant:ident $label:literal),+) => {
-        /// The `kind` label: a lock kind, or a semaphore kind (each kind's module converts
-        /// its own kind into this one, so this module imports no lock kind).
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub(crate) enum Kind {
-            $($variant),+
-        }
-
-        impl Kind {
-            /// How many kinds there are.
-            #[cfg_attr(not(feature = "metrics"), allow(dead_code))]
-            pub(crate) const COUNT: usize = [$($label),+].len();
-
-            pub(crate) fn as_str(self) -> &'static str {
-                match self {
-                    $(Kind::$variant => $label),+
-                }
-            }
-        }
-    };
-}
-
-with_kinds!(kind_enum);
+/// The `kind` label of every series and span: [`Kind::name`] of the one list of kinds
+/// (`crate::kinds`); each kind's module maps its own kind onto it.
+pub(crate) use crate::kinds::Kind;
 
 #[cfg(feature = "metrics")]
 mod record;
@@ -131,7 +88,7 @@ pub(crate) async fn acquire<T>(
     attempt: impl Future<Output = Result<T, LockError>>,
 ) -> Result<T, LockError> {
     let kind = kind.into();
-    let span = tracing::debug_span!("lock.acquire", lock = %name, kind = kind.as_str(),
+    let span = tracing::debug_span!("lock.acquire", lock = %name, kind = kind.name(),
         outcome = Empty, waited = Empty);
     let mut ending = Ending {
         series: Series::new(kind, name, config),

@@ -29,7 +29,7 @@ macro_rules! by_kind {
         static LABELS: [Label; 1] = [label("kind", $kind)];
         Key::from_static_parts($name, &LABELS)
     }};
-    ($name:expr; $($variant:ident $kind:literal),+) => {
+    ($name:expr; $($variant:ident $kind:literal $family:ident),+) => {
         [$(by_kind!(@one $name, $kind)),+]
     };
 }
@@ -48,7 +48,7 @@ macro_rules! by_kind_and_outcome {
             by_kind_and_outcome!(@one $name, $kind, "cancelled"),
         ]
     };
-    ($name:expr; $($variant:ident $kind:literal),+) => {
+    ($name:expr; $($variant:ident $kind:literal $family:ident),+) => {
         [$(by_kind_and_outcome!(@kind $name, $kind)),+]
     };
 }
@@ -59,7 +59,7 @@ macro_rules! by_kind_and_update {
         static LABELS: [Label; 2] = [label("kind", $kind), label("outcome", $outcome)];
         Key::from_static_parts($name, &LABELS)
     }};
-    ($name:expr; $($variant:ident $kind:literal),+) => {
+    ($name:expr; $($variant:ident $kind:literal $family:ident),+) => {
         [$([
             by_kind_and_update!(@one $name, $kind, "updated"),
             by_kind_and_update!(@one $name, $kind, "lost"),

@@ -22,6 +22,7 @@
 //! sleeps after every busy answer (the pause the actor gives, its backoff) and tries again.
 
 mod answers;
+pub(crate) mod driver;
 #[cfg(test)]
 mod tests;
 mod waiter;

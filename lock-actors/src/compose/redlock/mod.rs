@@ -26,8 +26,10 @@ const DEFAULT_RETRY_DELAY: Duration = Duration::from_millis(100);
 /// One lock held on a majority of N independent Redis nodes: the Redlock algorithm
 /// (Redisson's `RedissonRedLock`), over one [`LockClient`] per node.
 ///
-/// # Which lock should I use?
+/// # When a RedLock is worth it
 ///
+/// (Every other kind, and what each is for: the README's
+/// [table of kinds](https://github.com/actix-distributed-lock/actix-distributed-lock/blob/main/README.md#which-lock-should-i-use).)
 /// Most services should use a single-node lock ([`LockClient::lock`]), with a fenced lock
 /// ([`LockClient::fenced_lock`]) where the protected storage can check a token. A RedLock
 /// costs N round trips per operation and N nodes to run, and it buys one thing: the lock

@@ -12,9 +12,9 @@ use crate::lock::guard::GuardLink;
 use crate::lock::machine::{Gate, TryOutcome};
 use crate::lock::{Acquire, AcquireFenced, LockGuard, LockOwner};
 use crate::node::{Subscription, Wake};
-use crate::queue_driver;
 use crate::reply::{Deferred, ReplySlot};
 use crate::telemetry::{self, HoldTimer};
+use crate::wait_queue::driver::{self, QueueActor};
 use crate::wait_queue::{Effect, Gate as QueueGate, Granted, Waiter, ERROR_RETRY};
 use actix::prelude::*;
 use std::sync::Arc;
@@ -72,7 +72,7 @@ impl LockActor {
             queued,
             ..
         } = data;
-        queue_driver::forget(self, id, ctx);
+        driver::forget(self, id, ctx);
         let hold = self.direct.next_hold();
         let holder = self.machine.holder_entry(owner, || Holder {
             holds: Vec::new(),
@@ -90,14 +90,18 @@ impl LockActor {
         let link: Arc<dyn GuardLink> = self.direct.clone();
         let guard = LockGuard::new(link, self.name.clone(), owner, hold, lease, status)
             .with_token(token)
-            .timed(HoldTimer::start(self.kind, &self.name, &self.node.config));
+            .timed(HoldTimer::start(
+                self.kind.label(token.is_some()),
+                &self.name,
+                &self.node.config,
+            ));
         queued.leave();
         // An undelivered guard is dropped here, and its drop releases the hold.
         let _ = reply.send(Ok(guard));
     }
 
     pub(super) fn time_out(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
-        queue_driver::forget(self, waiter.id, ctx);
+        driver::forget(self, waiter.id, ctx);
         let waited = waiter.started.elapsed();
         // The last error seen (one retried within the wait, or the reconcile's that held
         // the waiter back) says more than "timed out": a busy lock clears it.
@@ -163,10 +167,10 @@ impl LockActor {
             lease: msg.lease,
             fenced,
             reply: reply.clone(),
-            queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
+            queued: telemetry::Queued::new(self.kind.label(fenced), &self.name, &self.node.config),
             backoff: self.delays(backoff),
         };
-        let waiter = self.queue.waiter(Instant::now(), msg.wait, data);
+        let waiter = self.waiters.queue.waiter(Instant::now(), msg.wait, data);
         self.enqueue_waiter(waiter, ctx);
         Deferred(reply)
     }
@@ -175,62 +179,59 @@ impl LockActor {
     /// would deadlock), everyone else at the back.
     pub(super) fn enqueue_waiter(&mut self, waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
         let ahead = self.machine.holder(&waiter.data.owner).is_some();
-        let effects = self.queue.enqueue(waiter, ahead);
+        let effects = self.waiters.queue.enqueue(waiter, ahead);
         self.drive(effects, ctx);
     }
 
-    /// Carries out what the queue asked for, then lets the head go if it may: the one
-    /// rule every change to the queue or to the holders follows.
-    pub(super) fn drive(&mut self, effects: Vec<Effect<Waiting>>, ctx: &mut Context<Self>) {
-        queue_driver::apply(self, effects, ctx);
-        if self.queue.idle() {
-            self.settle_reconcile(ctx);
-            let now = Instant::now();
-            let longest_lease = self.longest_local_lease();
-            let (kind, name, machine) = (self.kind, &self.name, &self.machine);
-            let reconcile_error = &self.reconcile_error;
-            let config = &self.node.config;
-            let effects = self
-                .queue
-                .pump(now, |head| match machine.gate(&head.data.owner) {
-                    Gate::Go => QueueGate::Go,
-                    Gate::AlreadyHeld => QueueGate::Refuse(LockError::AlreadyHeld {
-                        name: name.to_string(),
-                    }),
-                    Gate::LocalHolder => {
-                        // Sleep at most the holder's lease, in case the lock is lost without our
-                        // hearing of it.
-                        let pause = longest_lease.min(head.deadline.saturating_duration_since(now));
-                        if head.attempts == 0 {
-                            telemetry::contended(kind, name, config);
-                        }
-                        QueueGate::Hold { pause, error: None }
+    /// Lets the head go if the machine says it may (the queue is idle): settles a doubt
+    /// first, and holds the head back while a local holder, a force-unlock or a doubt of
+    /// its owner stands in the way. Called by the queue driver's `drive`, the one rule every
+    /// change to the queue or to the holders follows.
+    pub(super) fn pump(&mut self, ctx: &mut Context<Self>) -> Vec<Effect<Waiting>> {
+        self.settle_reconcile(ctx);
+        let now = Instant::now();
+        let longest_lease = self.longest_local_lease();
+        let (kind, name, machine) = (self.kind, &self.name, &self.machine);
+        let reconcile_error = &self.reconcile_error;
+        let config = &self.node.config;
+        self.waiters
+            .queue
+            .pump(now, |head| match machine.gate(&head.data.owner) {
+                Gate::Go => QueueGate::Go,
+                Gate::AlreadyHeld => QueueGate::Refuse(LockError::AlreadyHeld {
+                    name: name.to_string(),
+                }),
+                Gate::LocalHolder => {
+                    // Sleep at most the holder's lease, in case the lock is lost without our
+                    // hearing of it.
+                    let pause = longest_lease.min(head.deadline.saturating_duration_since(now));
+                    if head.attempts == 0 {
+                        telemetry::contended(kind.label(head.data.fenced), name, config);
                     }
-                    Gate::Forcing => QueueGate::Hold {
-                        pause: ERROR_RETRY,
-                        error: None,
-                    },
-                    // Its own deadline still holds meanwhile (Redis may stay away longer than
-                    // it waits).
-                    Gate::Settling => QueueGate::Hold {
-                        pause: ERROR_RETRY,
-                        error: reconcile_error.as_deref().cloned(),
-                    },
-                });
-            queue_driver::apply(self, effects, ctx);
-        }
-        self.refresh_keepalive(ctx);
+                    QueueGate::Hold { pause, error: None }
+                }
+                Gate::Forcing => QueueGate::Hold {
+                    pause: ERROR_RETRY,
+                    error: None,
+                },
+                // Its own deadline still holds meanwhile (Redis may stay away longer than
+                // it waits).
+                Gate::Settling => QueueGate::Hold {
+                    pause: ERROR_RETRY,
+                    error: reconcile_error.as_deref().cloned(),
+                },
+            })
     }
 
     /// The lock may be free now (a local holder let go, or the head changed): end the
     /// head's sleep and let it try.
     pub(super) fn wake_head(&mut self, ctx: &mut Context<Self>) {
-        let effects = self.queue.wake();
+        let effects = self.waiters.queue.wake();
         self.drive(effects, ctx);
     }
 
     pub(super) fn attempt(&mut self, id: u64, ctx: &mut Context<Self>) {
-        let Some(head) = self.queue.get(id) else {
+        let Some(head) = self.waiters.queue.get(id) else {
             return;
         };
         let (owner, lease, fenced) = (head.data.owner, head.data.lease, head.data.fenced);
@@ -293,7 +294,7 @@ impl LockActor {
         let now = Instant::now();
         let effects = match result {
             Ok((None, token)) => {
-                match self.queue.granted(id) {
+                match self.waiters.queue.granted(id) {
                     Granted::To(waiter) => {
                         self.joined = false; // the acquire script took us out of the queue
                         self.grant(waiter, sent, token, ctx);
@@ -304,12 +305,14 @@ impl LockActor {
                 Vec::new()
             }
             Ok((Some(pttl), _)) => {
-                if self
+                if let Some(waiter) = self
+                    .waiters
                     .queue
                     .get(id)
-                    .is_some_and(|waiter| waiter.attempts == 0)
+                    .filter(|waiter| waiter.attempts == 0)
                 {
-                    telemetry::contended(self.kind, &self.name, &self.node.config);
+                    let kind = self.kind.label(waiter.data.fenced);
+                    telemetry::contended(kind, &self.name, &self.node.config);
                 }
                 // A busy answer puts a fair owner in the Redis queue, whether or not its
                 // waiter is still here (one that left meanwhile is withdrawn below).
@@ -318,15 +321,15 @@ impl LockActor {
                     .kind
                     .per_owner()
                     .then_some(self.node.config.fair_wait_timeout);
-                let waiting = self.queue.get_mut(id);
+                let waiting = self.waiters.queue.get_mut(id);
                 let ttl = match waiting.and_then(|waiter| waiter.data.backoff.as_mut()) {
                     Some(delays) => poll_retry_in(pttl, delays),
                     None => busy_retry_in(pttl, allowance),
                 };
                 tracing::trace!(lock = %self.name, owner = owner.id(), ?ttl, "busy");
-                self.queue.busy(id, now, ttl)
+                self.waiters.queue.busy(id, now, ttl)
             }
-            Err(error) => self.queue.failed(id, now, error),
+            Err(error) => self.waiters.queue.failed(id, now, error),
         };
         self.drive(effects, ctx);
     }
@@ -344,7 +347,7 @@ impl LockActor {
             let state = state
                 .map(Into::into)
                 .map_err(|e| e.about(act.name.unmapped()));
-            let effects = act.queue.subscription_ended(state);
+            let effects = act.waiters.queue.subscription_ended(state);
             act.drive(effects, ctx);
         }));
     }
@@ -398,7 +401,7 @@ impl LockActor {
         let failed = error.is_some();
         if !failed {
             // Its fast-path try found the lock busy.
-            telemetry::contended(self.kind, &self.name, &self.node.config);
+            telemetry::contended(self.kind.label(msg.fenced), &self.name, &self.node.config);
         }
         let mut backoff = self.delays(msg.backoff);
         // A spin waiter whose fast-path try found the lock busy pauses before its next one.
@@ -408,11 +411,15 @@ impl LockActor {
             lease: msg.lease,
             fenced: msg.fenced,
             reply: reply.clone(),
-            queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
+            queued: telemetry::Queued::new(
+                self.kind.label(msg.fenced),
+                &self.name,
+                &self.node.config,
+            ),
             backoff,
         };
         let now = Instant::now();
-        let mut waiter = self.queue.waiter(now, msg.wait, data);
+        let mut waiter = self.waiters.queue.waiter(now, msg.wait, data);
         if failed {
             // One more try within a response timeout (the caller's wait applies again once
             // Redis answers).
@@ -432,7 +439,7 @@ impl Handler<Wake> for LockActor {
 
     fn handle(&mut self, wake: Wake, ctx: &mut Context<Self>) {
         tracing::trace!(lock = %self.name, read_unlock = wake.all, "woken");
-        let effects = self.queue.news();
+        let effects = self.waiters.queue.news();
         self.drive(effects, ctx);
     }
 }

@@ -32,11 +32,11 @@ use crate::lease::ends::kept_lease;
 use crate::lease::list::Loss;
 use crate::lease::status::{HoldStatus, StatusSender};
 use crate::node::{Node, Unsubscribe};
-use crate::queue_driver::{QueueActor, Queued, Timers};
 use crate::registry::Registry;
 use crate::reply::ReplySlot;
 use crate::runtime::{Closing, Errand};
 use crate::telemetry;
+use crate::wait_queue::driver::{QueueActor, QueueCore, Queued};
 use crate::wait_queue::{Asker, Effect, Retry, WaitQueue, Waiter, ERROR_RETRY};
 use actix::prelude::*;
 use std::sync::Arc;
@@ -93,13 +93,8 @@ pub struct LockActor {
     /// and the tries in flight, with every rule about them (see `super::machine`): the
     /// actor carries out what it decides.
     machine: LockMachine<LockOwner, Holder, Reconcile>,
-    /// The local waiters, and what the head is doing.
-    queue: WaitQueue<Waiting>,
-    /// The head's timer (see `wait_queue::Effect::Sleep`).
-    sleep: Option<SpawnHandle>,
-    /// The waiters' deadlines and the watch on their askers (one timer, one watch); made
-    /// when the first waiter comes (most locks never have one).
-    timers: Option<Box<Timers>>,
+    /// The local waiters, what the head is doing, and their timers.
+    waiters: QueueCore<Waiting>,
     /// Our own address while we have holders or waiters, so nobody's dropped handle stops us.
     keepalive: Option<Addr<LockActor>>,
     /// What the actor shares with fast-path callers (see `super::direct`).
@@ -236,16 +231,8 @@ impl QueueActor for LockActor {
         &self.name
     }
 
-    fn queue(&mut self) -> &mut WaitQueue<Waiting> {
-        &mut self.queue
-    }
-
-    fn sleep_timer(&mut self) -> &mut Option<SpawnHandle> {
-        &mut self.sleep
-    }
-
-    fn timers(&mut self) -> &mut Timers {
-        self.timers.get_or_insert_with(Box::default)
+    fn core(&mut self) -> &mut QueueCore<Waiting> {
+        &mut self.waiters
     }
 
     fn attempt(&mut self, id: u64, ctx: &mut Context<Self>) {
@@ -260,8 +247,12 @@ impl QueueActor for LockActor {
         LockActor::time_out(self, waiter, ctx);
     }
 
-    fn drive(&mut self, effects: Vec<Effect<Waiting>>, ctx: &mut Context<Self>) {
-        LockActor::drive(self, effects, ctx);
+    fn pump(&mut self, ctx: &mut Context<Self>) -> Vec<Effect<Waiting>> {
+        LockActor::pump(self, ctx)
+    }
+
+    fn driven(&mut self, ctx: &mut Context<Self>) {
+        self.refresh_keepalive(ctx);
     }
 }
 
@@ -291,13 +282,11 @@ impl LockActor {
                 reentrant: kind.reentrant(),
                 shared: kind.shared(),
             }),
-            queue: if kind.polls() {
+            waiters: QueueCore::new(if kind.polls() {
                 WaitQueue::polling(retry)
             } else {
                 WaitQueue::new(retry)
-            },
-            sleep: None,
-            timers: None,
+            }),
             keepalive: None,
             watchdog: direct.watchdog.clone(),
             direct,
@@ -412,15 +401,15 @@ impl LockActor {
     }
 
     fn refresh_keepalive(&mut self, ctx: &mut Context<Self>) {
-        if self.joined && self.queue.is_empty() && !self.queue.trying() {
+        if self.joined && self.waiters.queue.is_empty() && !self.waiters.queue.trying() {
             self.withdraw(ctx);
         }
-        if self.queue.is_empty() && !self.queue.trying() {
+        if self.waiters.queue.is_empty() && !self.waiters.queue.trying() {
             self.closing = None;
         }
         let busy = self.machine.busy()
-            || !self.queue.is_empty()
-            || self.queue.trying()
+            || !self.waiters.queue.is_empty()
+            || self.waiters.queue.trying()
             || self.withdrawing.is_some();
         if !busy {
             self.keepalive = None;
@@ -490,7 +479,10 @@ impl LockActor {
                         tracing::warn!(lock = %act.name, %error, ?pause,
                             "could not leave the fair queue; trying again");
                         ctx.run_later(pause, |act, ctx| {
-                            if !act.joined || !act.queue.is_empty() || act.queue.trying() {
+                            if !act.joined
+                                || !act.waiters.queue.is_empty()
+                                || act.waiters.queue.trying()
+                            {
                                 // A waiter of ours is in line again (or was granted): its
                                 // tries take over, and a later withdraw takes a new errand.
                                 act.withdrawing = None;
@@ -550,7 +542,7 @@ impl Actor for LockActor {
         for watch_id in self.direct.absorb().0.filter_map(|t| t.watch_id) {
             self.watchdog.unregister(watch_id);
         }
-        if self.queue.ever_subscribed() {
+        if self.waiters.queue.ever_subscribed() {
             self.node.supervisor.do_send(Unsubscribe {
                 channel: self.channel(),
                 id: self.id,
@@ -571,7 +563,7 @@ impl Handler<Closing> for LockActor {
     /// first), and leaves the fair queue once nobody waits.
     fn handle(&mut self, msg: Closing, ctx: &mut Context<Self>) {
         self.closing = Some(msg.0);
-        let effects = self.queue.close();
+        let effects = self.waiters.queue.close();
         self.drive(effects, ctx);
     }
 }

@@ -8,6 +8,7 @@ use crate::lock::machine::NextReconcile;
 use crate::lock::{LockOwner, Released};
 use crate::reply::ReplySlot;
 use crate::runtime::Errand;
+use crate::wait_queue::driver::QueueActor;
 use crate::wait_queue::ERROR_RETRY;
 use actix::prelude::*;
 use std::time::{Duration, Instant};

@@ -14,6 +14,7 @@ use crate::lock::{LockOwner, Release, Released, Renew};
 use crate::reply::{Deferred, ReplySlot};
 use crate::runtime::Errand;
 use crate::script::ScriptCall;
+use crate::wait_queue::driver::QueueActor;
 use actix::prelude::*;
 use std::time::{Duration, Instant};
 

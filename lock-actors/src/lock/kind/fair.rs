@@ -6,9 +6,9 @@
 use super::reentrant::{HOLDS, RENEW};
 use super::{AcquireArgs, Grant, KindRules, PublishingScript, UnlockScripts, EXPECT_HOLDERS};
 use crate::keys::{LockName, UNLOCK_MESSAGE};
+use crate::kinds::Kind;
 use crate::node::connection::PubSub;
 use crate::script::ScriptCall;
-use crate::telemetry;
 use redis::Script;
 use std::sync::LazyLock;
 
@@ -108,7 +108,7 @@ impl KindRules for Fair {
             .collect()
     }
 
-    fn telemetry(&self) -> telemetry::Kind {
-        telemetry::Kind::Fair
+    fn listed(&self) -> Kind {
+        Kind::Fair
     }
 }

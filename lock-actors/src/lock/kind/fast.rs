@@ -3,8 +3,8 @@
 
 use super::{lease_and_field, script, AcquireArgs, Grant, KindRules, UnlockScripts};
 use crate::keys::LockName;
+use crate::kinds::Kind;
 use crate::script::ScriptCall;
-use crate::telemetry;
 use redis::Script;
 use std::sync::LazyLock;
 
@@ -77,7 +77,7 @@ impl KindRules for Fast {
             .collect()
     }
 
-    fn telemetry(&self) -> telemetry::Kind {
-        telemetry::Kind::Fast
+    fn listed(&self) -> Kind {
+        Kind::Fast
     }
 }

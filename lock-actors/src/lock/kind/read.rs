@@ -6,8 +6,8 @@
 use super::reentrant::HOLDS;
 use super::{script, AcquireArgs, Grant, KindRules, UnlockScripts};
 use crate::keys::LockName;
+use crate::kinds::Kind;
 use crate::script::ScriptCall;
-use crate::telemetry;
 use redis::Script;
 use std::sync::LazyLock;
 
@@ -71,7 +71,7 @@ impl KindRules for Read {
             .collect()
     }
 
-    fn telemetry(&self) -> telemetry::Kind {
-        telemetry::Kind::Read
+    fn listed(&self) -> Kind {
+        Kind::Read
     }
 }

@@ -3,8 +3,8 @@
 //! The read, write, fair and spin kinds build on this layout (its `holds` and renewal).
 
 use super::{lease_and_field, script, AcquireArgs, Grant, KindRules, UnlockScripts};
+use crate::kinds::Kind;
 use crate::script::ScriptCall;
-use crate::telemetry;
 use redis::Script;
 use std::sync::LazyLock;
 
@@ -64,7 +64,7 @@ impl KindRules for Reentrant {
             .collect()
     }
 
-    fn telemetry(&self) -> telemetry::Kind {
-        telemetry::Kind::Reentrant
+    fn listed(&self) -> Kind {
+        Kind::Reentrant
     }
 }

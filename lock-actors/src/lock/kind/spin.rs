@@ -6,8 +6,8 @@
 
 use super::reentrant::{self, HOLDS, RENEW};
 use super::{AcquireArgs, Grant, KindRules, PublishingScript, UnlockScripts, EXPECT_HOLDERS};
+use crate::kinds::Kind;
 use crate::script::ScriptCall;
-use crate::telemetry;
 use redis::Script;
 use std::sync::LazyLock;
 
@@ -66,7 +66,7 @@ impl KindRules for Spin {
             .collect()
     }
 
-    fn telemetry(&self) -> telemetry::Kind {
-        telemetry::Kind::Spin
+    fn listed(&self) -> Kind {
+        Kind::Spin
     }
 }

@@ -5,9 +5,9 @@
 use super::reentrant::{HOLDS, RENEW};
 use super::{lease_and_field, script, AcquireArgs, Grant, KindRules, UnlockScripts, Unlocking};
 use crate::keys::{LockName, READ_UNLOCK_MESSAGE};
+use crate::kinds::Kind;
 use crate::node::connection::PubSub;
 use crate::script::ScriptCall;
-use crate::telemetry;
 use redis::Script;
 use std::sync::LazyLock;
 
@@ -79,7 +79,7 @@ impl KindRules for Write {
             .collect()
     }
 
-    fn telemetry(&self) -> telemetry::Kind {
-        telemetry::Kind::Write
+    fn listed(&self) -> Kind {
+        Kind::Write
     }
 }

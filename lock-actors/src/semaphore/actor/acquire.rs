@@ -6,13 +6,13 @@ use super::{Reply, SemaphoreActor, Waiting};
 use crate::error::LockError;
 use crate::lease::status::StatusSender;
 use crate::node::{Subscription, Wake};
-use crate::queue_driver;
 use crate::semaphore::grant::Grant;
 use crate::semaphore::guard::{PermitGuard, PermitId, SemaphoreGuard};
 use crate::semaphore::kind::Take;
 use crate::semaphore::lease_entry::permit_deadline;
 use crate::telemetry::{self, HoldTimer};
-use crate::wait_queue::{Effect, Gate, Granted, Waiter};
+use crate::wait_queue::driver::{self, QueueActor};
+use crate::wait_queue::{Granted, Waiter};
 use actix::prelude::*;
 use std::time::{Duration, Instant};
 
@@ -62,23 +62,14 @@ impl SemaphoreActor {
             reply,
             queued: telemetry::Queued::new(self.kind, &self.name, &self.node.config),
         };
-        let waiter = self.queue.waiter(Instant::now(), wait, data);
-        let effects = self.queue.enqueue(waiter, false);
+        let waiter = self.waiters.queue.waiter(Instant::now(), wait, data);
+        let effects = self.waiters.queue.enqueue(waiter, false);
         self.drive(effects, ctx);
-    }
-
-    /// Carries out what the queue asked for, then lets the head go if it may: the one
-    /// rule every change to the queue follows.
-    pub(super) fn drive(&mut self, effects: Vec<Effect<Waiting>>, ctx: &mut Context<Self>) {
-        queue_driver::apply(self, effects, ctx);
-        let effects = self.queue.pump(Instant::now(), |_| Gate::Go);
-        queue_driver::apply(self, effects, ctx);
-        self.refresh_keepalive(ctx);
     }
 
     /// Permits may be free now (a release was heard or made here): end the head's sleep.
     pub(super) fn nudge(&mut self, ctx: &mut Context<Self>) {
-        let effects = self.queue.news();
+        let effects = self.waiters.queue.news();
         self.drive(effects, ctx);
     }
 
@@ -95,13 +86,13 @@ impl SemaphoreActor {
             let state = state
                 .map(Into::into)
                 .map_err(|e| e.about(act.name.unmapped()));
-            let effects = act.queue.subscription_ended(state);
+            let effects = act.waiters.queue.subscription_ended(state);
             act.drive(effects, ctx);
         }));
     }
 
     pub(super) fn attempt(&mut self, id: u64, ctx: &mut Context<Self>) {
-        let Some(head) = self.queue.get(id) else {
+        let Some(head) = self.waiters.queue.get(id) else {
             return;
         };
         let (permits, lease) = (head.data.permits, head.data.lease);
@@ -157,7 +148,7 @@ impl SemaphoreActor {
         let now = Instant::now();
         let effects = match result {
             Ok(Tried::Taken) => {
-                match self.queue.granted(id) {
+                match self.waiters.queue.granted(id) {
                     Granted::To(waiter) => self.grant(waiter, ids, sent, ctx),
                     // The asker left while its permits were on the way: give them back.
                     Granted::Unclaimed => self.give_back(permits, ids, ctx),
@@ -165,17 +156,18 @@ impl SemaphoreActor {
                 Vec::new()
             }
             Ok(Tried::Unset) => {
-                if let Some(waiter) = self.queue.get_mut(id) {
+                if let Some(waiter) = self.waiters.queue.get_mut(id) {
                     waiter.data.unset = true;
                 }
                 tracing::debug!(semaphore = %self.name, "no permits set: waiting for them");
-                self.queue.busy(id, now, FALLBACK_POLL)
+                self.waiters.queue.busy(id, now, FALLBACK_POLL)
             }
             Ok(Tried::Short { next_expiry }) => {
-                if let Some(waiter) = self.queue.get_mut(id) {
+                if let Some(waiter) = self.waiters.queue.get_mut(id) {
                     waiter.data.unset = false;
                 }
                 if self
+                    .waiters
                     .queue
                     .get(id)
                     .is_some_and(|waiter| waiter.attempts == 0)
@@ -184,15 +176,15 @@ impl SemaphoreActor {
                 }
                 let pause = next_expiry.map_or(FALLBACK_POLL, |expiry| expiry.min(FALLBACK_POLL));
                 tracing::trace!(semaphore = %self.name, permits, ?pause, "waiting for permits");
-                self.queue.busy(id, now, pause)
+                self.waiters.queue.busy(id, now, pause)
             }
-            Err(error) => self.queue.failed(id, now, error),
+            Err(error) => self.waiters.queue.failed(id, now, error),
         };
         self.drive(effects, ctx);
     }
 
     pub(super) fn time_out(&mut self, mut waiter: Waiter<Waiting>, ctx: &mut Context<Self>) {
-        queue_driver::forget(self, waiter.id, ctx);
+        driver::forget(self, waiter.id, ctx);
         let (error, waited) = waiter.timeout_error(self.name.unmapped());
         let error = match error {
             LockError::Timeout { name, waited, .. } if waiter.data.unset => {
@@ -213,7 +205,7 @@ impl SemaphoreActor {
         sent: Instant,
         ctx: &mut Context<Self>,
     ) {
-        queue_driver::forget(self, waiter.id, ctx);
+        driver::forget(self, waiter.id, ctx);
         let Waiting {
             permits,
             lease,

@@ -19,13 +19,13 @@ use crate::config::positive_millis;
 use crate::error::LockError;
 use crate::keys::LockName;
 use crate::node::{Node, Unsubscribe};
-use crate::queue_driver::{QueueActor, Queued, Timers};
 use crate::registry::Registry;
 use crate::reply::{Deferred, ReplySlot};
 use crate::runtime::{Closing, Errand};
 use crate::script::ScriptCall;
 use crate::telemetry;
-use crate::wait_queue::{Asker, Effect, Retry, WaitQueue, Waiter};
+use crate::wait_queue::driver::{QueueActor, QueueCore, Queued};
+use crate::wait_queue::{Asker, Retry, WaitQueue, Waiter};
 use actix::prelude::*;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -76,12 +76,8 @@ pub struct SemaphoreActor {
     kind: Kind,
     keys: SemaphoreKeys,
     id: u64,
-    /// The local waiters, and what the head is doing.
-    queue: WaitQueue<Waiting>,
-    sleep: Option<SpawnHandle>,
-    /// The waiters' deadlines and the watch on their askers (one timer, one watch); made
-    /// when the first waiter comes (most locks never have one).
-    timers: Option<Box<Timers>>,
+    /// The local waiters, what the head is doing, and their timers.
+    waiters: QueueCore<Waiting>,
     /// Our own address while we are busy, so nobody's dropped handle stops us.
     keepalive: Option<Addr<SemaphoreActor>>,
     /// Plain permits out through guards made here: while any are, we stay alive to hear
@@ -174,16 +170,8 @@ impl QueueActor for SemaphoreActor {
         &self.name
     }
 
-    fn queue(&mut self) -> &mut WaitQueue<Waiting> {
-        &mut self.queue
-    }
-
-    fn sleep_timer(&mut self) -> &mut Option<SpawnHandle> {
-        &mut self.sleep
-    }
-
-    fn timers(&mut self) -> &mut Timers {
-        self.timers.get_or_insert_with(Box::default)
+    fn core(&mut self) -> &mut QueueCore<Waiting> {
+        &mut self.waiters
     }
 
     fn attempt(&mut self, id: u64, ctx: &mut Context<Self>) {
@@ -198,8 +186,8 @@ impl QueueActor for SemaphoreActor {
         SemaphoreActor::time_out(self, waiter, ctx);
     }
 
-    fn drive(&mut self, effects: Vec<Effect<Waiting>>, ctx: &mut Context<Self>) {
-        SemaphoreActor::drive(self, effects, ctx);
+    fn driven(&mut self, ctx: &mut Context<Self>) {
+        self.refresh_keepalive(ctx);
     }
 }
 
@@ -219,9 +207,7 @@ impl SemaphoreActor {
             name,
             kind,
             id,
-            queue: WaitQueue::new(Retry::TransientOnce),
-            sleep: None,
-            timers: None,
+            waiters: QueueCore::new(WaitQueue::new(Retry::TransientOnce)),
             keepalive: None,
             plain_out: 0,
             grants: HashMap::new(),
@@ -258,11 +244,11 @@ impl SemaphoreActor {
         } else if self.background_errand.is_none() {
             self.background_errand = Some(self.node.arbiter.errands().start());
         }
-        if self.queue.is_empty() && !self.queue.trying() {
+        if self.waiters.queue.is_empty() && !self.waiters.queue.trying() {
             self.closing = None;
         }
-        let busy = !self.queue.is_empty()
-            || self.queue.trying()
+        let busy = !self.waiters.queue.is_empty()
+            || self.waiters.queue.trying()
             || !self.grants.is_empty()
             || self.plain_out > 0
             || self.background > 0;
@@ -356,7 +342,7 @@ impl Actor for SemaphoreActor {
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        if self.queue.ever_subscribed() {
+        if self.waiters.queue.ever_subscribed() {
             self.node.supervisor.do_send(Unsubscribe {
                 channel: self.keys.channel.clone(),
                 id: self.id,
@@ -378,7 +364,7 @@ impl Handler<Closing> for SemaphoreActor {
     /// first); give-backs and releases under way go on, counted by `background`.
     fn handle(&mut self, msg: Closing, ctx: &mut Context<Self>) {
         self.closing = Some(msg.0);
-        let effects = self.queue.close();
+        let effects = self.waiters.queue.close();
         self.drive(effects, ctx);
     }
 }

@@ -1,17 +1,18 @@
-//! The one effect driver of the wait queue: how an actor that queues waiters (the lock
-//! actor, the semaphore actor) carries out what its [`WaitQueue`] asks for — tries,
-//! subscriptions, the head's sleep, each waiter's deadline and the watch on its asker — so
-//! both actors behave alike by construction. The queue decides; the actor says only how to
-//! try, how to subscribe, how a waiter times out and when the head may go.
+//! The wait queue's driver, shared by every actor that queues waiters (the lock, semaphore
+//! and latch actors): what an actor keeps for its waiters ([`QueueCore`]: the queue, the
+//! head's sleep, the deadlines and the watch on the askers) and how the [`WaitQueue`]'s
+//! effects are carried out, so every queue actor behaves alike by construction. The queue
+//! decides; an actor says only how to try, how to subscribe, how a waiter times out and
+//! whether its head may go ([`QueueActor`]).
 //!
 //! However many wait, an actor runs one deadline timer (at the earliest deadline) and one
 //! watch over every waiter's asker: actix polls every future an actor has spawned each
 //! time the actor wakes, so a timer and a watch per waiter would make every hand-over cost
 //! as much as the queue is long.
 
+use super::{Asker, Effect, Gate, WaitQueue, Waiter};
 use crate::error::LockError;
 use crate::keys::LockName;
-use crate::wait_queue::{Asker, Effect, WaitQueue, Waiter};
 use actix::prelude::*;
 use futures_util::future::{AbortHandle, Abortable, LocalBoxFuture};
 use futures_util::stream::{FuturesUnordered, StreamExt};
@@ -30,20 +31,40 @@ pub(crate) trait Queued: Asker {
     fn fail(self, error: LockError);
 }
 
-/// An actor whose waiters wait in a [`WaitQueue`].
-pub(crate) trait QueueActor: Actor<Context = Context<Self>> {
+/// What a queue actor keeps for its waiters: the queue itself and the timers that serve it.
+pub(crate) struct QueueCore<T> {
+    /// The waiters, their head's state and deadlines.
+    pub(crate) queue: WaitQueue<T>,
+    /// The head's sleep timer, while it sleeps.
+    sleep: Option<SpawnHandle>,
+    /// The waiters' deadlines and the watch on their askers; made when the first waiter
+    /// arms a deadline (most locks are held and released without one).
+    timers: Option<Box<Timers>>,
+}
+
+impl<T> QueueCore<T> {
+    pub(crate) fn new(queue: WaitQueue<T>) -> Self {
+        QueueCore {
+            queue,
+            sleep: None,
+            timers: None,
+        }
+    }
+
+    fn timers(&mut self) -> &mut Timers {
+        self.timers.get_or_insert_with(Box::default)
+    }
+}
+
+/// An actor whose waiters wait in a [`QueueCore`]: the lock, semaphore and latch actors.
+pub(crate) trait QueueActor: Actor<Context = Context<Self>> + Sized {
     type Data: Queued;
 
-    /// The lock or semaphore it serves, for logs.
+    /// The lock, semaphore or latch it serves, for logs.
     fn name(&self) -> &LockName;
 
-    fn queue(&mut self) -> &mut WaitQueue<Self::Data>;
-
-    /// The head's sleep timer, while it sleeps.
-    fn sleep_timer(&mut self) -> &mut Option<SpawnHandle>;
-
-    /// The waiters' deadlines and the watch on their askers.
-    fn timers(&mut self) -> &mut Timers;
+    /// Its waiters.
+    fn core(&mut self) -> &mut QueueCore<Self::Data>;
 
     /// Sends waiter `id`'s try to Redis.
     fn attempt(&mut self, id: u64, ctx: &mut Context<Self>);
@@ -54,8 +75,25 @@ pub(crate) trait QueueActor: Actor<Context = Context<Self>> {
     /// Ends a waiter whose deadline passed.
     fn time_out(&mut self, waiter: Waiter<Self::Data>, ctx: &mut Context<Self>);
 
-    /// Carries out `effects` (with [`apply`]), then lets the head go if it may.
-    fn drive(&mut self, effects: Vec<Effect<Self::Data>>, ctx: &mut Context<Self>);
+    /// Lets the head go if it may (called while no try is out): the queue's
+    /// [`WaitQueue::pump`] with this actor's gate. By default the head always may.
+    fn pump(&mut self, _ctx: &mut Context<Self>) -> Vec<Effect<Self::Data>> {
+        self.core().queue.pump(Instant::now(), |_| Gate::Go)
+    }
+
+    /// After every change to the queue (the actor's keep-alive, for one).
+    fn driven(&mut self, ctx: &mut Context<Self>);
+
+    /// The one rule every change to the queue follows: carries out `effects` in order,
+    /// then lets the head go if it may and carries out those, then [`QueueActor::driven`].
+    fn drive(&mut self, effects: Vec<Effect<Self::Data>>, ctx: &mut Context<Self>) {
+        apply(self, effects, ctx);
+        if self.core().queue.idle() {
+            let effects = self.pump(ctx);
+            apply(self, effects, ctx);
+        }
+        self.driven(ctx);
+    }
 }
 
 /// Carries out what the queue asked for, in order.
@@ -69,18 +107,18 @@ pub(crate) fn apply<A: QueueActor>(
             Effect::Try { id } => act.attempt(id, ctx),
             Effect::Subscribe => act.subscribe(ctx),
             Effect::Sleep { token, pause } => {
-                if let Some(old) = act.sleep_timer().take() {
+                if let Some(old) = act.core().sleep.take() {
                     ctx.cancel_future(old);
                 }
                 let timer = ctx.run_later(pause, move |act, ctx| {
-                    *act.sleep_timer() = None;
-                    act.queue().slept(token);
+                    act.core().sleep = None;
+                    act.core().queue.slept(token);
                     act.drive(Vec::new(), ctx);
                 });
-                *act.sleep_timer() = Some(timer);
+                act.core().sleep = Some(timer);
             }
             Effect::CancelSleep => {
-                if let Some(sleep) = act.sleep_timer().take() {
+                if let Some(sleep) = act.core().sleep.take() {
                     ctx.cancel_future(sleep);
                 }
             }
@@ -125,12 +163,12 @@ pub(crate) struct Timers {
 /// leaving (a dropped future): a waiter whose asker left gives its place up at once, not
 /// when its deadline or the head's sleep ends.
 pub(crate) fn arm_deadline<A: QueueActor>(act: &mut A, id: u64, at: Instant, ctx: &mut Context<A>) {
-    let watched = act.timers().watched.contains_key(&id);
-    let Some(waiter) = act.queue().get(id) else {
+    let watched = act.core().timers().watched.contains_key(&id);
+    let Some(waiter) = act.core().queue.get(id) else {
         return;
     };
     let asker_left = (!watched).then(|| waiter.data.asker_left());
-    let timers = act.timers();
+    let timers = act.core().timers();
     if let Some(old) = timers.armed.insert(id, at) {
         timers.deadlines.remove(&(old, id));
     }
@@ -158,7 +196,7 @@ pub(crate) fn arm_deadline<A: QueueActor>(act: &mut A, id: u64, at: Instant, ctx
 /// Waiter `id` left the queue: its deadline and the watch on its asker end (nothing of it
 /// may keep the actor alive).
 pub(crate) fn forget<A: QueueActor>(act: &mut A, id: u64, ctx: &mut Context<A>) {
-    let timers = act.timers();
+    let timers = act.core().timers();
     if let Some(at) = timers.armed.remove(&id) {
         timers.deadlines.remove(&(at, id));
     }
@@ -174,7 +212,7 @@ pub(crate) fn forget<A: QueueActor>(act: &mut A, id: u64, ctx: &mut Context<A>) 
 
 /// Sets the one timer for the earliest deadline, unless it fires by then already.
 fn rearm<A: QueueActor>(act: &mut A, ctx: &mut Context<A>) {
-    let timers = act.timers();
+    let timers = act.core().timers();
     let Some(&(next, _)) = timers.deadlines.first() else {
         return;
     };
@@ -186,17 +224,17 @@ fn rearm<A: QueueActor>(act: &mut A, ctx: &mut Context<A>) {
     }
     let after = next.saturating_duration_since(Instant::now());
     let handle = ctx.run_later(after, |act, ctx| {
-        act.timers().timer = None;
+        act.core().timers().timer = None;
         expire_due(act, ctx);
     });
-    act.timers().timer = Some((next, handle));
+    act.core().timers().timer = Some((next, handle));
 }
 
 /// Ends every waiter whose deadline has come, then sets the timer for the next one.
 fn expire_due<A: QueueActor>(act: &mut A, ctx: &mut Context<A>) {
     let now = Instant::now();
     loop {
-        let timers = act.timers();
+        let timers = act.core().timers();
         let Some(&(at, id)) = timers.deadlines.first() else {
             break;
         };
@@ -205,7 +243,7 @@ fn expire_due<A: QueueActor>(act: &mut A, ctx: &mut Context<A>) {
         }
         timers.deadlines.remove(&(at, id));
         timers.armed.remove(&id);
-        let effects = act.queue().expire(id);
+        let effects = act.core().queue.expire(id);
         act.drive(effects, ctx);
     }
     rearm(act, ctx);
@@ -225,7 +263,7 @@ impl<A: QueueActor> ActorFuture<A> for AskerWatch {
         task: &mut std::task::Context<'_>,
     ) -> Poll<()> {
         loop {
-            let timers = act.timers();
+            let timers = act.core().timers();
             let next = match timers.askers.as_mut() {
                 Some(askers) => askers.poll_next_unpin(task),
                 None => Poll::Ready(None),
@@ -233,7 +271,7 @@ impl<A: QueueActor> ActorFuture<A> for AskerWatch {
             match next {
                 Poll::Ready(Some(id)) => {
                     timers.watched.remove(&id);
-                    let effects = act.queue().gone(id);
+                    let effects = act.core().queue.gone(id);
                     act.drive(effects, ctx);
                 }
                 Poll::Ready(None) => {
