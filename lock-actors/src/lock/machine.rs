@@ -201,15 +201,16 @@ pub(crate) enum UnlockOutcome {
 
 /// What the actor does about the oldest doubt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum NextReconcile<O> {
+pub(crate) enum NextReconcile<O, T = ()> {
     /// None is due, or one is under way, or a call of ours is out (its answer drives the
     /// actor again).
     Wait,
     /// A direct call is on its way: Redis's count is not known yet; look again shortly.
     Recheck,
     /// Set Redis's count of `owner`'s holds to `counted` (then
-    /// [`LockMachine::reconcile_answered`]).
-    Send { owner: O, counted: usize },
+    /// [`LockMachine::reconcile_answered`]); `doubt` is what the caller read of the doubt's
+    /// record.
+    Send { owner: O, counted: usize, doubt: T },
 }
 
 /// One lock's state and rules (see the module docs). `O` names an owner, `H` is a holder
@@ -573,7 +574,9 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
         }
     }
 
-    /// The oldest doubt: whose, and its record.
+    /// The oldest doubt: whose, and its record (what the tests look at; the actor reads the
+    /// record through [`next_reconcile`](Self::next_reconcile)).
+    #[cfg(test)]
     pub(crate) fn oldest_doubt(&self) -> Option<(&O, &R)> {
         self.reconciles.front().map(|(o, r)| (o, r))
     }
@@ -581,7 +584,11 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
     /// What to do about the oldest doubt. It is settled one at a time, once nothing of ours
     /// is out (a try, a force-unlock, a clearing: their answers drive the actor again) and
     /// the fast path's count is complete; Redis's count of its owner is then set to ours.
-    pub(crate) fn next_reconcile(&mut self, fast: &impl Fast) -> NextReconcile<O> {
+    pub(crate) fn next_reconcile<T>(
+        &mut self,
+        fast: &impl Fast,
+        read: impl FnOnce(&R) -> T,
+    ) -> NextReconcile<O, T> {
         let Some((owner, _)) = self.reconciles.front() else {
             return NextReconcile::Wait;
         };
@@ -598,9 +605,11 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
             return NextReconcile::Recheck;
         }
         self.reconcile_out = true;
+        let doubt = read(&self.reconciles.front().expect("looked at above").1);
         NextReconcile::Send {
             owner,
             counted: self.holds_of(&owner),
+            doubt,
         }
     }
 

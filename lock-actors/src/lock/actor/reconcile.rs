@@ -57,7 +57,8 @@ impl LockActor {
     pub(super) fn settle_reconcile(&mut self, ctx: &mut Context<Self>) {
         let now = Instant::now();
         self.machine.prune_doubts(|r| r.until <= now);
-        let (owner, counted) = match self.machine.next_reconcile(&&*self.direct) {
+        let next = self.machine.next_reconcile(&&*self.direct, |r| r.lease);
+        let (owner, counted, doubted) = match next {
             NextReconcile::Wait => return,
             NextReconcile::Recheck => {
                 // A direct call is on its way (or a hold or doubt waits to be absorbed):
@@ -73,12 +74,12 @@ impl LockActor {
                 }
                 return;
             }
-            NextReconcile::Send { owner, counted } => (owner, counted),
+            NextReconcile::Send {
+                owner,
+                counted,
+                doubt,
+            } => (owner, counted, doubt),
         };
-        let doubted = self
-            .machine
-            .oldest_doubt()
-            .map_or(Duration::ZERO, |(_, r)| r.lease);
         // Holds of the owner that remain keep what they have left; else the doubted lease.
         let lease = self.kept_lease(owner).unwrap_or(doubted);
         let invocation = self.kind.reconcile(

@@ -13,7 +13,11 @@ const SHARED_NOT: Shape = Shape {
 
 /// A reconcile sent for `owner`, setting its count to `counted`.
 fn send(owner: u8, counted: usize) -> NextReconcile<u8> {
-    NextReconcile::Send { owner, counted }
+    NextReconcile::Send {
+        owner,
+        counted,
+        doubt: (),
+    }
 }
 
 fn machine() -> (Machine, Fast) {
@@ -64,9 +68,9 @@ fn a_lost_hold_is_cleared_when_nothing_is_out_and_settled_otherwise() {
     let ticket = m.try_sent();
     let (_, plan) = m.lose_and_clear(1, &fast, true, || "lost");
     assert_eq!(plan, LostPlan::Settle(1), "a try is out");
-    assert_eq!(m.next_reconcile(&fast), NextReconcile::Wait);
+    assert_eq!(m.next_reconcile(&fast, |_| ()), NextReconcile::Wait);
     m.try_answered(1, ticket, TryAnswer::Busy, || "never");
-    assert_eq!(m.next_reconcile(&fast), send(1, 0));
+    assert_eq!(m.next_reconcile(&fast, |_| ()), send(1, 0));
 }
 
 #[test]
@@ -74,12 +78,12 @@ fn a_hold_lost_while_a_reconcile_is_out_is_settled_after_it() {
     let (mut m, fast) = machine();
     m.doubt(1, "lost reply");
     m.holder_entry(1, Vec::new).push(10);
-    assert_eq!(m.next_reconcile(&fast), send(1, 1));
+    assert_eq!(m.next_reconcile(&fast, |_| ()), send(1, 1));
     // The reconcile sets the count it was sent with: a clearing now would race it.
     let (_, plan) = m.lose_and_clear(1, &fast, true, || "lost");
     assert_eq!(plan, LostPlan::Settle(1));
     assert_eq!(m.reconcile_answered(true), Some("lost reply"));
-    assert_eq!(m.next_reconcile(&fast), send(1, 0));
+    assert_eq!(m.next_reconcile(&fast, |_| ()), send(1, 0));
 }
 
 #[test]
@@ -113,7 +117,7 @@ fn a_reconcile_waits_for_a_direct_call_on_its_way() {
     let (mut m, mut fast) = machine();
     fast.begin_try(()).expect("the fast path is open");
     m.doubt(1, "lost reply");
-    assert_eq!(m.next_reconcile(&fast), NextReconcile::Recheck);
+    assert_eq!(m.next_reconcile(&fast, |_| ()), NextReconcile::Recheck);
     assert_eq!(m.reconcile_answered(false), None, "nothing was settled");
 }
 

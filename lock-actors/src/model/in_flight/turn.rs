@@ -78,7 +78,9 @@ impl InFlightModel {
         Self::take_charge(state);
         let actor = &mut state.actor;
         if actor.trying.is_none() {
-            if let NextReconcile::Send { counted, .. } = actor.machine.next_reconcile(&state.fast) {
+            if let NextReconcile::Send { counted, .. } =
+                actor.machine.next_reconcile(&state.fast, |_| ())
+            {
                 actor.reconciling = Some((counted as u32, false));
                 state.wire.push_back(Action::ReconcileRuns);
             }
