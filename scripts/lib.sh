@@ -36,6 +36,19 @@ ensure_redis_server() {
     fi
 }
 
+# Makes sure `redis-benchmark` is on PATH (Debian's redis-tools, which redis-server pulls in;
+# installed alone when missing): the benchmark's upper bound.
+ensure_redis_benchmark() {
+    if command -v redis-benchmark >/dev/null 2>&1; then
+        return 0
+    fi
+    if ! command -v apt-get >/dev/null 2>&1; then
+        echo "error: redis-benchmark is not installed and apt-get is not available; install redis-tools manually" >&2
+        return 1
+    fi
+    apt_install redis-tools
+}
+
 # Makes sure `valkey-server` and `valkey-cli` (Valkey 8) are on PATH, for the suites run
 # against Valkey (LOCK_TEST_SERVER=valkey). Debian 12 ships Valkey 8 in bookworm-backports:
 # that suite is added to apt's sources when missing, and the package taken from it.

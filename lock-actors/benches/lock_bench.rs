@@ -13,17 +13,27 @@
 //! - `LOCK_BENCH_SIDE=library` (or `reference`): in uncontended and single_task, measure only
 //!   the library (or only the plain-redis reference), so a profile shows one side alone. The
 //!   ratios of those rows are then meaningless.
+//! - `--quick` (`scripts/bench --quick`): the uncontended, fast-lock and single-task rows with
+//!   their A/A rows only, 5 rounds of 1 s, no Redisson, no bound: under two minutes, for a
+//!   change to a hot path to run before it is merged.
 //! - `LOCK_BENCH_TRACE=1`: record the library's own `tracing` events (`released`, `woken`,
 //!   `acquired`) during the hand-offs and print where a hand-off's time goes. Costs a little
 //!   on every event, so the numbers of that run are slightly worse.
 //!
 //! What is measured (with the targets set for each):
-//! - uncontended: 64 tasks, each acquire + unlock on its own name; pairs/s over 5 rounds of
-//!   2 s (median), interleaved with the ceiling: the library's own two scripts sent with
-//!   plain `redis` on one multiplexed connection by 64 tasks. fast_lock: the fast lock kind
-//!   against rslock's lock + unlock, the same way.
+//! - the noise: each of the next three rows measures its reference twice, interleaved
+//!   exactly as the library and the reference are, and prints that A/A ratio (its target
+//!   band 0.97..1.03) beside the library's; every ratio is the median of its rounds' ratios,
+//!   shown with its lowest and highest round. A difference inside the A/A spread is noise.
+//! - uncontended: 64 tasks, each acquire + unlock on its own name; pairs/s over 7 rounds of
+//!   2 s per side (median), each round cut in 8 slices in which the library, the ceiling and
+//!   the ceiling again take turns. The ceiling: the library's own two scripts sent with
+//!   plain `redis` on one multiplexed connection by 64 tasks. The bound: `redis-benchmark`
+//!   (C, 64 clients, 16 pipelined) sending the same two scripts on random keys.
+//!   fast_lock: the fast lock kind against rslock's lock + unlock, the same way.
 //! - single_task: p50 of one acquire against the p50 of one plain EVALSHA of the acquire
-//!   script, 5 rounds of 1000 interleaved samples (median of the round p50s).
+//!   script (and of a second one, the A/A), 7 rounds of 1000 samples each, taken in turn
+//!   (median of the round p50s).
 //! - handoff: 2000 times, a holder in one client unlocks while a waiter in another client is
 //!   parked (subscribed, refused twice); from just before the unlock call to the waiter's
 //!   acquire returning. The limit is the p50 of PUBLISH-to-delivery on another connection plus
@@ -38,6 +48,10 @@
 //! - watchdog: 10,000 locks held with a 3 s watchdog lease (renewals every second); renewal
 //!   calls over 3 intervals after a first renewal (which also loads the script), and RSS
 //!   growth per held lock at steady state (after the renewals, still held).
+//! - web: an actix-web handler under `#[distributed_lock]` against the same handler bare,
+//!   16 concurrent HTTP users on distinct orders, 5 rounds of 100 requests per user and
+//!   route: the added p50 per request against the p50 of one bare acquire + unlock pair
+//!   (16 concurrent tasks, measured between the HTTP rounds).
 //! - connections_per_node: the herd client's connections in CLIENT LIST while the herd runs.
 //! - cluster: the uncontended loop on a Redis Cluster of 3 primaries of our own
 //!   against the same loop on the single node, rounds interleaved.
@@ -82,8 +96,12 @@ const UNLOCK_LUA: &str = concat!(
 
 /// Concurrent tasks in the throughput scenarios.
 const TASKS: usize = 64;
-/// Throughput rounds; the reported number is the median.
+/// Rounds of the other scenarios; the reported number is the median.
 const ROUNDS: usize = 5;
+/// Rounds of the rows with an A/A row (uncontended, fast_lock, single_task) in a full run,
+/// and in a quick one: enough that the A/A row stays within its band.
+const AA_ROUNDS: usize = 7;
+const QUICK_ROUNDS: usize = 5;
 /// Samples per round in the single-task scenario.
 const SINGLE_SAMPLES: usize = 1000;
 /// Hand-offs measured for the library (and the plain-redis limit).
@@ -154,6 +172,8 @@ mod stats;
 mod uncontended;
 #[path = "lock_bench/watchdog.rs"]
 mod watchdog;
+#[path = "lock_bench/web.rs"]
+mod web;
 use cluster::*;
 use fast_lock::*;
 use handoff::*;
@@ -167,6 +187,7 @@ use spin_handoff::*;
 use stats::*;
 use uncontended::*;
 use watchdog::*;
+use web::*;
 
 // The tests' support code starts and stops the cluster (redis-server + redis-cli).
 #[path = "../../tests/support/mod.rs"]
@@ -188,7 +209,7 @@ fn main() {
     if args.iter().any(|a| a == "--curves") {
         return curves::main();
     }
-    let knobs = Knobs::from_env();
+    let knobs = Knobs::from_env(args.iter().any(|a| a == "--quick"));
     if knobs.trace {
         tracing::subscriber::set_global_default(Timeline).expect("no other tracing subscriber");
     }
@@ -210,6 +231,11 @@ fn main() {
 struct Knobs {
     only: Option<HashSet<String>>,
     round: Duration,
+    /// Rounds of the rows with an A/A row.
+    rounds: usize,
+    /// `--quick`: the uncontended, fast-lock and single-task rows with their A/A rows only,
+    /// shorter, without Redisson and without the `redis-benchmark` bound.
+    quick: bool,
     side: Side,
     trace: bool,
 }
@@ -223,20 +249,30 @@ enum Side {
 }
 
 impl Knobs {
-    fn from_env() -> Self {
+    fn from_env(quick: bool) -> Self {
         let only = std::env::var("LOCK_BENCH_ONLY").ok().map(|list| {
             list.split(',')
                 .map(|s| s.trim().to_string())
                 .filter(|s| !s.is_empty())
                 .collect()
         });
+        let only = match (quick, only) {
+            (true, None) => Some(
+                ["uncontended", "fast_lock", "single_task"]
+                    .map(String::from)
+                    .into(),
+            ),
+            (_, only) => only,
+        };
         let round_ms = std::env::var("LOCK_BENCH_ROUND_MS")
             .ok()
             .and_then(|ms| ms.parse().ok())
-            .unwrap_or(2000);
+            .unwrap_or(if quick { 1000 } else { 2000 });
         Knobs {
             only,
             round: Duration::from_millis(round_ms),
+            rounds: if quick { QUICK_ROUNDS } else { AA_ROUNDS },
+            quick,
             side: match std::env::var("LOCK_BENCH_SIDE").as_deref() {
                 Ok("library") => Side::Library,
                 Ok("reference") => Side::Reference,
@@ -269,6 +305,7 @@ struct BenchJson {
     herd: HerdJson,
     redlock: RedlockJson,
     watchdog: WatchdogJson,
+    web: WebJson,
     connections_per_node: Option<usize>,
     cluster: ClusterJson,
     redisson: Option<redisson::RedissonJson>,
@@ -297,7 +334,13 @@ struct UncontendedJson {
     tasks: usize,
     pairs_per_s: Option<f64>,
     ceiling_pairs_per_s: Option<f64>,
+    /// The median of the rounds' ratios.
     ratio_to_ceiling: Option<f64>,
+    ratio_rounds: Option<SpreadJson>,
+    /// The ceiling against itself.
+    aa: Option<SpreadJson>,
+    bound_pairs_per_s: Option<f64>,
+    ratio_to_bound: Option<f64>,
     redisson_pairs_per_s: Option<f64>,
     ratio_to_redisson: Option<f64>,
 }
@@ -306,15 +349,22 @@ struct UncontendedJson {
 struct FastLockJson {
     pairs_per_s: Option<f64>,
     rslock_pairs_per_s: Option<f64>,
+    /// The median of the rounds' ratios.
     ratio_to_rslock: Option<f64>,
-    min_round_ratio: Option<f64>,
+    ratio_rounds: Option<SpreadJson>,
+    /// rslock against itself.
+    aa: Option<SpreadJson>,
 }
 
 #[derive(Serialize)]
 struct SingleTaskJson {
     acquire_p50_us: Option<f64>,
     eval_rtt_p50_us: Option<f64>,
+    /// The median of the rounds' ratios.
     ratio: Option<f64>,
+    ratio_rounds: Option<SpreadJson>,
+    /// The EVALSHA p50 against itself.
+    aa: Option<SpreadJson>,
     redisson_acquire_p50_us: Option<f64>,
     ratio_to_redisson: Option<f64>,
 }
@@ -355,6 +405,15 @@ struct RedlockJson {
     ratio: Option<f64>,
     one_node_paused_p50_us: Option<f64>,
     ratio_to_floor: Option<f64>,
+}
+
+#[derive(Serialize)]
+struct WebJson {
+    bare_p50_us: Option<f64>,
+    locked_p50_us: Option<f64>,
+    added_p50_us: Option<f64>,
+    pair_p50_us: Option<f64>,
+    ratio_to_pair: Option<f64>,
 }
 
 #[derive(Serialize)]
@@ -415,12 +474,12 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
         None
     };
     let fast = if knobs.wants("fast_lock") {
-        Some(fast_lock(url, knobs.round, &mut rows).await)
+        Some(fast_lock(url, knobs, &mut rows).await)
     } else {
         None
     };
     let single = if knobs.wants("single_task") {
-        Some(single_task(url, knobs.side, redisson.as_mut(), &mut rows).await)
+        Some(single_task(url, knobs, redisson.as_mut(), &mut rows).await)
     } else {
         None
     };
@@ -454,6 +513,11 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
     } else {
         None
     };
+    let web = if knobs.wants("web") {
+        Some(web_row(url, &mut rows).await)
+    } else {
+        None
+    };
     let cluster = if knobs.wants("cluster") {
         Some(cluster(url, knobs.round, &mut rows).await)
     } else {
@@ -480,7 +544,11 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
             tasks: TASKS,
             pairs_per_s: uncontended.map(|u| u.pairs.round()),
             ceiling_pairs_per_s: uncontended.map(|u| u.ceiling.round()),
-            ratio_to_ceiling: uncontended.map(|u| round3(u.pairs / u.ceiling)),
+            ratio_to_ceiling: uncontended.map(|u| round3(u.ratio.median)),
+            ratio_rounds: uncontended.map(|u| u.ratio.json()),
+            aa: uncontended.map(|u| u.aa.json()),
+            bound_pairs_per_s: uncontended.and_then(|u| u.bound).map(f64::round),
+            ratio_to_bound: uncontended.and_then(|u| u.bound.map(|b| round3(u.pairs / b))),
             redisson_pairs_per_s: redisson
                 .as_ref()
                 .and_then(|r| r.uncontended)
@@ -493,13 +561,16 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
         fast_lock: FastLockJson {
             pairs_per_s: fast.as_ref().map(|f| f.pairs.round()),
             rslock_pairs_per_s: fast.as_ref().map(|f| f.rslock.round()),
-            ratio_to_rslock: fast.as_ref().map(|f| round3(f.pairs / f.rslock)),
-            min_round_ratio: fast.as_ref().map(|f| round3(f.min_round_ratio)),
+            ratio_to_rslock: fast.as_ref().map(|f| round3(f.ratio.median)),
+            ratio_rounds: fast.as_ref().map(|f| f.ratio.json()),
+            aa: fast.as_ref().map(|f| f.aa.json()),
         },
         single_task: SingleTaskJson {
             acquire_p50_us: single.map(|s| round1(s.acquire_us)),
             eval_rtt_p50_us: single.map(|s| round1(s.rtt_us)),
-            ratio: single.map(|s| round3(s.acquire_us / s.rtt_us)),
+            ratio: single.map(|s| round3(s.ratio.median)),
+            ratio_rounds: single.map(|s| s.ratio.json()),
+            aa: single.map(|s| s.aa.json()),
             redisson_acquire_p50_us: redisson::us(redisson.as_ref().and_then(|r| r.single_p50_us)),
             ratio_to_redisson: redisson::ratio(
                 single.map(|s| s.acquire_us),
@@ -549,6 +620,13 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
             renew_calls_per_interval: watchdog.map(|w| round3(w.calls_per_interval)),
             rss_bytes_per_lock: watchdog.map(|w| w.rss_per_lock.round()),
             redisson_rss_bytes_per_lock: redisson.as_ref().and_then(|r| r.rss_per_lock()),
+        },
+        web: WebJson {
+            bare_p50_us: web.map(|w| round1(w.bare_us)),
+            locked_p50_us: web.map(|w| round1(w.locked_us)),
+            added_p50_us: web.map(|w| round1(w.added_us())),
+            pair_p50_us: web.map(|w| round1(w.pair_us)),
+            ratio_to_pair: web.map(|w| round3(w.ratio.median)),
         },
         connections_per_node: herd.map(|h| h.connections),
         cluster: ClusterJson {

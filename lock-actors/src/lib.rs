@@ -85,6 +85,15 @@ pub use lock::{LockActor, LockGuard, LockKind, LockOwner, Released};
 pub use macro_support::{current, default_client, fencing_token, set_default_client, CurrentLock};
 pub use node::NodeSupervisor;
 pub use redact::redact_url;
+/// The `redis` crate this library is built on, re-exported so that an application names the
+/// same version (its types appear in this crate's errors and settings).
+///
+/// ```
+/// use actix_distributed_lock_actors::redis;
+/// let client = redis::Client::open("redis://127.0.0.1:6379/").unwrap();
+/// assert_eq!(client.get_connection_info().addr().to_string(), "127.0.0.1:6379");
+/// ```
+pub use redis;
 #[doc(hidden)]
 pub use reply::Deferred;
 pub use rwlock::ReadWriteLock;

@@ -7,6 +7,12 @@ use super::*;
 pub(crate) struct Uncontended {
     pub(crate) pairs: f64,
     pub(crate) ceiling: f64,
+    /// Library / ceiling, round by round.
+    pub(crate) ratio: Spread,
+    /// The ceiling against itself, interleaved as the library and the ceiling are.
+    pub(crate) aa: Spread,
+    /// What `redis-benchmark` (C, pipelined) makes of the same two scripts: pairs/s.
+    pub(crate) bound: Option<f64>,
 }
 
 pub(crate) async fn uncontended(
@@ -16,48 +22,48 @@ pub(crate) async fn uncontended(
     mut redisson: Option<&mut redisson::Redisson>,
     rows: &mut Vec<Row>,
 ) -> Uncontended {
-    let round = knobs.round;
-    eprintln!("[uncontended] {TASKS} tasks, {ROUNDS} rounds of {round:?} each, library and ceiling interleaved");
+    let (round, rounds) = (knobs.round, knobs.rounds);
+    eprintln!("[uncontended] {TASKS} tasks, {rounds} rounds of {round:?} per side, library, ceiling and the ceiling again (A/A) in {SLICES} turns");
     let client = connect(ClientConfig::new(url)).await;
     let conn = plain_connection(url).await;
     let scripts = Arc::new((Script::new(ACQUIRE_LUA), Script::new(UNLOCK_LUA)));
-    let mut library = Vec::new();
-    let mut ceiling = Vec::new();
-    for r in 0..ROUNDS {
-        // Alternate which goes first, so a drift of the machine hits both alike.
-        let (c, l) = if knobs.side == Side::Library {
-            (f64::NAN, library_round(&client, round).await)
-        } else if knobs.side == Side::Reference {
-            (
-                ceiling_round(conn.clone(), scripts.clone(), round).await,
-                f64::NAN,
-            )
-        } else if r % 2 == 0 {
-            let c = ceiling_round(conn.clone(), scripts.clone(), round).await;
-            (c, library_round(&client, round).await)
-        } else {
-            let l = library_round(&client, round).await;
-            (ceiling_round(conn.clone(), scripts.clone(), round).await, l)
-        };
+    let (mut library, mut ceiling, mut again) = (Vec::new(), Vec::new(), Vec::new());
+    for r in 0..rounds {
+        let sides = sliced_round(3, round, async |side, slice| match (side, knobs.side) {
+            (0, Side::Reference) | (1 | 2, Side::Library) => f64::NAN,
+            (0, _) => library_round(&client, slice).await,
+            _ => ceiling_round(conn.clone(), scripts.clone(), slice).await,
+        })
+        .await;
+        let (l, c, a) = (sides[0], sides[1], sides[2]);
         eprintln!(
-            "[uncontended] round {}: library {:.0} pairs/s, ceiling {:.0} pairs/s ({:.2})",
+            "[uncontended] round {}: library {l:.0} pairs/s, ceiling {c:.0} pairs/s ({:.3}), A/A {:.3}",
             r + 1,
-            l,
-            c,
-            l / c
+            l / c,
+            a / c
         );
         library.push(l);
         ceiling.push(c);
+        again.push(a);
         if let Some(java) = redisson.as_deref_mut() {
             java.uncontended_round(round, inspector).await;
         }
     }
     client.shutdown();
+    let bound = if knobs.quick {
+        None
+    } else {
+        benchmark_bound(url).await
+    };
+    let ratio = Spread::ratios(&library, &ceiling);
+    let aa = Spread::ratios(&again, &ceiling);
     let result = Uncontended {
         pairs: median(&mut library),
         ceiling: median(&mut ceiling),
+        ratio,
+        aa,
+        bound,
     };
-    let ratio = result.pairs / result.ceiling;
     rows.push(Row::new(
         "uncontended",
         "pairs/s, library",
@@ -69,14 +75,119 @@ pub(crate) async fn uncontended(
         Some(result.ceiling),
     ));
     rows.push(
-        Row::new("uncontended", "ratio_to_ceiling", Some(ratio))
-            .target(">= 0.90", Some(ratio >= 0.90)),
+        Row::new(
+            "uncontended",
+            &format!("ratio_to_ceiling ({})", ratio.label()),
+            Some(ratio.median),
+        )
+        .target(">= 1.0 every round", Some(ratio.low >= 1.0)),
     );
+    rows.push(aa_row("uncontended", "ceiling / ceiling", aa));
+    if let Some(bound) = bound {
+        rows.push(Row::new(
+            "uncontended",
+            "pairs/s, bound (redis-benchmark, pipelined)",
+            Some(bound),
+        ));
+        rows.push(Row::new(
+            "uncontended",
+            "ratio_to_bound",
+            Some(result.pairs / bound),
+        ));
+    }
     if let Some(r) = redisson {
         r.uncontended_rows(result.pairs, rows);
     }
     result
 }
+
+/// The physical limit of the uncontended pair on this server: `redis-benchmark` (C, 64
+/// clients, 16 requests pipelined each) sends the library's acquire script on random keys,
+/// then its unlock script on random keys; pairs/s is one over the sum of the two costs.
+/// An upper bound: the random unlocks mostly find no hold (the script's short path).
+/// `None` (and a line on stderr) when `redis-benchmark` is missing or fails.
+async fn benchmark_bound(url: &str) -> Option<f64> {
+    let port = url.rsplit(':').next()?.trim_end_matches('/').to_string();
+    let mut conn = plain_connection(url).await;
+    let mut shas = Vec::new();
+    for source in [ACQUIRE_LUA, UNLOCK_LUA] {
+        let sha: String = redis::cmd("SCRIPT")
+            .arg("LOAD")
+            .arg(source)
+            .query_async(&mut conn)
+            .await
+            .ok()?;
+        shas.push(sha);
+    }
+    let field = format!("{}:1", uuid::Uuid::new_v4());
+    let lease = LEASE_MS.to_string();
+    let acquire_args = [
+        "EVALSHA",
+        &shas[0],
+        "1",
+        "bench:bound:__rand_int__",
+        &lease,
+        &field,
+    ];
+    let unlock_args = [
+        "EVALSHA",
+        &shas[1],
+        "2",
+        "bench:bound:__rand_int__",
+        "redisson_lock__channel:{bench:bound}",
+        "0",
+        &lease,
+        &field,
+    ];
+    let acquires = redis_benchmark(&port, &acquire_args)?;
+    let unlocks = redis_benchmark(&port, &unlock_args)?;
+    let _: () = redis::cmd("FLUSHDB").query_async(&mut conn).await.ok()?;
+    eprintln!("[uncontended] redis-benchmark: acquire {acquires:.0}/s, unlock {unlocks:.0}/s");
+    Some(1.0 / (1.0 / acquires + 1.0 / unlocks))
+}
+
+/// Requests per second of `redis-benchmark` sending `command` (keys made random by
+/// `__rand_int__`), 200,000 times from 64 clients, 16 pipelined.
+fn redis_benchmark(port: &str, command: &[&str]) -> Option<f64> {
+    let output = std::process::Command::new("redis-benchmark")
+        .args([
+            "-h",
+            "127.0.0.1",
+            "-p",
+            port,
+            "-c",
+            "64",
+            "-P",
+            "16",
+            "-n",
+            "200000",
+        ])
+        .args(["-r", "100000000", "--csv"])
+        .args(command)
+        .output();
+    let output = match output {
+        Ok(output) if output.status.success() => output,
+        Ok(output) => {
+            eprintln!(
+                "[uncontended] redis-benchmark failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            return None;
+        }
+        Err(error) => {
+            eprintln!("[uncontended] redis-benchmark not run: {error}");
+            return None;
+        }
+    };
+    // CSV: a header line, then `"<command>","<requests per second>",...`.
+    let text = String::from_utf8_lossy(&output.stdout);
+    let line = text.lines().find(|line| !line.starts_with("\"test\""))?;
+    let rps = line.split(',').nth(1)?.trim_matches('"');
+    rps.parse().ok()
+}
+
+/// How long the tasks of a throughput measurement run before it starts counting.
+const WARM_UP: Duration = Duration::from_millis(100);
 
 /// Runs `tasks` copies of `body` until stopped: the pairs per second they made during
 /// `round` (after a short warm-up), and every pair they made, warm-up included (the cost
@@ -91,7 +202,7 @@ where
     let tasks: Vec<_> = (0..tasks)
         .map(|i| tokio::spawn(body(i, stop.clone(), count.clone())))
         .collect();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    tokio::time::sleep(WARM_UP).await;
     let before = count.load(Ordering::Relaxed);
     let t0 = Instant::now();
     tokio::time::sleep(round).await;
