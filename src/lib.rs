@@ -93,7 +93,7 @@ pub use lock_actors::messages;
 /// let client = redis::Client::open("redis://127.0.0.1:6379/").unwrap();
 /// assert_eq!(client.get_connection_info().addr().to_string(), "127.0.0.1:6379");
 /// ```
-pub use lock_actors::redis;
+pub use redis;
 #[cfg(feature = "web")]
 #[cfg_attr(docsrs, doc(cfg(feature = "web")))]
 pub use lock_actors::web;
