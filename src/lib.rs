@@ -85,15 +85,6 @@
 #[cfg_attr(docsrs, doc(cfg(feature = "inspector")))]
 pub use lock_actors::inspect;
 pub use lock_actors::messages;
-/// The `redis` crate the library is built on: name this one (`actix_distributed_lock::redis`)
-/// rather than a `redis` dependency of your own, so both use one version.
-///
-/// ```
-/// use actix_distributed_lock::redis;
-/// let client = redis::Client::open("redis://127.0.0.1:6379/").unwrap();
-/// assert_eq!(client.get_connection_info().addr().to_string(), "127.0.0.1:6379");
-/// ```
-pub use redis;
 #[cfg(feature = "web")]
 #[cfg_attr(docsrs, doc(cfg(feature = "web")))]
 pub use lock_actors::web;
@@ -109,6 +100,15 @@ pub use lock_actors::{
     ShardedSubscriptionMode, MAX_NAMESPACE_LEN,
 };
 pub use lock_actors::{CountDownLatch, LatchActor};
+/// The `redis` crate the library is built on: name this one (`actix_distributed_lock::redis`)
+/// rather than a `redis` dependency of your own, so both use one version.
+///
+/// ```
+/// use actix_distributed_lock::redis;
+/// let client = redis::Client::open("redis://127.0.0.1:6379/").unwrap();
+/// assert_eq!(client.get_connection_info().addr().to_string(), "127.0.0.1:6379");
+/// ```
+pub use redis;
 
 /// Wraps an `async fn` in acquire / release of a distributed lock.
 ///
