@@ -68,6 +68,57 @@ async fn a_second_acquire_by_an_owner_of_this_client_is_told_about_reentry() {
     other.close().await;
 }
 
+/// Telling whether the holder is an owner of this client takes one read of Redis, made when
+/// the wait has run out: it never holds the caller long past its wait. Here the server stops
+/// answering (SIGSTOP) while the waiter waits, and stays still until the caller has its
+/// answer: the timeout comes soon after the wait (with the plain message, as nothing could
+/// be read), not at the read's response timeout (3 s) or when the server answers again.
+#[tokio::test]
+async fn a_timeout_is_told_at_the_end_of_the_wait_even_when_redis_is_silent() {
+    let mut server = RedisServer::start();
+    let waiter = client(&server).await;
+    let holder = client(&server).await;
+    let name = "self:silent";
+    let held = holder.lock(name).unwrap().acquire().await.unwrap();
+    for (kind, lock) in [
+        ("reentrant", waiter.lock(name).unwrap()),
+        ("fast", waiter.fast_lock("self:silent-fast").unwrap()),
+    ] {
+        let _fast_held = match kind {
+            "fast" => Some(
+                holder
+                    .fast_lock("self:silent-fast")
+                    .unwrap()
+                    .acquire()
+                    .await
+                    .unwrap(),
+            ),
+            _ => None,
+        };
+        let started = std::time::Instant::now();
+        let waiting = tokio::spawn(async move { lock.acquire_timeout(SHORT_WAIT * 2).await });
+        // The waiter's first try is answered (busy) before the server goes still.
+        tokio::time::sleep(SHORT_WAIT).await;
+        server.pause();
+        let error = waiting
+            .await
+            .unwrap()
+            .expect_err("held by the other client");
+        let took = started.elapsed();
+        server.resume();
+        assert!(error.is_timeout(), "{kind}: {error:?}");
+        // Generous for a loaded machine, and well under the time the server stays still.
+        assert!(
+            took < SHORT_WAIT * 2 + Duration::from_millis(1500),
+            "{kind}: the timeout came {took:?} after the acquire (wait {:?}): it waited \
+             for a silent server",
+            SHORT_WAIT * 2
+        );
+    }
+    held.unlock().await.unwrap();
+    waiter.close().await;
+    holder.close().await;
+}
 /// A wrong password is a configuration error, not an outage: it is not retried.
 #[tokio::test]
 async fn a_wrong_password_is_invalid_config_not_unavailable() {

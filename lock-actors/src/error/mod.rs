@@ -33,7 +33,9 @@ pub enum LockError {
     /// owner would. `by_this_client` says when the holder at the end of the wait was an
     /// owner of this same client (this process, another task or an earlier acquire); the
     /// message then points to re-entry: [`LockGuard::reenter`](crate::LockGuard::reenter),
-    /// or acquiring with the holder's owner.
+    /// or acquiring with the holder's owner. It is found by one read when the wait runs
+    /// out, which may add at most 250 ms to the wait; unanswered by then (Redis slow or
+    /// silent), it is `false`.
     ///
     /// ```
     /// use actix_distributed_lock::LockError;

@@ -12,6 +12,10 @@ use crate::telemetry;
 use actix::Addr;
 use std::time::Duration;
 
+/// How long the one read that explains a timeout (is the holder an owner of this client?)
+/// may add to a wait that ran out: past it the timeout is told with the plain message.
+const EXPLAIN_WITHIN: Duration = Duration::from_millis(250);
+
 mod by_owner;
 
 /// How to take a lock: who, how long to wait, which lease.
@@ -430,7 +434,8 @@ impl Lock {
 
     /// Whether an owner of this client holds the lock now: a wait that ran out then was
     /// most likely a second acquire by the same task, which the timeout's message explains.
-    /// One read, on the slow path only; false when it cannot be told.
+    /// One read, on the slow path only, bounded by [`EXPLAIN_WITHIN`] so that it never holds
+    /// the caller long past its wait; false when it cannot be told.
     async fn held_by_this_client(&self) -> bool {
         let Ok(node) = self.client.node() else {
             return false;
@@ -442,8 +447,12 @@ impl Lock {
         } else {
             pipe.cmd("GET").arg(self.name.as_str());
         }
-        let reply: Result<(redis::Value,), LockError> =
-            node.commands.clone().query(pipe, self.name.clone()).await;
+        let reply: Result<(redis::Value,), LockError> = node
+            .commands
+            .clone()
+            .within(EXPLAIN_WITHIN)
+            .query(pipe, self.name.clone())
+            .await;
         let ours = |value: &redis::Value| matches!(value, redis::Value::BulkString(bytes) if bytes.starts_with(prefix.as_bytes()));
         match reply {
             Ok((redis::Value::Array(fields),)) => fields.iter().any(ours),

@@ -177,6 +177,13 @@ impl Connection {
         }
     }
 
+    /// This connection with every call bounded by `limit` (or by its own response timeout,
+    /// if shorter), timed by the awaiting task, whatever the kind of deployment.
+    pub(crate) fn within(mut self, limit: Duration) -> Self {
+        self.bound = Some(self.bound.map_or(limit, |bound| bound.min(limit)));
+        self
+    }
+
     /// Sends one script call, loading the script first if the server's cache lost it
     /// (`NOSCRIPT`).
     pub(crate) fn eval<'a>(

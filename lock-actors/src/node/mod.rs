@@ -107,6 +107,12 @@ impl Commands {
         refusal.into_error(err, name.unmapped(), &self.label, Some("EVALSHA"), target)
     }
 
+    /// These commands with every call bounded by `limit` (see [`Connection::within`]).
+    pub(crate) fn within(mut self, limit: Duration) -> Self {
+        self.conn = self.conn.within(limit);
+        self
+    }
+
     /// Runs one plain command about lock `name` and returns its reply.
     pub(crate) async fn command(
         mut self,
