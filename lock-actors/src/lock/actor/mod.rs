@@ -627,3 +627,30 @@ impl Handler<WatchedUntil> for LockActor {
         self.watchdog.valid_until(watch_id)
     }
 }
+
+#[cfg(all(test, target_pointer_width = "64"))]
+mod size_tests {
+    use super::{Direct, LockActor, LockGuard};
+    use std::mem::size_of;
+
+    /// A held lock keeps its actor, the actor's context, the state it shares with the fast
+    /// path and a guard: the watchdog bench counts their bytes per held lock, and
+    /// docs/performance.md names these sizes. Growing one is a choice to make on purpose.
+    #[test]
+    fn a_held_locks_parts_stay_within_their_documented_sizes() {
+        let sizes = [
+            size_of::<LockActor>(),
+            size_of::<actix::Context<LockActor>>(),
+            size_of::<Direct<LockActor>>(),
+            size_of::<LockGuard>(),
+        ];
+        eprintln!("actor, context, fast-path state, guard: {sizes:?}");
+        assert!(
+            sizes[0] <= 432 && sizes[1] <= 192 && sizes[2] <= 288,
+            "{sizes:?}"
+        );
+        // With `metrics` a guard also carries its hold's start and series.
+        let guard = if cfg!(feature = "metrics") { 136 } else { 96 };
+        assert!(sizes[3] <= guard, "{sizes:?}");
+    }
+}
