@@ -364,7 +364,7 @@ impl<A: LockActorApi> Direct<A> {
     /// `pending` stands for this call (counted in flight by `begin_unlock`): while it is,
     /// the actor's address stays kept, so no copy of it is made for the common case.
     async fn unlock_directly(
-        self: &Arc<Self>,
+        self: Arc<Self>,
         mut pending: Pending<A>,
         taken: DirectHold,
     ) -> Result<Released, LockError> {
@@ -482,7 +482,7 @@ impl<A: LockActorApi> GuardLink for Direct<A> {
         if let Some(taken) = taken {
             // Straight to Redis: the hold is still on the fast path.
             let pending = Pending::new(self.clone(), owner, self.watchdog_lease());
-            return Box::pin(async move { self.unlock_directly(pending, taken).await });
+            return Box::pin(self.unlock_directly(pending, taken));
         }
         let Some(actor) = self.lock().count_back() else {
             return Box::pin(async { Err(LockError::Shutdown) });

@@ -498,5 +498,23 @@ mod tests {
             kept <= bare + 256,
             "eval: {kept} bytes kept at home, {bare} bare"
         );
+
+        // The node's script call adds its arguments and error handling; the probes that
+        // name the keys an ACL refused are boxed (the rare path): inline, their calls made
+        // every script call's future 2,776 bytes against 2,256 (a debug build), and the
+        // fast path boxes and moves that future twice per acquire and unlock.
+        let commands = super::super::Commands {
+            conn,
+            timeout: Duration::from_secs(1),
+            label: "test".into(),
+            pubsub: PubSub::Classic,
+            replica_sync: None,
+        };
+        let name = LockName::new("a", 64).unwrap();
+        let node_call = size(&commands.eval::<Value>(ScriptCall::new(&SCRIPT), name));
+        assert!(
+            node_call <= kept + 640,
+            "a node's script call: {node_call} bytes, its connection's call {kept}"
+        );
     }
 }

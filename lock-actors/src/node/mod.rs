@@ -69,7 +69,11 @@ impl Commands {
         match reply {
             Ok(value) => Ok(value),
             Err(err) => match Refusal::of(&err) {
-                Some(refusal) => Err(self.script_refused(refusal, &err, &call, &name).await),
+                // Boxed: the refusal's probes are the rare path; inline, their calls would
+                // double the size of every script call's future.
+                Some(refusal) => {
+                    Err(Box::pin(self.script_refused(refusal, &err, &call, &name)).await)
+                }
                 None => Err(self.error(&err, &name)),
             },
         }
