@@ -72,29 +72,23 @@ async fn a_second_acquire_by_an_owner_of_this_client_is_told_about_reentry() {
 /// the wait has run out: it never holds the caller long past its wait. Here the server stops
 /// answering (SIGSTOP) while the waiter waits, and stays still until the caller has its
 /// answer: the timeout comes soon after the wait (with the plain message, as nothing could
-/// be read), not at the read's response timeout (3 s) or when the server answers again.
+/// be read), not at the read's response timeout (3 s) or when the server answers again. The
+/// spin lock's waiter polls, so a poll of its own is on its way when the wait ends; the fair
+/// lock's waiter stands in the queue in Redis.
 #[tokio::test]
 async fn a_timeout_is_told_at_the_end_of_the_wait_even_when_redis_is_silent() {
     let mut server = RedisServer::start();
     let waiter = client(&server).await;
     let holder = client(&server).await;
-    let name = "self:silent";
-    let held = holder.lock(name).unwrap().acquire().await.unwrap();
-    for (kind, lock) in [
-        ("reentrant", waiter.lock(name).unwrap()),
-        ("fast", waiter.fast_lock("self:silent-fast").unwrap()),
-    ] {
-        let _fast_held = match kind {
-            "fast" => Some(
-                holder
-                    .fast_lock("self:silent-fast")
-                    .unwrap()
-                    .acquire()
-                    .await
-                    .unwrap(),
-            ),
-            _ => None,
-        };
+    let locks = |client: &LockClient, kind: &str| match kind {
+        "reentrant" => client.lock("self:silent"),
+        "fast" => client.fast_lock("self:silent-fast"),
+        "spin" => client.spin_lock("self:silent-spin"),
+        _ => client.fair_lock("self:silent-fair"),
+    };
+    for kind in ["reentrant", "fast", "spin", "fair"] {
+        let held = locks(&holder, kind).unwrap().acquire().await.unwrap();
+        let lock = locks(&waiter, kind).unwrap();
         let started = std::time::Instant::now();
         let waiting = tokio::spawn(async move { lock.acquire_timeout(SHORT_WAIT * 2).await });
         // The waiter's first try is answered (busy) before the server goes still.
@@ -114,11 +108,12 @@ async fn a_timeout_is_told_at_the_end_of_the_wait_even_when_redis_is_silent() {
              for a silent server",
             SHORT_WAIT * 2
         );
+        held.unlock().await.unwrap();
     }
-    held.unlock().await.unwrap();
     waiter.close().await;
     holder.close().await;
 }
+
 /// A wrong password is a configuration error, not an outage: it is not retried.
 #[tokio::test]
 async fn a_wrong_password_is_invalid_config_not_unavailable() {

@@ -74,6 +74,9 @@ enum Phase {
     Holding,
     Released,
     TimedOut,
+    /// Its wait ran out while its try, waiter `0`'s, was in Redis (the actor gives back a
+    /// grant that comes after).
+    TimedOutTrying(u64),
     /// Left, and out of the queue (a grant that came meanwhile was given back).
     Left,
 }
@@ -121,7 +124,12 @@ impl SpinModel {
             match state.waits.carry_out(effect) {
                 Some(Effect::Subscribe) => unreachable!("a polling queue never subscribes"),
                 Some(Effect::TimedOut(w) | Effect::Fail(w, _)) => {
-                    state.callers[w.data.caller] = Phase::TimedOut;
+                    let trying = state.waits.trying.is_some_and(|(id, _)| id == w.id);
+                    state.callers[w.data.caller] = if trying {
+                        Phase::TimedOutTrying(w.id)
+                    } else {
+                        Phase::TimedOut
+                    };
                 }
                 Some(Effect::Withdrawn(w)) => state.callers[w.data.caller] = Phase::Left,
                 _ => {}
@@ -205,14 +213,25 @@ impl Model for SpinModel {
                 let c = state
                     .callers
                     .iter()
-                    .position(|p| matches!(p, Phase::Waiting(w) | Phase::Leaving(w) if *w == id))?;
+                    .position(|p| matches!(p, Phase::Waiting(w) | Phase::Leaving(w) | Phase::TimedOutTrying(w) if *w == id))?;
                 state.waits.try_runs(owner(c), LEASE)?;
             }
             Action::Step(Step::TryAnswered) => {
                 let (id, answer) = state.waits.answered()?;
                 match answer {
                     None => {
-                        if let Granted::To(waiter) = state.waits.queue.0.granted(id) {
+                        let granted = state.waits.queue.0.granted(id);
+                        if let Granted::Unclaimed = granted {
+                            // Its waiter timed out meanwhile: the actor gives the hold back.
+                            let c = state
+                                .callers
+                                .iter()
+                                .position(|p| *p == Phase::TimedOutTrying(id))?;
+                            let now = state.waits.now;
+                            state.waits.store.unlock(now, owner(c), LEASE);
+                            state.callers[c] = Phase::TimedOut;
+                        }
+                        if let Granted::To(waiter) = granted {
                             state.waits.deadlines.remove(&waiter.id);
                             let c = waiter.data.caller;
                             if waiter.data.left {
@@ -227,11 +246,19 @@ impl Model for SpinModel {
                         }
                     }
                     Some(pttl) => {
-                        let waiter = state.waits.queue.0.get_mut(id)?;
-                        let retry_in = match self.pause {
-                            Pause::Backoff => poll_retry_in(pttl, &mut waiter.data.delays),
-                            Pause::Lease => busy_retry_in(pttl, None),
+                        // A waiter that timed out meanwhile is gone: the answer finds nobody.
+                        let retry_in = match state.waits.queue.0.get_mut(id) {
+                            Some(waiter) => match self.pause {
+                                Pause::Backoff => poll_retry_in(pttl, &mut waiter.data.delays),
+                                Pause::Lease => busy_retry_in(pttl, None),
+                            },
+                            None => Duration::ZERO,
                         };
+                        for phase in &mut state.callers {
+                            if *phase == Phase::TimedOutTrying(id) {
+                                *phase = Phase::TimedOut;
+                            }
+                        }
                         let effects = state.waits.queue.0.busy(id, now, retry_in);
                         self.apply(&mut state, effects);
                     }
@@ -296,7 +323,9 @@ impl Model for SpinModel {
                         o == PEER.owner
                             || match state.callers[usize::from(o - 1)] {
                                 Phase::Holding => true,
-                                Phase::Waiting(id) | Phase::Leaving(id) => in_redis(id),
+                                Phase::Waiting(id)
+                                | Phase::Leaving(id)
+                                | Phase::TimedOutTrying(id) => in_redis(id),
                                 _ => false,
                             }
                     })

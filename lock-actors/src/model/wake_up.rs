@@ -63,6 +63,9 @@ enum Phase {
     Released,
     /// Its wait ran out.
     TimedOut,
+    /// Its wait ran out while its try, waiter `0`'s, was in Redis (the actor gives back a
+    /// grant that comes after).
+    TimedOutTrying(u64),
 }
 
 /// Which unlock the other process's Redis runs.
@@ -128,7 +131,12 @@ impl WakeUpModel {
             match state.waits.carry_out(effect) {
                 Some(Effect::Subscribe) => state.subscribing = Some(false),
                 Some(Effect::TimedOut(w) | Effect::Fail(w, _) | Effect::Withdrawn(w)) => {
-                    state.callers[w.data.caller] = Phase::TimedOut;
+                    let trying = state.waits.trying.is_some_and(|(id, _)| id == w.id);
+                    state.callers[w.data.caller] = if trying {
+                        Phase::TimedOutTrying(w.id)
+                    } else {
+                        Phase::TimedOut
+                    };
                 }
                 _ => {}
             }
@@ -221,25 +229,42 @@ impl Model for WakeUpModel {
                 let c = state
                     .callers
                     .iter()
-                    .position(|phase| *phase == Phase::Waiting(id))?;
+                    .position(|phase| matches!(phase, Phase::Waiting(w) | Phase::TimedOutTrying(w) if *w == id))?;
                 state.waits.try_runs(owner(c), LEASE)?;
             }
             Action::Step(Step::TryAnswered) => {
                 let (id, answer) = state.waits.answered()?;
                 match answer {
-                    None => {
-                        if let Granted::To(waiter) = state.waits.queue.0.granted(id) {
+                    None => match state.waits.queue.0.granted(id) {
+                        Granted::To(waiter) => {
                             state.waits.deadlines.remove(&waiter.id);
                             state.callers[waiter.data.caller] = Phase::Holding;
                             state.freed_by_unlock = false;
                             state.woken_and_granted |= state.news;
                             state.news = false;
                         }
-                    }
+                        // Its waiter timed out meanwhile: the actor gives the hold back.
+                        Granted::Unclaimed => {
+                            let c = state
+                                .callers
+                                .iter()
+                                .position(|phase| *phase == Phase::TimedOutTrying(id))?;
+                            let at_now = state.waits.now;
+                            if state.waits.store.unlock(at_now, owner(c), LEASE) == Some(1) {
+                                self.publish(&mut state);
+                            }
+                            state.callers[c] = Phase::TimedOut;
+                        }
+                    },
                     Some(pttl) => {
                         let retry_in = busy_retry_in(pttl, None);
                         let effects = state.waits.queue.0.busy(id, now, retry_in);
                         self.apply(&mut state, effects);
+                        for phase in &mut state.callers {
+                            if *phase == Phase::TimedOutTrying(id) {
+                                *phase = Phase::TimedOut;
+                            }
+                        }
                     }
                 }
                 self.pump(&mut state);

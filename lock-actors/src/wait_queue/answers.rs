@@ -110,10 +110,19 @@ impl<T: Asker> WaitQueue<T> {
         effects
     }
 
-    /// Waiter `id`'s deadline timer fired: it times out, unless its try is in Redis (the
-    /// answer decides).
+    /// Waiter `id`'s deadline timer fired: it times out now, even when its try is in Redis
+    /// (its caller asked to wait no longer). That try's answer then finds nobody: a grant
+    /// is [`Granted::Unclaimed`] and given back, and no other waiter tries until it came.
     #[must_use]
     pub(crate) fn expire(&mut self, id: u64) -> Vec<Effect<T>> {
+        if self.trying() && self.waiters.front().is_some_and(|head| head.id == id) {
+            return self
+                .waiters
+                .pop_front()
+                .map(Effect::TimedOut)
+                .into_iter()
+                .collect();
+        }
         self.leave(id, Effect::TimedOut)
     }
 

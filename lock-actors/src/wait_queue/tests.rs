@@ -349,22 +349,34 @@ fn a_deadline_passing_times_the_waiter_out_and_the_next_one_tries() {
 }
 
 #[test]
-fn a_deadline_during_a_try_waits_for_the_answer() {
+fn a_deadline_during_a_try_times_the_waiter_out_at_once_and_its_grant_is_given_back() {
     let mut run = Run::new(Retry::TransientOnce);
     run.enqueue("A", Duration::from_secs(1));
     run.enqueue("B", WAIT);
+    run.enqueue("C", WAIT);
     assert_eq!(run.pump(), ["try A"]);
     run.at = Duration::from_secs(2);
-    assert!(
-        run.queue.expire(run.id("A")).is_empty(),
-        "its answer decides"
+    let effects = run.queue.expire(run.id("A"));
+    assert_eq!(
+        run.log(effects),
+        ["timeout A"],
+        "its caller waits no longer"
     );
-    assert_eq!(run.busy("A", 300 * MS), ["timeout A"]);
+    assert!(
+        run.pump().is_empty(),
+        "nobody else tries while A's try is in Redis"
+    );
+    assert_eq!(run.granted("A"), "unclaimed", "the actor gives it back");
     assert_eq!(run.pump(), ["try B"]);
+    // A busy answer for a waiter that timed out meanwhile lets the next one try.
+    let effects = run.queue.expire(run.id("B"));
+    assert_eq!(run.log(effects), ["timeout B"]);
+    assert!(run.busy("B", 300 * MS).is_empty());
+    assert_eq!(run.pump(), ["try C"]);
     // A head past its deadline is timed out by the pump, its timer notwithstanding.
-    assert!(run.busy("B", 300 * MS).is_empty(), "armed when it queued");
+    assert!(run.busy("C", 300 * MS).is_empty(), "armed when it queued");
     run.at = Duration::from_secs(13);
-    assert_eq!(run.pump(), ["timeout B"]);
+    assert_eq!(run.pump(), ["timeout C"]);
 }
 
 #[test]
