@@ -89,10 +89,17 @@ async fn a_timeout_is_told_at_the_end_of_the_wait_even_when_redis_is_silent() {
     for kind in ["reentrant", "fast", "spin", "fair"] {
         let held = locks(&holder, kind).unwrap().acquire().await.unwrap();
         let lock = locks(&waiter, kind).unwrap();
+        let scripts_run = server.command_calls("evalsha").await;
         let started = std::time::Instant::now();
         let waiting = tokio::spawn(async move { lock.acquire_timeout(SHORT_WAIT * 2).await });
-        // The waiter's first try is answered (busy) before the server goes still.
-        tokio::time::sleep(SHORT_WAIT).await;
+        // The waiter's first script try has run (and its busy answer is on its way back)
+        // before the server goes still: what follows is a wait, not an unanswered first try.
+        eventually(
+            "the waiter's first try ran",
+            Duration::from_secs(5),
+            || async { server.command_calls("evalsha").await > scripts_run },
+        )
+        .await;
         server.pause();
         let error = waiting
             .await
