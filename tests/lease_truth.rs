@@ -306,6 +306,57 @@ async fn a_hold_lost_unconfirmed_leaves_no_key_behind() {
     drop(guard);
 }
 
+/// A fixed-lease hold re-entered under the watchdog keeps its fixed lease when no renewal
+/// is confirmed: the key lasts to that lease's end whatever the renewals do, so the hold is
+/// not given up (nor its key taken out) at the watchdog's end, only at the fixed one's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_lease_outlives_a_watchdog_reentry_whose_renewals_go_unanswered() {
+    let server = RedisServer::start();
+    let proxy = TcpProxy::start(server.port()).await;
+    let watchdog = Duration::from_secs(1);
+    let lease = Duration::from_secs(4);
+    let client = support::client_at(&proxy.url(), |config| {
+        config
+            .watchdog_timeout(watchdog)
+            .response_timeout(lease * 4)
+    })
+    .await;
+    let rival = watchdog_client(&server).await;
+    let lock = client.lock("fixed-under-watchdog").unwrap();
+    let outer = lock
+        .acquire_with(AcquireOptions::new().lease(lease))
+        .await
+        .unwrap();
+    let taken = Instant::now();
+    let inner = lock
+        .acquire_with(AcquireOptions::new().owner(outer.owner()))
+        .await
+        .unwrap();
+    // Renewals still reach Redis, their replies never come back: none is confirmed.
+    proxy.hold_replies(true);
+    // Twice the watchdog lease: past it, well within the fixed one.
+    tokio::time::sleep(watchdog * 2).await;
+    let other = rival.lock("fixed-under-watchdog").unwrap();
+    nobody_else_gets_it(&server, &other, &outer, lease / 4).await;
+    assert!(!inner.is_lost(), "the re-entry was told it lost the lock");
+    // The hold ends at the fixed lease's end: lost() then, and the key goes with it.
+    tokio::time::timeout(lease * 2, outer.lost())
+        .await
+        .expect("lost() fires when the fixed lease runs out");
+    let lost_after = taken.elapsed();
+    assert!(
+        lost_after + Duration::from_millis(50) >= lease - lease / 100,
+        "lost() fired {lost_after:?} after the acquire, before the {lease:?} lease"
+    );
+    assert!(inner.is_lost());
+    proxy.hold_replies(false);
+    let second = other
+        .acquire_timeout(Duration::from_secs(5))
+        .await
+        .expect("free once the fixed lease ran out");
+    second.unlock().await.unwrap();
+}
+
 /// Owner A holds, owner B waits in the same client; another client force-unlocks, then A
 /// unlocks and hears `NotOwner`: B is woken at once, not after A's lease.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -45,6 +45,10 @@ struct StatusCell {
     value: AtomicU8,
     /// Microseconds since [`base`]; `u64::MAX`: no deadline (nothing times this hold).
     deadline: AtomicU64,
+    /// Microseconds since [`base`] before which the hold surely lasts whatever the deadline
+    /// says (a fixed lease of the owner beside its watchdog-kept holds: the key keeps the
+    /// longest lease any hold has left); 0: none.
+    floor: AtomicU64,
     changed: Notify,
     /// Cells that take every deadline this one gets (see [`StatusSender::follow`]).
     followers: Mutex<Vec<Arc<StatusCell>>>,
@@ -58,25 +62,48 @@ fn base() -> Instant {
 
 const NO_DEADLINE: u64 = u64::MAX;
 
+fn micros_of(at: Instant) -> u64 {
+    at.saturating_duration_since(base()).as_micros() as u64
+}
+
 impl StatusCell {
     fn set_deadline(&self, deadline: Option<Instant>) {
-        let micros = deadline.map_or(NO_DEADLINE, |d| {
-            d.saturating_duration_since(base()).as_micros() as u64
-        });
-        self.deadline.store(micros, Ordering::SeqCst);
+        self.deadline
+            .store(deadline.map_or(NO_DEADLINE, micros_of), Ordering::SeqCst);
+        self.changed_deadline();
+    }
+
+    fn set_floor(&self, floor: Option<Instant>) {
+        self.floor
+            .store(floor.map_or(0, |f| micros_of(f).max(1)), Ordering::SeqCst);
+        self.changed_deadline();
+    }
+
+    fn changed_deadline(&self) {
         // A `lost()` future sleeping on the old deadline picks the new one up.
         self.changed.notify_waiters();
+        let deadline = self.deadline();
         let followers = self.followers.lock().unwrap_or_else(|p| p.into_inner());
         for follower in followers.iter() {
             follower.set_deadline(deadline);
         }
     }
 
+    /// The instant the hold surely ends: its deadline, never before its floor.
     fn deadline(&self) -> Option<Instant> {
         match self.deadline.load(Ordering::SeqCst) {
             NO_DEADLINE => None,
-            micros => Some(base() + Duration::from_micros(micros)),
+            micros => {
+                let micros = micros.max(self.floor.load(Ordering::SeqCst));
+                Some(base() + Duration::from_micros(micros))
+            }
         }
+    }
+
+    /// True while the floor lies ahead: the hold lasts until then whatever else says.
+    fn floor_ahead(&self) -> bool {
+        let floor = self.floor.load(Ordering::SeqCst);
+        floor != 0 && base() + Duration::from_micros(floor) > Instant::now()
     }
 
     /// `Held` becomes `Lost` (waking `lost()` futures); any other status stays.
@@ -117,6 +144,7 @@ impl StatusSender {
         let cell = Arc::new(StatusCell {
             value: AtomicU8::new(HoldStatus::Held.as_u8()),
             deadline: AtomicU64::new(NO_DEADLINE),
+            floor: AtomicU64::new(0),
             changed: Notify::new(),
             followers: Mutex::new(Vec::new()),
         });
@@ -138,6 +166,13 @@ impl StatusSender {
     /// guards see `Lost` on their own.
     pub(crate) fn set_deadline(&self, deadline: Option<Instant>) {
         self.0.set_deadline(deadline);
+    }
+
+    /// Before `floor` the hold surely lasts, whatever its deadline says (`None`: no floor):
+    /// the end of the owner's longest fixed lease, less its drift allowance, while the
+    /// watchdog keeps its other holds. The deadline never comes before it.
+    pub(crate) fn set_floor(&self, floor: Option<Instant>) {
+        self.0.set_floor(floor);
     }
 
     /// `other` takes this status's deadline, now and at every later change (the watchdog's
@@ -166,6 +201,17 @@ impl StatusLoser {
     /// `Held` becomes `Lost` and waiting `lost()` futures wake; any other status stays.
     pub(crate) fn lose(&self) {
         self.0.lose();
+    }
+
+    /// The watchdog confirmed no renewal in time: `Held` becomes `Lost` unless the floor
+    /// lies ahead (a fixed lease of the owner keeps the key until then). Returns whether
+    /// the hold is lost now.
+    pub(crate) fn lose_unconfirmed(&self) -> bool {
+        if self.0.floor_ahead() {
+            return false;
+        }
+        self.0.lose();
+        true
     }
 
     /// A renewal confirmed the hold until `deadline`.
@@ -273,6 +319,24 @@ mod tests {
         main.set_deadline(Some(Instant::now() - Duration::from_millis(1)));
         assert!(guard.is_lost());
         assert_eq!(guard.remaining(), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn a_floor_ahead_keeps_the_hold_past_its_deadline_and_an_unconfirmed_loss() {
+        let (status, guard) = StatusSender::held();
+        let loser = status.loser();
+        status.set_floor(Some(Instant::now() + Duration::from_secs(3600)));
+        status.set_deadline(Some(Instant::now() - Duration::from_millis(1)));
+        assert_eq!(guard.get(), HoldStatus::Held);
+        assert!(!loser.lose_unconfirmed());
+        assert_eq!(guard.get(), HoldStatus::Held);
+        // The floor gone (the fixed hold released), the deadline counts again.
+        status.set_floor(None);
+        assert!(guard.is_lost());
+        let (status, guard) = StatusSender::held();
+        status.set_floor(Some(Instant::now() - Duration::from_millis(1)));
+        assert!(status.loser().lose_unconfirmed());
+        assert!(guard.is_lost());
     }
 
     #[tokio::test]

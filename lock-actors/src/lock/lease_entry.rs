@@ -115,8 +115,18 @@ where
     }
 
     fn lost(self, id: u64, loss: Loss) {
-        tracing::warn!(lock = %self.name, owner = self.owner.id(), why = loss.why(), "lock lost");
-        self.status.lose();
+        // Unconfirmed while a fixed lease of the owner keeps the key longer: not lost yet
+        // (the actor watches the hold again until that lease's end).
+        let lost = match loss {
+            Loss::Gone => {
+                self.status.lose();
+                true
+            }
+            Loss::Unconfirmed => self.status.lose_unconfirmed(),
+        };
+        if lost {
+            tracing::warn!(lock = %self.name, owner = self.owner.id(), why = loss.why(), "lock lost");
+        }
         if let Some(actor) = self.actor.upgrade() {
             actor.do_send(HoldLost {
                 owner: self.owner,

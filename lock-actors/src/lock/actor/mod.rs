@@ -160,6 +160,14 @@ impl Holder {
     fn set_deadline(&self, deadline: Option<Instant>) {
         self.status.set_deadline(deadline);
     }
+
+    /// When the owner's fixed leases surely end (the latest end) and the longest of them
+    /// (whose drift allowance counts); `None` without a fixed-lease hold.
+    fn fixed_end(&self) -> Option<(Instant, Duration)> {
+        let until = self.holds.iter().filter_map(|h| h.until).max()?;
+        let lease = self.holds.iter().filter_map(|h| h.lease).max()?;
+        Some((until, lease))
+    }
 }
 
 struct Hold {
@@ -597,6 +605,8 @@ impl Handler<HoldLost> for LockActor {
             }
             match msg.loss {
                 Loss::Gone => self.lose(msg.owner, "the watchdog found it gone", ctx),
+                // A fixed lease of the owner keeps the key longer: not lost before its end.
+                Loss::Unconfirmed if self.watch_until_fixed_end(msg.owner, ctx) => {}
                 // A renewal may still have reached Redis and kept the key: take it out.
                 Loss::Unconfirmed => {
                     self.lose_and_clear(msg.owner, "no renewal was confirmed within its lease", ctx)

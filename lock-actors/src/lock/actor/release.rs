@@ -35,6 +35,14 @@ impl LockActor {
             ctx.cancel_future(expiry);
         }
         let watched = holder.holds.iter().any(|h| h.lease.is_none());
+        let fixed = holder.fixed_end();
+        // Beside watched holds, a fixed lease keeps the key until its end whatever the
+        // renewals do (no script shortens it): the hold is surely ours until then.
+        holder.status.set_floor(
+            fixed
+                .filter(|_| watched)
+                .map(|(until, lease)| until - clock_drift(lease)),
+        );
         match (watched, holder.watch_id) {
             (true, None) => {
                 let deadline = since + watchdog_lease - clock_drift(watchdog_lease);
@@ -55,12 +63,7 @@ impl LockActor {
                     holder.watch_id = None;
                 }
                 // The key lives while any hold is in it: until the last fixed lease ends.
-                let until = holder.holds.iter().filter_map(|h| h.until).max();
-                let lease = holder.holds.iter().filter_map(|h| h.lease).max();
-                let (until, lease) = match (until, lease) {
-                    (Some(until), Some(lease)) => (until, lease),
-                    _ => (since + watchdog_lease, watchdog_lease),
-                };
+                let (until, lease) = fixed.unwrap_or((since + watchdog_lease, watchdog_lease));
                 holder.set_deadline(Some(until - clock_drift(lease)));
                 let ends_in = until
                     .saturating_duration_since(Instant::now())
@@ -70,6 +73,37 @@ impl LockActor {
                 }));
             }
         }
+    }
+
+    /// No renewal of `owner`'s watched holds was confirmed within the watchdog lease, but
+    /// a fixed lease of the owner keeps the key longer: the hold is watched again until
+    /// that lease's end (less its drift allowance), so a renewal that gets through keeps
+    /// it on, and none means the loss comes at that end. `false` when no fixed lease
+    /// outlasts now (the hold is lost).
+    pub(super) fn watch_until_fixed_end(
+        &mut self,
+        owner: LockOwner,
+        ctx: &mut Context<Self>,
+    ) -> bool {
+        let Some(holder) = self.machine.holder_mut(&owner) else {
+            return false;
+        };
+        let Some((until, lease)) = holder.fixed_end() else {
+            return false;
+        };
+        let end = until - clock_drift(lease);
+        if end <= Instant::now() {
+            return false;
+        }
+        holder.watch_id = Some(self.watchdog.register(
+            self.kind,
+            self.name.clone(),
+            owner,
+            ctx.address().downgrade(),
+            holder.status.loser(),
+            end,
+        ));
+        true
     }
 
     /// `owner` no longer holds the lock: tell its guards, stop keeping it alive.

@@ -12,6 +12,7 @@ const KEPT: &str = "Redis keeps every hold at least as long as its client believ
 const ONE_OWNER: &str = "at most one owner holds on the model's clock";
 const HONEST_RENEWAL: &str =
     "a renewal tells its client the hold is there only while Redis counts it";
+const FIXED_KEPT: &str = "no client gives up a hold while one of its fixed leases runs";
 
 /// The bounds: CI's, or deeper with `LOCK_MODEL_DEPTH=deep`.
 fn model(scripts: Scripts, rules: Rules) -> ReentrantModel {
@@ -30,6 +31,7 @@ fn model(scripts: Scripts, rules: Rules) -> ReentrantModel {
         unlock_while_extending: true,
         keep_claims: true,
         only: None,
+        fixed_beside_watchdog: true,
     }
 }
 
@@ -227,6 +229,32 @@ fn an_unlock_that_ignores_an_extend_on_its_way_leaves_the_extended_hold_a_shorte
             Action::Extend(0, 1, 4_500),
             Action::Unlock(0, 0),
             Action::ExtendArrives(0),
+        ]
+    );
+}
+
+#[test]
+fn a_watchdog_deadline_alone_gives_up_a_fixed_lease_beside_it() {
+    // A watched hold, a re-entry with a fixed lease longer than the watchdog's, and no
+    // renewal confirmed within the watchdog's lease: the rule before (one deadline per owner, the watchdog's while any
+    // hold is watched) gave the owner up, and took its key out, while the fixed lease ran.
+    let model = ReentrantModel {
+        fixed_beside_watchdog: false,
+        only: Some(FIXED_KEPT),
+        ..model(Scripts::Current, Rules::Current)
+    };
+    let cut = check(model, "watchdog deadline alone")
+        .assert_any_discovery(FIXED_KEPT)
+        .into_actions();
+    eprintln!("  broken by {cut:?}");
+    assert_eq!(
+        cut,
+        [
+            Action::Acquire(0, None),
+            Action::Acquire(0, Some(4_500)),
+            Action::Tick,
+            Action::Tick,
+            Action::Tick,
         ]
     );
 }

@@ -103,6 +103,9 @@ pub(crate) struct State {
     blind_renewal: bool,
     /// A fenced grant drew a token not above the one before it.
     token_regressed: bool,
+    /// A client gave up its holds while one of its fixed leases had time left (less the
+    /// drift allowance): Redis still kept the key for it.
+    fixed_cut: bool,
 }
 
 impl State {
@@ -130,7 +133,11 @@ impl State {
                     .iter_mut()
                     .for_each(|hold| hold.extending = false);
             }
-            client.watched_until = client.watched_until.map(|until| until - STEP * 1_000);
+            // Past its end the watchdog's deadline counts for nothing more (a fixed lease
+            // may keep the owner on): every instant before now is the same one.
+            client.watched_until = client
+                .watched_until
+                .map(|until| (until - STEP * 1_000).max(-1));
             client.renewing = client
                 .renewing
                 .map(|sent| sent - STEP)
@@ -197,6 +204,22 @@ pub(crate) struct ReentrantModel {
     pub(crate) keep_claims: bool,
     /// Checks only the property of this name (a shortest counterexample for it).
     pub(crate) only: Option<&'static str>,
+    /// Beside watched holds, the owner's fixed leases keep it until the latest of them
+    /// ends (the lock actor's rule); off, the rule before, which gave the owner up at the
+    /// watchdog's deadline alone.
+    pub(crate) fixed_beside_watchdog: bool,
+}
+
+/// Until when a client's fixed leases surely keep the key (µs, relative to now; `i64::MIN`
+/// without one): the latest end, less the drift allowance of the longest lease.
+fn latest_fixed_end(client: &Client) -> i64 {
+    let fixed = client.holds.iter().filter_map(|hold| hold.fixed);
+    let lease = fixed.clone().map(|(lease, _)| lease).max();
+    let end = fixed.map(|(_, until)| until).max();
+    match (lease, end) {
+        (Some(lease), Some(end)) => micros(at(end) - clock_drift(Duration::from_millis(lease))),
+        _ => i64::MIN,
+    }
 }
 
 impl ReentrantModel {
@@ -205,27 +228,32 @@ impl ReentrantModel {
     }
 
     /// Until when a client believes its holds are held (µs, relative to now): one deadline
-    /// per owner, as the lock actor keeps it (`arm_lease_keeping`): the watchdog's while
-    /// any hold is watched; else the latest end of its fixed leases, less the drift
-    /// allowance of the longest ([`Rules::Before`]: of the latest hold's lease alone).
+    /// per owner, as the lock actor keeps it (`arm_lease_keeping`): the latest end of its
+    /// fixed leases, less the drift allowance of the longest, or the watchdog's while any
+    /// hold is watched if that is later ([`Rules::Before`]: the watchdog's alone while any
+    /// hold is watched, else the latest hold's lease alone).
     fn believed_until(&self, client: &Client, _hold: &Hold) -> i64 {
-        if let Some(until) = client.watched_until {
-            return until;
+        match (self.rules, client.watched_until) {
+            (Rules::Before, Some(until)) => until,
+            (Rules::Current, Some(until)) if self.fixed_beside_watchdog => {
+                until.max(self.fixed_until(client))
+            }
+            (Rules::Current, Some(until)) => until,
+            (_, None) => self.fixed_until(client),
         }
-        let fixed = client.holds.iter().filter_map(|hold| hold.fixed);
-        let (lease, end) = match self.rules {
-            Rules::Current => (
-                fixed.clone().map(|(lease, _)| lease).max(),
-                fixed.map(|(_, until)| until).max(),
-            ),
+    }
+
+    /// Until when a client's fixed leases keep its holds (µs, relative to now; `i64::MIN`
+    /// without one), by the rules' reckoning.
+    fn fixed_until(&self, client: &Client) -> i64 {
+        match self.rules {
+            Rules::Current => latest_fixed_end(client),
             Rules::Before => match client.holds.last().and_then(|last| last.fixed) {
-                Some((lease, until)) => (Some(lease), Some(until)),
-                None => (None, None),
+                Some((lease, until)) => {
+                    micros(at(until) - clock_drift(Duration::from_millis(lease)))
+                }
+                None => i64::MIN,
             },
-        };
-        match (lease, end) {
-            (Some(lease), Some(end)) => micros(at(end) - clock_drift(Duration::from_millis(lease))),
-            _ => i64::MIN,
         }
     }
 
@@ -295,6 +323,9 @@ impl ReentrantModel {
             {
                 continue;
             }
+            // A fixed lease still running (its latest end, less the drift allowance of the
+            // longest) means Redis keeps the key for it: giving up now cuts it short.
+            state.fixed_cut |= latest_fixed_end(client) > 0;
             let holds = client.holds.len();
             self.run_extend_first(state, c);
             state.clients[c] = Client::default();
@@ -318,6 +349,7 @@ impl Model for ReentrantModel {
             key_lost: false,
             blind_renewal: false,
             token_regressed: false,
+            fixed_cut: false,
         }]
     }
 
@@ -524,6 +556,10 @@ impl Model for ReentrantModel {
             Property::always(
                 "every fencing token is above the one before it",
                 |_: &ReentrantModel, state: &State| !state.token_regressed,
+            ),
+            Property::always(
+                "no client gives up a hold while one of its fixed leases runs",
+                |_: &ReentrantModel, state: &State| !state.fixed_cut,
             ),
             Property::sometimes(
                 "an owner holds with mixed leases",
