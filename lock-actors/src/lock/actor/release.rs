@@ -47,14 +47,7 @@ impl LockActor {
             (true, None) => {
                 let deadline = since + watchdog_lease - clock_drift(watchdog_lease);
                 holder.set_deadline(Some(deadline));
-                holder.watch_id = Some(self.watchdog.register(
-                    self.kind,
-                    self.name.clone(),
-                    owner,
-                    ctx.address().downgrade(),
-                    holder.status.loser(),
-                    since + watchdog_lease,
-                ));
+                self.watch(owner, since + watchdog_lease, ctx);
             }
             (true, Some(_)) => {}
             (false, watch_id) => {
@@ -85,25 +78,34 @@ impl LockActor {
         owner: LockOwner,
         ctx: &mut Context<Self>,
     ) -> bool {
-        let Some(holder) = self.machine.holder_mut(&owner) else {
-            return false;
-        };
-        let Some((until, lease)) = holder.fixed_end() else {
+        let fixed = self.machine.holder(&owner).and_then(|h| h.fixed_end());
+        let Some((until, lease)) = fixed else {
             return false;
         };
         let end = until - clock_drift(lease);
         if end <= Instant::now() {
             return false;
         }
-        holder.watch_id = Some(self.watchdog.register(
+        self.watch(owner, end, ctx);
+        true
+    }
+
+    /// Puts `owner`'s hold on the watchdog's list, surely valid until `valid_until`.
+    fn watch(&mut self, owner: LockOwner, valid_until: Instant, ctx: &mut Context<Self>) {
+        let Some(loser) = self.machine.holder(&owner).map(|h| h.status.loser()) else {
+            return;
+        };
+        let id = self.watchdog.register(
             self.kind,
             self.name.clone(),
             owner,
             ctx.address().downgrade(),
-            holder.status.loser(),
-            end,
-        ));
-        true
+            loser,
+            valid_until,
+        );
+        if let Some(holder) = self.machine.holder_mut(&owner) {
+            holder.watch_id = Some(id);
+        }
     }
 
     /// `owner` no longer holds the lock: tell its guards, stop keeping it alive.
