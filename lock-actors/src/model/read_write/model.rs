@@ -10,8 +10,9 @@
 //! here is the pair. What a side believes follows the library's rules ([`Rules::Current`],
 //! imported as the reentrant model does): a fixed-lease hold is surely held until
 //! `surely_held_until`; while any hold of the side is watched, until the last renewal's
-//! send time plus what `renewed_for` makes of its answer, less the drift allowance;
-//! otherwise until the last fixed lease ends, less the drift allowance of the longest; an
+//! send time plus what `renewed_for` makes of its answer, less the drift allowance, or
+//! until the last fixed lease ends if that is later; otherwise until the last fixed lease
+//! ends, less the drift allowance of the longest; an
 //! unlock sends what `kept_lease` says the side's remaining holds need. [`Rules::Before`]
 //! restates the rules as they were before the key's TTL became the truth: a renewal counted
 //! when it answered `1`; an unlock sent the watchdog lease while a watched hold remained,
@@ -83,7 +84,11 @@ impl State {
                 }
                 // The old rules' timer runs the last hold's lease at most.
                 holder.armed = holder.armed.map(|at| (at - STEP).max(-(LONGEST as i64)));
-                holder.watched_until = holder.watched_until.map(|until| until - STEP * 1_000);
+                // Past its end the watchdog's deadline counts for nothing more (a fixed
+                // lease may keep the side on): every instant before now is the same one.
+                holder.watched_until = holder
+                    .watched_until
+                    .map(|until| (until - STEP * 1_000).max(-1));
                 holder.renewing = holder
                     .renewing
                     .map(|sent| sent - STEP)
@@ -191,10 +196,19 @@ fn owner(c: usize) -> u8 {
 impl ReadWriteModel {
     /// Until when a side believes its holds are held (µs, relative to now): one deadline
     /// per owner and side, as the lock actor keeps it (`arm_lease_keeping`).
+    /// While a hold is watched, the current rules take the later of the watchdog's deadline
+    /// and the fixed leases' end (a fixed lease keeps the key whatever the renewals do).
     fn believed_until(&self, holder: &Holder) -> i64 {
-        if let Some(until) = holder.watched_until {
-            return until;
+        match (self.rules, holder.watched_until) {
+            (Rules::Current, Some(until)) => until.max(self.fixed_until(holder)),
+            (Rules::Before, Some(until)) => until,
+            (_, None) => self.fixed_until(holder),
         }
+    }
+
+    /// Until when a side's fixed leases keep its holds (µs, relative to now; `i64::MIN`
+    /// without one), by the rules' reckoning.
+    fn fixed_until(&self, holder: &Holder) -> i64 {
         let fixed = holder.holds.iter().filter_map(|hold| hold.fixed);
         let (lease, end) = match self.rules {
             Rules::Current => (
