@@ -148,6 +148,33 @@ async fn a_waiter_is_woken_by_the_unlock_over_tls() {
     assert_eq!(server.keys().await, Vec::<String>::new());
 }
 
+/// The application's own TLS `redis::Client`, built with its CA and client certificate,
+/// is all a lock client needs (`ClientConfig::from_client`): no TLS setting is given again,
+/// and a server that requires client certificates takes both of its connections (the
+/// waiter is woken through the subscription).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_from_the_applications_tls_client_takes_its_certificates() {
+    let material = TlsMaterial::generate("own");
+    let server = RedisServer::start_tls(&material, true);
+    // The application's crypto provider, before it builds its client.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let app = actix_distributed_lock::redis::Client::build_with_tls(
+        server.url(),
+        material.certificates(),
+    )
+    .expect("the application's TLS client");
+    let config = ClientConfig::from_client(&app);
+    assert!(config.url().starts_with("rediss://"), "{}", config.url());
+    let holder = support::clients::connect(config.clone(), "the mutual-TLS server").await;
+    let waiter = support::clients::connect(config, "the mutual-TLS server").await;
+    let held = holder.lock("own:handoff").unwrap().acquire().await.unwrap();
+    hand_over(held, waiter.lock("own:handoff").unwrap(), || {
+        server.wait_until_parked("redisson_lock__channel:{own:handoff}", 1)
+    })
+    .await;
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}
+
 /// A server that requires client certificates (`tls-auth-clients yes`) refuses a client
 /// without one with a clear error, in bounded time, and takes one with the certificate.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

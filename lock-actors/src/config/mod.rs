@@ -1,6 +1,7 @@
 //! Client settings: where Redis is, how long leases last, how long to wait.
 
 mod client_id;
+mod from_client;
 mod namespace;
 mod spin_backoff;
 mod tls;
@@ -53,6 +54,9 @@ pub struct ClientConfig {
     pub(crate) namespace: Option<String>,
     /// The id written before every owner (see `client_id`); `None`: a new uuid per client.
     pub(crate) client_id: Option<String>,
+    /// The one server's connection settings, taken from the application's own
+    /// `redis::Client` ([`ClientConfig::from_client`]); `None`: parsed from `url`.
+    pub(crate) server: Option<redis::ConnectionInfo>,
 }
 
 /// How the Redis behind a [`LockClient`](crate::LockClient) is deployed. Lock code does not
@@ -158,6 +162,7 @@ impl std::fmt::Debug for ClientConfig {
             .field("tls", &self.tls)
             .field("namespace", &self.namespace)
             .field("client_id", &self.client_id)
+            .field("from_client", &self.server.is_some())
             .finish()
     }
 }
@@ -189,6 +194,7 @@ impl ClientConfig {
             metrics_lock_name_labels: false,
             namespace: None,
             client_id: None,
+            server: None,
         }
     }
 

@@ -363,7 +363,7 @@ impl SubscriptionTarget {
 /// A client for `config`'s URL, with its TLS settings; the error names only the redacted
 /// label (the URL may hold a password).
 fn open_client(config: &ClientConfig, label: &str) -> Result<redis::Client, Failure> {
-    let info = tls::connection_info(config.url(), config, label, UrlRole::Server)?;
+    let info = tls::server_info(config, label, UrlRole::Server)?;
     redis::Client::open(info).map_err(|e| Failure::Lock(config_error(label, &e)))
 }
 

@@ -34,10 +34,13 @@ impl ServerIdentity {
         };
         let db = match config.deployment() {
             Deployment::Cluster { .. } => 0,
-            _ => config
-                .url()
-                .into_connection_info()
-                .map_or(0, |info| info.redis_settings().db()),
+            _ => match &config.server {
+                Some(info) => info.redis_settings().db(),
+                None => config
+                    .url()
+                    .into_connection_info()
+                    .map_or(0, |info| info.redis_settings().db()),
+            },
         };
         ServerIdentity {
             run_ids: run_ids.into(),

@@ -45,6 +45,30 @@ pub(crate) fn connection_info(
     Ok(info)
 }
 
+/// The one server's connection settings (a standalone deployment, or a Sentinel's data
+/// nodes): those of the application's `redis::Client` when the config was built from one
+/// (with the config's TLS settings put on them, if any), else parsed from its URL.
+pub(crate) fn server_info(
+    config: &ClientConfig,
+    label: &str,
+    role: UrlRole,
+) -> Result<ConnectionInfo, LockError> {
+    match &config.server {
+        #[cfg(feature = "tls")]
+        Some(info) => with_tls(info.clone(), config, label, role),
+        #[cfg(not(feature = "tls"))]
+        Some(info) => {
+            if matches!(info.addr(), redis::ConnectionAddr::TcpTls { .. }) {
+                return Err(LockError::invalid_config(format!(
+                    "{label} uses TLS, which needs the `tls` feature of actix-distributed-lock"
+                )));
+            }
+            Ok(info.clone())
+        }
+        None => connection_info(config.url(), config, label, role),
+    }
+}
+
 /// Whether `url`'s scheme asks for TLS (`rediss://`, `valkeys://`).
 #[cfg(not(feature = "tls"))]
 fn is_tls_url(url: &str) -> bool {
