@@ -96,7 +96,7 @@ pub use lock_actors::{
     ClientConfig, CurrentLock, Deployment, Lock, LockActor, LockClient, LockError, LockGuard,
     LockKind, LockName, LockOwner, MultiLock, MultiLockGuard, NodeSupervisor,
     PermitExpirableSemaphore, PermitGuard, PermitOptions, ReadWriteLock, RedLock, RedLockGuard,
-    Released, ReplicaSync, Semaphore, SemaphoreActor, SemaphoreGuard, ServerReply,
+    Released, ReplicaSync, ReplicaSyncMode, Semaphore, SemaphoreActor, SemaphoreGuard, ServerReply,
     ShardedSubscriptionMode, MAX_NAMESPACE_LEN,
 };
 pub use lock_actors::{CountDownLatch, LatchActor};

@@ -10,10 +10,10 @@
 //!   two holders, no token drawn twice and no stale write accepted, with or without
 //!   replica sync.
 //! - A killed primary loses what it had not yet sent to its replica. With replica sync
-//!   (`ClientConfig::sync_replicas(1, ..)`) every grant and every renewal the holder counts
-//!   on was confirmed by a replica, and the replica elected is the most up to date one:
+//!   (the client's default: the replicas the primary has, 1 s) every grant and every
+//!   renewal the holder counts on was confirmed by a replica, and the replica elected is the most up to date one:
 //!   no two holders, no token drawn twice, and nothing granted while the replicas could
-//!   not confirm. Without it a grant and its token draw can be lost with the primary: the
+//!   not confirm. Without it (`ClientConfig::no_replica_sync`) a grant and its token draw can be lost with the primary: the
 //!   scenario does not fail on those violations there, but counts and prints them. On
 //!   loopback the replicas are a fraction of a millisecond behind, so a plain kill
 //!   rarely catches a grant in flight; a third fault therefore cuts the replication
@@ -25,8 +25,8 @@
 //! Two locks per primary (their names carry hash tags that land there) run through the
 //! whole scenario: the first primary is failed over gracefully, the second killed, the
 //! third killed after its replicas fell behind; each fault is judged on its primary's locks.
-//! With replica sync a promoted replica is given a replica of its own after the failover
-//! (until then it refuses every grant: nothing can confirm it). Each scenario's report line goes to stdout and to
+//! A promoted replica has no replica of its own: the default replica sync then grants its
+//! locks without a wait. Each scenario's report line goes to stdout and to
 //! `<target>/tmp/nemesis-report.log`.
 
 // The futures of the support crate's async fns nest deeper than rustc's default query depth.
@@ -134,18 +134,11 @@ fn cluster_failovers(sync: bool) {
     let graceful_regrant = run.first_grant_after(moved, graceful_end, REGRANT_BOUND);
     traffic(3);
     let kill_end = run.kill_primary(&killed[0]);
-    if sync {
-        // The promoted replica has no replica of its own: give it one, so that its slots
-        // are grantable again with replica sync (a second replica before the kill would
-        // let the primary count a renewal that only the replica not promoted confirmed).
-        run.add_replica_for(&killed[0]);
-    }
+    // The promoted replica has no replica of its own: under the default replica sync its
+    // slots are granted without a wait until it has one (as Redisson does).
     let kill_regrant = run.first_grant_after(killed, kill_end, REGRANT_BOUND);
     traffic(2);
     let lag_end = run.kill_lagging_primary(lagging, LAG);
-    if sync {
-        run.add_replica_for(&lagging[0]);
-    }
     let lag_regrant = run.first_grant_after(lagging, lag_end, REGRANT_BOUND);
     traffic(3);
     // Traffic enough after each failover to judge it, however slow a loaded machine is.
@@ -169,7 +162,7 @@ fn cluster_failovers(sync: bool) {
     // Grants made while the replicas lagged, before the primary died with them.
     let killed_at = killed_at.expect("the lagging primary was killed");
     let lagged_grants = grants_between(&events, lagging, l.0, killed_at);
-    let sync_word = if sync { "on" } else { "off" };
+    let sync_word = if sync { "default" } else { "off" };
     report_line(&format!(
         "nemesis[{name}]: sync_replicas={sync_word} failovers={failovers} \
          acquisitions={} lost={} lost_judged={} writes_accepted={} refused_stale_writes={} \
@@ -224,10 +217,9 @@ fn cluster_failovers_without_replica_sync() {
     cluster_failovers(false);
 }
 
-/// The Sentinels' primary killed under load: the Sentinels promote the replica, and the
-/// workers follow it. Without replica sync (a promoted replica has no replica of its own
-/// left, so replica-synced acquisition would refuse every lock after the failover), two
-/// holders are possible, and counted.
+/// The Sentinels' primary killed under load, with the default settings: the Sentinels
+/// promote the replica, and the workers follow it. Two holders are possible (the replica
+/// promoted may not be the one that confirmed a grant), and counted.
 #[test]
 fn sentinel_failover_of_a_killed_primary() {
     let setup = SentinelSetup::start();
@@ -236,7 +228,7 @@ fn sentinel_failover_of_a_killed_primary() {
         "nzs-b".to_string(),
         "nzs-c".to_string(),
     ];
-    let mut run = FailoverRun::sentinel("sentinel-failover", setup, &locks, false);
+    let mut run = FailoverRun::sentinel("sentinel-failover", setup, &locks, true);
     traffic(3);
     let start = now_us();
     let end = run.kill_sentinel_primary(&locks[0]);
@@ -247,7 +239,7 @@ fn sentinel_failover_of_a_killed_primary() {
     let (report, events, samples): (Report, Vec<Value>, usize) = run.judge();
     let figures = LockFigures::of(&locks, &events, &report, start, end);
     report_line(&format!(
-        "nemesis[sentinel-failover]: sync_replicas=off failovers={failovers} acquisitions={} \
+        "nemesis[sentinel-failover]: sync_replicas=default failovers={failovers} acquisitions={} \
          lost={} lost_judged={} writes_accepted={} refused_stale_writes={} samples={samples} \
          failover_ms={:.0}\n  {figures} regrant_ms={}",
         report.acquisitions,

@@ -6,7 +6,7 @@ use std::time::Duration;
 pub const USAGE: &str = "usage: lock_worker <redis-url> <worker-id> <history-file> [--locks a,b] \
                          [--tasks N] [--lease-ms N] [--timeout-ms N] [--mix k1,k2] [--permits N] [--extras PREFIX] \
                          [--broken ignore-lost|skip-mode] [--cluster h:p,h:p | --sentinel h:p,h:p --service NAME] \
-                         [--sync-replicas N:ms]";
+                         [--sync-replicas N:ms|off]";
 
 /// The lock kinds a worker can take, as the history names them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

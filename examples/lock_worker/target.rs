@@ -10,9 +10,11 @@
 //!   followed across failovers (the probe asks the Sentinels again after any failure).
 //!   `<redis-url>` then only gives credentials and database, as in
 //!   `ClientConfig::with_node_url`.
-//! - `--sync-replicas N:ms`: replica-synced acquisition (`ClientConfig::sync_replicas`);
-//!   the store then waits for N replicas after each write too (`WAIT N ms`), as an
-//!   application that fences against failovers would.
+//! - Replica sync: the client's default (the replicas each primary has, 1 s) unless
+//!   `--sync-replicas N:ms` (`ClientConfig::sync_replicas`) or `--sync-replicas off`
+//!   (`ClientConfig::no_replica_sync`). On a cluster or Sentinel deployment the store then
+//!   waits for the replicas after each write too (`WAIT N ms`, 1 replica and 1 s by default),
+//!   as an application that fences against failovers would.
 
 use crate::history::now_us;
 use actix_distributed_lock::{ClientConfig, LockClient, LockError};
@@ -45,7 +47,12 @@ pub struct Target {
     sentinels: Option<Vec<String>>,
     service: Option<String>,
     sync: Option<(usize, Duration)>,
+    /// `--sync-replicas off`.
+    no_sync: bool,
 }
+
+/// What the store waits for after a write on a replicated deployment, by default.
+const STORE_SYNC: (usize, Duration) = (1, Duration::from_secs(1));
 
 fn urls(value: &str) -> Vec<String> {
     value
@@ -69,12 +76,15 @@ impl Target {
             "--cluster" => self.cluster = Some(urls(value)),
             "--sentinel" => self.sentinels = Some(urls(value)),
             "--service" => self.service = Some(value.to_string()),
+            "--sync-replicas" if value == "off" => self.no_sync = true,
             "--sync-replicas" => {
                 let parsed = value.split_once(':').and_then(|(n, ms)| {
                     Some((n.parse().ok()?, Duration::from_millis(ms.parse().ok()?)))
                 });
                 let Some(sync) = parsed.filter(|(n, _)| *n > 0) else {
-                    return Err(format!("--sync-replicas: `{value}` is not N:ms (N > 0)"));
+                    return Err(format!(
+                        "--sync-replicas: `{value}` is not N:ms (N > 0) or `off`"
+                    ));
                 };
                 self.sync = Some(sync);
             }
@@ -112,9 +122,21 @@ impl Target {
             }
             _ => ClientConfig::new(url),
         };
-        match self.sync {
-            Some((replicas, timeout)) => config.sync_replicas(replicas, timeout),
-            None => config,
+        match (self.sync, self.no_sync) {
+            (_, true) => config.no_replica_sync(),
+            (Some((replicas, timeout)), _) => config.sync_replicas(replicas, timeout),
+            (None, _) => config,
+        }
+    }
+
+    /// What the store waits for after each write: nothing without replica sync or on one
+    /// server (which has no replicas here).
+    fn store_sync(&self) -> Option<(usize, Duration)> {
+        let replicated = self.cluster.is_some() || self.sentinels.is_some();
+        match (self.no_sync, self.sync) {
+            (true, _) => None,
+            (false, Some(sync)) => Some(sync),
+            (false, None) => replicated.then_some(STORE_SYNC),
         }
     }
 
@@ -145,7 +167,7 @@ impl Target {
             link,
             conn: tokio::sync::Mutex::new(None),
             store: redis::Script::new(STORE_SCRIPT),
-            sync: self.sync,
+            sync: self.store_sync(),
         })
     }
 }

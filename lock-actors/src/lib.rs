@@ -73,7 +73,8 @@ pub use client::LockClient;
 pub use compose::{MultiLock, MultiLockGuard, RedLock, RedLockGuard};
 pub use config::SpinBackoff;
 pub use config::{
-    ClientConfig, Deployment, ReplicaSync, ShardedSubscriptionMode, MAX_NAMESPACE_LEN,
+    ClientConfig, Deployment, ReplicaSync, ReplicaSyncMode, ShardedSubscriptionMode,
+    MAX_NAMESPACE_LEN,
 };
 pub use error::{LockError, ServerReply};
 pub use handle::{

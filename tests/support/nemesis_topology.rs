@@ -22,8 +22,6 @@ use std::time::{Duration, Instant};
 
 /// Worker processes of a run.
 pub const WORKERS: usize = 3;
-/// How long replica-synced acquisition waits for the replica (`--sync-replicas 1:MS`).
-pub const SYNC_MS: u64 = 200;
 
 /// The deployment under test; dropped last (after the processes that use it).
 pub enum Deployment {
@@ -49,9 +47,9 @@ pub struct FailoverRun {
 }
 
 impl FailoverRun {
-    /// Starts [`WORKERS`] workers on `locks` (each with a hash tag) of `cluster`, with
-    /// replica sync (`--sync-replicas 1:`[`SYNC_MS`]) if `sync`, and waits until each was
-    /// granted a lock.
+    /// Starts [`WORKERS`] workers on `locks` (each with a hash tag) of `cluster`, with the
+    /// client's default replica sync if `sync` (else `--sync-replicas off`), and waits until
+    /// each was granted a lock.
     pub fn cluster(name: &str, cluster: RedisCluster, locks: &[String], sync: bool) -> Self {
         let nodes: Vec<String> = cluster
             .ports()
@@ -108,8 +106,9 @@ impl FailoverRun {
             now_us()
         ));
         std::fs::create_dir_all(&dir).expect("nemesis temp dir");
-        if sync {
-            target.extend(["--sync-replicas".to_string(), format!("1:{SYNC_MS}")]);
+        if !sync {
+            // Replica sync is on by default: a run without it opts out.
+            target.extend(["--sync-replicas".to_string(), "off".to_string()]);
         }
         let monitor = SlotMonitor::start(locator, locks.to_vec());
         let mut run = FailoverRun {

@@ -3,11 +3,13 @@
 mod client_id;
 mod from_client;
 mod namespace;
+mod replica_sync;
 mod spin_backoff;
 mod tls;
 
 pub(crate) use namespace::check_namespace;
 pub use namespace::MAX_NAMESPACE_LEN;
+pub use replica_sync::{ReplicaSync, ReplicaSyncMode};
 pub use spin_backoff::SpinBackoff;
 pub(crate) use spin_backoff::SpinDelays;
 pub(crate) use tls::TlsSettings;
@@ -45,7 +47,7 @@ pub struct ClientConfig {
     pub(crate) fair_wait_timeout: Duration,
     pub(crate) deployment: Deployment,
     pub(crate) sharded_subscription: ShardedSubscriptionMode,
-    pub(crate) replica_sync: Option<ReplicaSync>,
+    pub(crate) replica_sync: ReplicaSyncMode,
     /// CA, client certificate and insecure mode for `rediss://` (see the `tls` module).
     pub(crate) tls: tls::TlsSettings,
     /// Metrics carry a `lock` label with the lock's name (see `metrics_lock_name_labels`).
@@ -124,27 +126,6 @@ pub enum ShardedSubscriptionMode {
     Off,
 }
 
-/// Replica-synced acquisition: after an acquire or a renewal, `WAIT` until `replicas`
-/// replicas confirmed the write, at most `timeout`. See [`ClientConfig::sync_replicas`].
-///
-/// # Example
-///
-/// ```
-/// use actix_distributed_lock::ClientConfig;
-/// use std::time::Duration;
-///
-/// let config = ClientConfig::new("redis://127.0.0.1/").sync_replicas(1, Duration::from_millis(50));
-/// let sync = config.replica_sync().unwrap();
-/// assert_eq!((sync.replicas, sync.timeout), (1, Duration::from_millis(50)));
-/// ```
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ReplicaSync {
-    /// How many replicas must confirm.
-    pub replicas: usize,
-    /// How long to wait for them.
-    pub timeout: Duration,
-}
-
 impl std::fmt::Debug for ClientConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ClientConfig")
@@ -188,7 +169,7 @@ impl ClientConfig {
             fair_wait_timeout: Duration::from_secs(5 * 60),
             deployment: Deployment::Standalone,
             sharded_subscription: ShardedSubscriptionMode::Auto,
-            replica_sync: None,
+            replica_sync: ReplicaSyncMode::default(),
             tls: tls::TlsSettings::default(),
             #[cfg(feature = "metrics")]
             metrics_lock_name_labels: false,
@@ -297,47 +278,6 @@ impl ClientConfig {
     pub fn sharded_subscription(mut self, mode: ShardedSubscriptionMode) -> Self {
         self.sharded_subscription = mode;
         self
-    }
-
-    /// Replica-synced acquisition: after every acquire and every renewal, `WAIT` until
-    /// `replicas` replicas of the lock's primary confirmed the write, at most `timeout`.
-    /// An acquire they do not confirm is released again and fails with
-    /// [`LockError::NotReplicated`]; a renewal they do not confirm counts as failed (the
-    /// watchdog retries, and reports the lock lost when its lease runs out unconfirmed).
-    ///
-    /// This closes most of the window in which a failover loses a lock: a lock the caller
-    /// was given is on `replicas` replicas, so a promoted replica has it. What remains:
-    /// Redis replication is asynchronous, so a failover may still promote a replica that
-    /// was not among those that confirmed (with more replicas than `replicas`), and a
-    /// write confirmed after the acquire returned (a later renewal) can be lost with the
-    /// old primary; the lease then runs out on the new primary up to one renew interval
-    /// early. `WAIT` does not make Redis a consensus system; for that use
-    /// [`RedLock`](crate::RedLock) over independent nodes.
-    ///
-    /// [`LockError::NotReplicated`]: crate::LockError::NotReplicated
-    ///
-    /// ```
-    /// use actix_distributed_lock::ClientConfig;
-    /// use std::time::Duration;
-    ///
-    /// let c = ClientConfig::new("redis://h/").sync_replicas(1, Duration::from_millis(100));
-    /// assert!(c.validate().is_ok());
-    /// assert!(ClientConfig::new("redis://h/").sync_replicas(0, Duration::from_millis(1)).validate().is_err());
-    /// ```
-    pub fn sync_replicas(mut self, replicas: usize, timeout: Duration) -> Self {
-        self.replica_sync = Some(ReplicaSync { replicas, timeout });
-        self
-    }
-
-    /// The replica-synced acquisition in force, if any (see
-    /// [`sync_replicas`](ClientConfig::sync_replicas)).
-    ///
-    /// ```
-    /// use actix_distributed_lock::ClientConfig;
-    /// assert!(ClientConfig::new("redis://h/").replica_sync().is_none());
-    /// ```
-    pub fn replica_sync(&self) -> Option<ReplicaSync> {
-        self.replica_sync
     }
 
     /// What logs and errors call this deployment: its URLs with passwords redacted.
@@ -506,14 +446,7 @@ impl ClientConfig {
             }
             _ => {}
         }
-        if let Some(sync) = self.replica_sync {
-            if sync.replicas == 0 {
-                return Err(LockError::invalid_config(
-                    "sync_replicas needs at least 1 replica (leave it unset for none)",
-                ));
-            }
-            positive_millis("sync_replicas timeout", sync.timeout)?;
-        }
+        self.replica_sync.validate()?;
         positive_millis("watchdog_timeout", self.watchdog_timeout)?;
         positive_millis("connect_timeout", self.connect_timeout)?;
         positive_millis("response_timeout", self.response_timeout)?;

@@ -252,12 +252,6 @@ impl<A: LockActorApi> Direct<A> {
                 self.wake(&actor);
                 Tried::Failed(error, actor)
             }
-            (AfterTry::DoubtAndFail(actor), Some(error)) => {
-                // Taken in Redis but not on enough replicas: the actor's reconcile finds
-                // the hold it does not count, and gives it back.
-                self.wake(&actor);
-                Tried::Error(error)
-            }
             (_, Some(error)) => Tried::Error(error),
             (_, None) => Tried::AskActor, // never: the actor was kept while the call was out
         }

@@ -403,7 +403,7 @@ impl Model for InFlightModel {
                         state.actor.queue.push_back(c);
                         Phase::Queued
                     }
-                    AfterTry::DoubtAndFail(_) | AfterTry::Fail => return None,
+                    AfterTry::Fail => return None,
                 };
             }
             Action::Place(c) => {

@@ -508,7 +508,8 @@ mod tests {
             timeout: Duration::from_secs(1),
             label: "test".into(),
             pubsub: PubSub::Classic,
-            replica_sync: None,
+            replica_sync: crate::config::ReplicaSyncMode::Off,
+            replicas: Default::default(),
         };
         let name = LockName::new("a", 64).unwrap();
         let node_call = size(&commands.eval::<Value>(ScriptCall::new(&SCRIPT), name));

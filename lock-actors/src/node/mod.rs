@@ -10,6 +10,7 @@ pub(crate) mod identity;
 mod keyspace;
 mod manager;
 pub(crate) mod publishing;
+mod replicas;
 mod sentinel;
 mod supervisor;
 pub(crate) mod tls;
@@ -19,7 +20,7 @@ pub(crate) use keyspace::Shard;
 pub use supervisor::NodeSupervisor;
 pub(crate) use supervisor::{Subscription, Unsubscribe, Wake};
 
-use crate::config::{ClientConfig, ReplicaSync};
+use crate::config::{ClientConfig, ReplicaSyncMode};
 use crate::denied::{keys_target, Refusal};
 use crate::error::LockError;
 use crate::keys::LockName;
@@ -29,6 +30,7 @@ use actix::prelude::*;
 use connection::{Connection, Link, PubSub, SubscriptionTarget};
 use identity::ServerIdentity;
 use redis::{FromRedisValue, Script};
+use replicas::ReplicaCounts;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
@@ -47,7 +49,9 @@ pub(crate) struct Commands {
     label: Arc<str>,
     /// Which publish command this node's lock scripts use.
     pub(crate) pubsub: PubSub,
-    replica_sync: Option<ReplicaSync>,
+    replica_sync: ReplicaSyncMode,
+    /// The replicas of each primary, for the default replica sync.
+    replicas: Arc<ReplicaCounts>,
 }
 
 impl Commands {
@@ -188,28 +192,48 @@ impl Commands {
         matches!(self.conn.link(), Link::Cluster(_))
     }
 
-    /// With replica-synced acquisition on: waits until enough replicas confirmed every
+    /// Replica sync after an acquire or a renewal: waits until the replicas confirmed every
     /// write sent so far on the connection that serves `name` (so the hold just taken or
-    /// renewed), else [`LockError::NotReplicated`]. Without it: `Ok` at once.
-    pub(crate) async fn confirm_replicated(mut self, name: LockName) -> Result<(), LockError> {
-        let Some(sync) = self.replica_sync else {
-            return Ok(());
+    /// renewed), else
+    /// [`LockError::NotReplicated`]. Under the default ([`ReplicaSyncMode::Connected`]) it
+    /// waits for the replicas the primary has, content with one, and sends nothing when it
+    /// has none; with a fixed count that many must confirm; when off: `Ok` at once.
+    pub(crate) async fn confirm_replicated(self, name: LockName) -> Result<(), LockError> {
+        let (wanted, needed, timeout) = match self.replica_sync {
+            ReplicaSyncMode::Off => return Ok(()),
+            ReplicaSyncMode::Connected { timeout } => {
+                match self.replicas.for_key(self.conn.link(), name.as_str()) {
+                    0 => return Ok(()),
+                    connected => (connected, 1, timeout),
+                }
+            }
+            ReplicaSyncMode::AtLeast(sync) => (sync.replicas, sync.replicas, sync.timeout),
         };
+        self.wait_for(name, wanted, needed, timeout).await
+    }
+
+    /// `WAIT wanted timeout` on the connection serving `name`; `Ok` once `needed` confirmed.
+    async fn wait_for(
+        mut self,
+        name: LockName,
+        wanted: usize,
+        needed: usize,
+        timeout: Duration,
+    ) -> Result<(), LockError> {
         let confirmed = self
             .conn
-            .wait_replicas(&name, sync.replicas, sync.timeout)
+            .wait_replicas(&name, wanted, timeout)
             .await
             .map_err(|err| self.error(&err, &name))?;
-        if confirmed >= sync.replicas {
+        if confirmed >= needed {
             return Ok(());
         }
-        tracing::warn!(lock = %name, confirmed, wanted = sync.replicas,
-            "too few replicas confirmed the lock");
+        tracing::warn!(lock = %name, confirmed, wanted, "too few replicas confirmed the lock");
         Err(LockError::NotReplicated {
             name: name.to_string(),
-            wanted: sync.replicas,
+            wanted,
             confirmed,
-            timeout: sync.timeout,
+            timeout,
         })
     }
 }
@@ -250,12 +274,17 @@ impl Node {
                     .await?;
                 preload_scripts(&mut conn, scripts).await;
                 let server = ServerIdentity::read(&mut conn, &setup_config, &setup_label).await;
+                let replicas = Arc::new(ReplicaCounts::default());
+                if matches!(setup_config.replica_sync, ReplicaSyncMode::Connected { .. }) {
+                    keep_counting(&replicas, &mut conn, &setup_label).await;
+                }
                 let commands = Commands {
                     conn,
                     timeout: setup_config.response_timeout,
                     label: setup_label.clone(),
                     pubsub,
                     replica_sync: setup_config.replica_sync,
+                    replicas,
                 };
                 let supervisor_label = setup_label.clone();
                 let supervisor_config = setup_config.clone();
@@ -297,6 +326,28 @@ impl Node {
     pub(crate) fn is_stopped(&self) -> bool {
         self.stopped.load(Ordering::SeqCst)
     }
+}
+
+/// Reads the replica counts now, and again every [`replicas::REFRESH`] in a task of the
+/// client's thread (it ends with the client). A server that will not tell (an ACL user
+/// without `INFO`) counts as one without replicas.
+async fn keep_counting(counts: &Arc<ReplicaCounts>, conn: &mut Connection, label: &Arc<str>) {
+    if let Err(error) = counts.refresh(conn).await {
+        tracing::debug!(node = %label, %error,
+            "could not read the replica count: acquires do not wait for replicas until it is");
+    }
+    let (counts, mut conn, label) = (counts.clone(), conn.clone(), label.clone());
+    tokio::task::spawn_local(async move {
+        let mut tick = tokio::time::interval(replicas::REFRESH);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        tick.tick().await; // the first tick is at once: read above
+        loop {
+            tick.tick().await;
+            if let Err(error) = counts.refresh(&mut conn).await {
+                tracing::debug!(node = %label, %error, "could not read the replica count again");
+            }
+        }
+    });
 }
 
 /// Loads every script into Redis's script cache, so first uses do not pay a NOSCRIPT round

@@ -1,7 +1,9 @@
 //! How the queue takes what Redis answered its head's try (granted, busy, failed), and
 //! waiters that leave (timed out, gone).
 
-use super::{Asker, Effect, Granted, Retry, WaitQueue, ERROR_RETRY};
+use super::{
+    Asker, Effect, Granted, Retry, WaitQueue, ERROR_RETRY, UNSYNCED_RETRIES, UNSYNCED_RETRY,
+};
 use crate::error::LockError;
 use std::time::{Duration, Instant};
 
@@ -70,6 +72,21 @@ impl<T: Asker> WaitQueue<T> {
             return effects;
         };
         let waiter = &mut self.waiters[pos];
+        if matches!(error, LockError::NotReplicated { .. })
+            && waiter.unsynced < UNSYNCED_RETRIES
+            && now < waiter.deadline
+        {
+            // Granted, but no replica confirmed it (and it was given back): as Redisson
+            // does, try again after a pause, a few times, within the caller's wait.
+            waiter.unsynced += 1;
+            waiter.attempts += 1;
+            waiter.last_error = Some(error);
+            waiter.not_before(now + UNSYNCED_RETRY);
+            let pause = UNSYNCED_RETRY.min(waiter.deadline - now);
+            self.arm(id, &mut effects);
+            self.sleep(pause, &mut effects);
+            return effects;
+        }
         let transient = error.is_transient();
         let fail_untried = match self.retry {
             Retry::UnansweredFirstTry { grace } => {

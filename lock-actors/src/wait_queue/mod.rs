@@ -35,6 +35,10 @@ use std::time::{Duration, Instant};
 
 /// Retry delay after a Redis error while waiting (the wait bound still applies).
 pub(crate) const ERROR_RETRY: Duration = Duration::from_millis(100);
+/// After a grant no replica confirmed (the default replica sync), the pause before the next
+/// try, and how many such tries follow: Redisson's `retryInterval` and `retryAttempts`.
+pub(crate) const UNSYNCED_RETRY: Duration = Duration::from_millis(1500);
+pub(crate) const UNSYNCED_RETRIES: u8 = 3;
 /// Waits longer than this are treated as this long (an `Instant` cannot reach further).
 pub(crate) const LONGEST_WAIT: Duration = Duration::from_secs(100 * 365 * 24 * 3600);
 
@@ -282,6 +286,14 @@ impl<T: Asker> WaitQueue<T> {
                 }
             }
         };
+        if let Some(head) = self.waiters.front() {
+            if let Some(at) = head.next_try_at().filter(|&at| at > now) {
+                let pause = at.min(head.deadline).saturating_duration_since(now);
+                self.arm(id, &mut effects);
+                self.sleep(pause, &mut effects);
+                return effects;
+            }
+        }
         if let Some(head) = self.waiters.front_mut() {
             if let Some(pause) = head.rest.take() {
                 let pause = pause.min(head.deadline.saturating_duration_since(now));

@@ -19,6 +19,13 @@ pub(crate) struct Waiter<T> {
     pub(crate) attempts: u32,
     /// A try that got no answer was tried once more at once.
     pub(crate) retried: bool,
+    /// Grants it was given that the replicas did not confirm (each given back, then tried
+    /// again after a pause).
+    pub(crate) unsynced: u8,
+    /// No try before this many ms after `started` (0: none), whatever news come (an unlock
+    /// message wakes a sleeping head): the pause after a grant the replicas did not confirm.
+    /// Milliseconds in a `u32`, not an `Instant`: a waiter is moved on every grant.
+    not_before_ms: u32,
     /// What it reports at its deadline instead of a plain timeout.
     pub(crate) last_error: Option<LockError>,
     /// Its deadline timer is armed (only once it has to wait: an uncontended acquire never
@@ -41,6 +48,8 @@ impl<T> Waiter<T> {
             patience: deadline,
             attempts: 0,
             retried: false,
+            unsynced: 0,
+            not_before_ms: 0,
             last_error: None,
             armed: false,
             rest: None,
@@ -59,5 +68,17 @@ impl<T> Waiter<T> {
             _ => LockError::timeout(name, waited),
         };
         (error, waited)
+    }
+
+    /// No try before `at` (see `not_before_ms`).
+    pub(crate) fn not_before(&mut self, at: Instant) {
+        let ms = at.saturating_duration_since(self.started).as_millis();
+        self.not_before_ms = u32::try_from(ms).unwrap_or(u32::MAX).max(1);
+    }
+
+    /// When its next try may be made, if it must wait for one (see `not_before_ms`).
+    pub(crate) fn next_try_at(&self) -> Option<Instant> {
+        (self.not_before_ms > 0)
+            .then(|| self.started + Duration::from_millis(u64::from(self.not_before_ms)))
     }
 }

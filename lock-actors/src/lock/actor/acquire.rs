@@ -15,7 +15,7 @@ use crate::node::{Subscription, Wake};
 use crate::reply::{Deferred, ReplySlot};
 use crate::telemetry::{self, HoldTimer};
 use crate::wait_queue::driver::{self, QueueActor};
-use crate::wait_queue::{Effect, Gate as QueueGate, Granted, Waiter, ERROR_RETRY};
+use crate::wait_queue::{Effect, Gate as QueueGate, Granted, Waiter, ERROR_RETRY, UNSYNCED_RETRY};
 use actix::prelude::*;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -420,6 +420,16 @@ impl LockActor {
         };
         let now = Instant::now();
         let mut waiter = self.waiters.queue.waiter(now, msg.wait, data);
+        if let Some(LockError::NotReplicated { .. }) = error {
+            // Its fast-path grant had no replica confirm it (and is being given back): the
+            // first of the retries the queue makes, after the same pause, within its wait.
+            waiter.attempts = 1;
+            waiter.unsynced = 1;
+            waiter.not_before(now + UNSYNCED_RETRY);
+            waiter.last_error = error;
+            self.enqueue_waiter(waiter, ctx);
+            return Deferred(reply);
+        }
         if failed {
             // One more try within a response timeout (the caller's wait applies again once
             // Redis answers).

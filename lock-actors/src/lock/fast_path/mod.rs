@@ -66,9 +66,6 @@ pub(crate) enum AfterTry<K> {
     /// The call is recorded as a doubt and the actor is in charge: wake it, then ask it to
     /// queue the caller with the error.
     DoubtAndQueue(K),
-    /// The call is recorded as a doubt and the actor is in charge: wake it; report the
-    /// error.
-    DoubtAndFail(K),
     /// Report the error; nothing to settle.
     Fail,
 }
@@ -315,8 +312,9 @@ impl<H, D, K: Clone> FastPath<H, D, K> {
                 }
                 match (answer, self.keepalive.clone()) {
                     (TryAnswer::Busy, Some(actor)) => AfterTry::Queue(actor),
-                    (TryAnswer::Unanswered, Some(actor)) => AfterTry::DoubtAndQueue(actor),
-                    (_, Some(actor)) => AfterTry::DoubtAndFail(actor),
+                    // No answer, or a grant no replica confirmed: the actor settles the
+                    // doubt (gives an uncounted hold back) and tries again.
+                    (_, Some(actor)) => AfterTry::DoubtAndQueue(actor),
                     // Never: kept while the call was in flight.
                     (_, None) => AfterTry::Fail,
                 }

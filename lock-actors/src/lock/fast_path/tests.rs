@@ -90,7 +90,7 @@ fn an_unanswered_try_is_a_doubt_for_the_actor() {
     m.begin_try(7).unwrap();
     assert_eq!(
         m.try_answered(TryAnswer::NotReplicated, || "d"),
-        AfterTry::DoubtAndFail(7)
+        AfterTry::DoubtAndQueue(7)
     );
     let mut m = idle();
     m.begin_try(7).unwrap();

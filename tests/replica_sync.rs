@@ -1,0 +1,212 @@
+//! Replica sync by default (Redisson's `checkLockSyncedSlaves`): on a primary with a
+//! replica, an acquire is handed out once the replica confirmed it; a grant no replica
+//! confirms is given back and tried again 3 times, 1.5 s apart, then fails with
+//! `NotReplicated`; a primary without replicas is sent nothing more; `no_replica_sync()`
+//! opts out.
+
+// The futures of the support crate's async fns nest deeper than rustc's default query depth.
+#![recursion_limit = "256"]
+
+use actix_distributed_lock::redis::{self, AsyncCommands};
+use actix_distributed_lock::{ClientConfig, LockClient, LockError};
+use std::time::{Duration, Instant};
+use support::RedisServer;
+
+/// A primary and a replica of it, the replica's link up.
+async fn primary_and_replica() -> (RedisServer, RedisServer) {
+    let primary = RedisServer::start();
+    let replica = RedisServer::start();
+    attach(&replica, &primary).await;
+    (primary, replica)
+}
+
+/// Makes `replica` a replica of `primary` and waits until the primary counts it.
+async fn attach(replica: &RedisServer, primary: &RedisServer) {
+    // The first full sync starts at once rather than after the default 5 s.
+    let mut conn = primary.conn().await;
+    let () = redis::cmd("CONFIG")
+        .arg(&["SET", "repl-diskless-sync-delay", "0"])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let mut conn = replica.conn().await;
+    let () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(primary.port())
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    support::eventually(
+        "the replica is in sync",
+        Duration::from_secs(20),
+        || async {
+            let mut conn = primary.conn().await;
+            let info: String = redis::cmd("INFO")
+                .arg("replication")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            info.contains("connected_slaves:1") && info.contains("state=online")
+        },
+    )
+    .await;
+}
+
+async fn has_key(server: &RedisServer, key: &str) -> bool {
+    let mut conn = server.conn().await;
+    conn.exists::<_, bool>(key).await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_client_hands_out_a_lock_once_the_replica_has_it() {
+    let (primary, replica) = primary_and_replica().await;
+    let client = LockClient::connect(ClientConfig::new(primary.url()))
+        .await
+        .unwrap();
+    for name in ["order:1", "order:2"] {
+        let guard = client.lock(name).unwrap().acquire().await.unwrap();
+        // Confirmed before it was handed out: the replica has it now, not eventually.
+        assert!(
+            has_key(&replica, name).await,
+            "{name} is not on the replica"
+        );
+        guard.unlock().await.unwrap();
+    }
+    let fast = client
+        .fast_lock("order:3")
+        .unwrap()
+        .acquire()
+        .await
+        .unwrap();
+    assert!(has_key(&replica, "order:3").await);
+    fast.unlock().await.unwrap();
+    assert_eq!(
+        primary.command_calls("wait").await,
+        3,
+        "one WAIT per acquire"
+    );
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_primary_without_replicas_is_sent_nothing_more() {
+    let server = RedisServer::start();
+    let client = LockClient::connect(ClientConfig::new(server.url()))
+        .await
+        .unwrap();
+    for name in ["order:1", "order:2"] {
+        let guard = client.lock(name).unwrap().acquire().await.unwrap();
+        guard.unlock().await.unwrap();
+    }
+    assert_eq!(server.command_calls("wait").await, 0);
+    client.close().await;
+}
+
+/// The replica frozen: every grant goes unconfirmed. As Redisson does, the hold is given
+/// back and the acquire tried 3 times more, 1.5 s apart, then it fails; nothing is left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_replica_frozen_an_acquire_is_given_back_and_retried_then_refused() {
+    let (primary, mut replica) = primary_and_replica().await;
+    let config = ClientConfig::new(primary.url()).replica_sync_timeout(Duration::from_millis(200));
+    let client = LockClient::connect(config).await.unwrap();
+    replica.pause();
+    let started = Instant::now();
+    let answer = client
+        .lock("order:9")
+        .unwrap()
+        .acquire_timeout(Duration::from_secs(60))
+        .await;
+    let took = started.elapsed();
+    replica.resume();
+    match answer {
+        Err(LockError::NotReplicated {
+            wanted: 1,
+            confirmed: 0,
+            ..
+        }) => {}
+        other => panic!("expected NotReplicated, got {other:?}"),
+    }
+    assert_eq!(
+        primary.command_calls("wait").await,
+        4,
+        "a try and 3 retries"
+    );
+    assert!(
+        took >= Duration::from_millis(3 * 1500),
+        "the retries were 1.5 s apart: {took:?}"
+    );
+    assert!(took < Duration::from_secs(30), "{took:?}");
+    support::eventually("every grant was given back", Duration::from_secs(5), || {
+        let primary = &primary;
+        async move { !has_key(primary, "order:9").await }
+    })
+    .await;
+    client.close().await;
+}
+
+/// The replica frozen, then thawed during the retries: the next try is confirmed, and the
+/// caller gets the lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_is_granted_once_the_replica_answers_again() {
+    let (primary, mut replica) = primary_and_replica().await;
+    let config = ClientConfig::new(primary.url()).replica_sync_timeout(Duration::from_millis(200));
+    let client = LockClient::connect(config).await.unwrap();
+    replica.pause();
+    let lock = client.lock("order:10").unwrap();
+    let acquire = tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(60)).await });
+    support::eventually(
+        "a grant went unconfirmed",
+        Duration::from_secs(10),
+        || async { primary.command_calls("wait").await >= 1 },
+    )
+    .await;
+    replica.resume();
+    let guard = acquire.await.unwrap().unwrap();
+    assert!(has_key(&replica, "order:10").await);
+    guard.unlock().await.unwrap();
+    client.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_replica_sync_hands_out_the_lock_without_waiting() {
+    let (primary, mut replica) = primary_and_replica().await;
+    let client = LockClient::connect(ClientConfig::new(primary.url()).no_replica_sync())
+        .await
+        .unwrap();
+    replica.pause();
+    let guard = client.lock("order:11").unwrap().acquire().await.unwrap();
+    guard.unlock().await.unwrap();
+    replica.resume();
+    assert_eq!(primary.command_calls("wait").await, 0);
+    client.close().await;
+}
+
+/// A replica that attaches after the client connected is waited for once the client
+/// has read the primary's replicas again (every second).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_added_later_is_waited_for() {
+    let primary = RedisServer::start();
+    let replica = RedisServer::start();
+    let client = LockClient::connect(ClientConfig::new(primary.url()))
+        .await
+        .unwrap();
+    let guard = client.lock("order:12").unwrap().acquire().await.unwrap();
+    guard.unlock().await.unwrap();
+    assert_eq!(primary.command_calls("wait").await, 0);
+    attach(&replica, &primary).await;
+    let lock = client.lock("order:12").unwrap();
+    support::eventually(
+        "an acquire waits for the replica",
+        Duration::from_secs(10),
+        || {
+            let (lock, primary) = (lock.clone(), &primary);
+            async move {
+                let guard = lock.acquire().await.unwrap();
+                guard.unlock().await.unwrap();
+                primary.command_calls("wait").await > 0
+            }
+        },
+    )
+    .await;
+    client.close().await;
+}
