@@ -45,6 +45,9 @@
 //!   beside the handoff row, and its p50 over handoff's.
 //! - herd: 1000 waiters in one client on one name behind a holder in another client; commands
 //!   sent from the holder's unlock to the last waiter's unlock, per hand-off (1000).
+//! - replica: a primary with one replica, both clients with their defaults (so both wait for
+//!   the replica after each lock): p50 of one acquire against Redisson's `lock()` in
+//!   master/slave mode, 1000 samples a round each, in turn, round by round.
 //! - watchdog: 10,000 locks held with a 3 s watchdog lease (renewals every second); renewal
 //!   calls over 3 intervals after a first renewal (which also loads the script), and RSS
 //!   growth per held lock at steady state (after the renewals, still held).
@@ -160,6 +163,8 @@ mod inspect_list;
 mod inspector;
 #[path = "lock_bench/redlock.rs"]
 mod redlock;
+#[path = "lock_bench/replica.rs"]
+mod replica;
 #[path = "lock_bench/server.rs"]
 mod server;
 #[path = "lock_bench/single.rs"]
@@ -181,6 +186,7 @@ use herd::*;
 use inspect_list::*;
 use inspector::*;
 use redlock::*;
+use replica::*;
 use server::*;
 use single::*;
 use spin_handoff::*;
@@ -304,6 +310,7 @@ struct BenchJson {
     spin_handoff: SpinHandoffJson,
     herd: HerdJson,
     redlock: RedlockJson,
+    replica: ReplicaJson,
     watchdog: WatchdogJson,
     web: WebJson,
     connections_per_node: Option<usize>,
@@ -513,6 +520,11 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
     } else {
         None
     };
+    let replica = if knobs.wants("replica") {
+        Some(replica(knobs, redisson.is_some(), &mut rows).await)
+    } else {
+        None
+    };
     let web = if knobs.wants("web") {
         Some(web_row(url, &mut rows).await)
     } else {
@@ -615,6 +627,7 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
                 .as_ref()
                 .map(|r| round3(r.p50_us / r.quorum_floor_us)),
         },
+        replica: ReplicaJson::of(replica),
         watchdog: WatchdogJson {
             held: HELD,
             renew_calls_per_interval: watchdog.map(|w| round3(w.calls_per_interval)),

@@ -209,6 +209,9 @@ impl Commands {
             }
             ReplicaSyncMode::AtLeast(sync) => (sync.replicas, sync.replicas, sync.timeout),
         };
+        // `WAIT` holds up the connection's later requests until it returns: within half the
+        // response timeout, it and whatever waits behind it are answered in time.
+        let timeout = timeout.min(self.timeout / 2);
         self.wait_for(name, wanted, needed, timeout).await
     }
 
@@ -330,11 +333,12 @@ impl Node {
 
 /// Reads the replica counts now, and again every [`replicas::REFRESH`] in a task of the
 /// client's thread (it ends with the client). A server that will not tell (an ACL user
-/// without `INFO`) counts as one without replicas.
+/// without `INFO`) counts as one without replicas, and a warning says so.
 async fn keep_counting(counts: &Arc<ReplicaCounts>, conn: &mut Connection, label: &Arc<str>) {
     if let Err(error) = counts.refresh(conn).await {
-        tracing::debug!(node = %label, %error,
-            "could not read the replica count: acquires do not wait for replicas until it is");
+        // Said once, loudly: until it can be read, no acquire waits for a replica.
+        tracing::warn!(node = %label, %error,
+            "could not read how many replicas the primary has (INFO replication, or CLUSTER              SLOTS on a cluster): acquires do not wait for replicas until it can be read;              allow those commands, or set no_replica_sync()");
     }
     let (counts, mut conn, label) = (counts.clone(), conn.clone(), label.clone());
     tokio::task::spawn_local(async move {

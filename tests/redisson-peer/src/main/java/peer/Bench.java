@@ -19,6 +19,7 @@ import org.redisson.Redisson;
 import org.redisson.api.RLock;
 import org.redisson.api.RedissonClient;
 import org.redisson.config.Config;
+import org.redisson.config.MasterSlaveServersConfig;
 
 /**
  * Redisson as the peer of the speed benchmark (lock-actors/benches/lock_bench.rs, module
@@ -26,8 +27,12 @@ import org.redisson.config.Config;
  * stdin/stdout.
  *
  * <pre>
- * java -cp redisson-peer.jar peer.Bench URL CLIENT-NAME [WATCHDOG-MS]
+ * java -cp redisson-peer.jar peer.Bench URL[,REPLICA-URL...] CLIENT-NAME [WATCHDOG-MS]
  * </pre>
+ *
+ * <p>With replica URLs after the primary's, Redisson runs in master/slave mode with its
+ * defaults, so every lock waits for the replicas as Redisson's {@code checkLockSyncedSlaves}
+ * says.
  *
  * <p>CLIENT-NAME is Redisson's {@code clientName} (CLIENT SETNAME on every connection), so
  * the benchmark can count this process's connections in CLIENT LIST. On start it prints
@@ -68,7 +73,19 @@ public final class Bench {
 
     public static void main(String[] args) throws Exception {
         Config config = new Config();
-        config.useSingleServer().setAddress(args[0]).setClientName(args[1]);
+        // "primary,replica,...": Redisson's master/slave mode, in which a lock waits for
+        // the replicas (checkLockSyncedSlaves, on by default); one address: a single server.
+        String[] addresses = args[0].split(",");
+        if (addresses.length > 1) {
+            MasterSlaveServersConfig pair = config.useMasterSlaveServers()
+                    .setMasterAddress(addresses[0])
+                    .setClientName(args[1]);
+            for (int i = 1; i < addresses.length; i++) {
+                pair.addSlaveAddress(addresses[i]);
+            }
+        } else {
+            config.useSingleServer().setAddress(args[0]).setClientName(args[1]);
+        }
         if (args.length > 2) {
             config.setLockWatchdogTimeout(Long.parseLong(args[2]));
         }
