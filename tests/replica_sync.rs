@@ -210,3 +210,29 @@ async fn a_replica_added_later_is_waited_for() {
     .await;
     client.close().await;
 }
+
+/// The script and its `WAIT` go in one flight; a server that lost its script cache answers
+/// the first with `NOSCRIPT`, and the acquire then takes the long way: the script loaded,
+/// sent again, and waited for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_acquire_after_the_script_cache_was_flushed_is_still_confirmed() {
+    let (primary, replica) = primary_and_replica().await;
+    let client = LockClient::connect(ClientConfig::new(primary.url()))
+        .await
+        .unwrap();
+    let mut conn = primary.conn().await;
+    let () = redis::cmd("SCRIPT")
+        .arg("FLUSH")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let guard = client.lock("order:13").unwrap().acquire().await.unwrap();
+    assert!(has_key(&replica, "order:13").await);
+    assert_eq!(
+        primary.command_calls("wait").await,
+        2,
+        "the WAIT of the flight refused, and the one after the script loaded"
+    );
+    guard.unlock().await.unwrap();
+    client.close().await;
+}

@@ -340,6 +340,10 @@ impl<A: LockActorApi> Direct<A> {
         };
         // After a plain command, the script's future is boxed: it is rarely needed.
         let Some(plain) = self.kind.plain_acquire(&self.name, field, lease_ms, fenced) else {
+            if commands.waits_in_one_flight(&self.name) {
+                // Boxed: only on a primary with replicas.
+                return Box::pin(acquire_then_wait(commands, script(), &self.name)).await;
+            }
             return run_acquire(commands.clone(), script(), self.name.clone()).await;
         };
         let reply = commands.clone().command(plain, self.name.clone()).await?;
@@ -628,6 +632,25 @@ pub(crate) async fn run_acquire(
         commands.confirm_replicated(name).await?;
     }
     Ok(tried)
+}
+
+/// [`run_acquire`] with the script and its replica `WAIT` in one flight (see
+/// [`Commands::eval_then_wait`]); the long way when that cannot be done. For a first try,
+/// which usually finds the lock free: a busy answer wasted the `WAIT`.
+async fn acquire_then_wait(
+    commands: &Commands,
+    invocation: ScriptCall,
+    name: &LockName,
+) -> Result<TryReply, LockError> {
+    let granted =
+        |reply: &redis::Value| matches!(reply, redis::Value::Nil | redis::Value::Array(_));
+    match commands.eval_then_wait(&invocation, name, granted).await {
+        None => run_acquire(commands.clone(), invocation, name.clone()).await,
+        Some(reply) => tried(reply?).ok_or_else(|| LockError::Unavailable {
+            node: commands.label().to_string(),
+            reason: "unexpected reply to the acquire script".into(),
+        }),
+    }
 }
 
 /// Reads an acquire script's reply; `None` for a reply no script of ours gives.

@@ -193,6 +193,13 @@ impl Connection {
         Homed::new(&self.home, self.bound, self.link.eval(call))
     }
 
+    /// Whether two calls made one after the other from one task reach the server in that
+    /// order: true on one server and behind the Sentinels (one multiplexed connection);
+    /// a cluster's calls go through its routing task, which keeps no such promise.
+    pub(crate) fn keeps_order(&self) -> bool {
+        !matches!(self.link, Link::Cluster(_))
+    }
+
     /// Sends one command and turns an error reply into an error.
     pub(crate) fn send<'a>(
         &'a mut self,

@@ -199,46 +199,116 @@ impl Commands {
     /// waits for the replicas the primary has, content with one, and sends nothing when it
     /// has none; with a fixed count that many must confirm; when off: `Ok` at once.
     pub(crate) async fn confirm_replicated(self, name: LockName) -> Result<(), LockError> {
+        match self.replica_wait(&name) {
+            Some(wait) => self.wait_for(name, wait).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Whether an acquire of `name` can send its script and its `WAIT` in one flight (see
+    /// [`eval_then_wait`](Self::eval_then_wait)).
+    pub(crate) fn waits_in_one_flight(&self, name: &LockName) -> bool {
+        self.conn.keeps_order() && self.replica_wait(name).is_some()
+    }
+
+    /// The `WAIT` replica sync asks for after a write about `name`, if any.
+    fn replica_wait(&self, name: &LockName) -> Option<ReplicaWait> {
         let (wanted, needed, timeout) = match self.replica_sync {
-            ReplicaSyncMode::Off => return Ok(()),
+            ReplicaSyncMode::Off => return None,
             ReplicaSyncMode::Connected { timeout } => {
                 match self.replicas.for_key(self.conn.link(), name.as_str()) {
-                    0 => return Ok(()),
+                    0 => return None,
                     connected => (connected, 1, timeout),
                 }
             }
             ReplicaSyncMode::AtLeast(sync) => (sync.replicas, sync.replicas, sync.timeout),
         };
-        // `WAIT` holds up the connection's later requests until it returns: within half the
-        // response timeout, it and whatever waits behind it are answered in time.
-        let timeout = timeout.min(self.timeout / 2);
-        self.wait_for(name, wanted, needed, timeout).await
-    }
-
-    /// `WAIT wanted timeout` on the connection serving `name`; `Ok` once `needed` confirmed.
-    async fn wait_for(
-        mut self,
-        name: LockName,
-        wanted: usize,
-        needed: usize,
-        timeout: Duration,
-    ) -> Result<(), LockError> {
-        let confirmed = self
-            .conn
-            .wait_replicas(&name, wanted, timeout)
-            .await
-            .map_err(|err| self.error(&err, &name))?;
-        if confirmed >= needed {
-            return Ok(());
-        }
-        tracing::warn!(lock = %name, confirmed, wanted, "too few replicas confirmed the lock");
-        Err(LockError::NotReplicated {
-            name: name.to_string(),
+        Some(ReplicaWait {
             wanted,
-            confirmed,
-            timeout,
+            needed,
+            // `WAIT` holds up the connection's later requests until it returns: within half
+            // the response timeout, it and whatever waits behind it are answered in time.
+            timeout: timeout.min(self.timeout / 2),
         })
     }
+
+    /// An acquire script and, when replica sync asks for one, its `WAIT` sent right behind
+    /// it in one flight (one round trip instead of two), where the connection keeps the
+    /// order of calls; `granted` tells from the script's reply whether it took the lock
+    /// (only then does the `WAIT`'s answer count). `None` when this cannot be done in one
+    /// flight (no sync wanted, a cluster, or the script not in the server's cache or
+    /// refused): the caller then sends the script and the `WAIT` one after the other, and
+    /// nothing was taken.
+    pub(crate) async fn eval_then_wait(
+        &self,
+        call: &ScriptCall,
+        name: &LockName,
+        granted: impl FnOnce(&redis::Value) -> bool,
+    ) -> Option<Result<redis::Value, LockError>> {
+        let wait = self.replica_wait(name)?;
+        if !self.conn.keeps_order() {
+            return None;
+        }
+        let (mut script_conn, mut wait_conn) = (self.conn.clone(), self.conn.clone());
+        let evalsha = call.evalsha();
+        let (reply, confirmed) = futures_util::join!(
+            script_conn.send(&evalsha),
+            wait_conn.wait_replicas(name, wait.wanted, wait.timeout)
+        );
+        let reply = match reply {
+            Ok(reply) => reply,
+            // Not run: the caller sends it again the long way, which loads the script or
+            // names what the ACL refused.
+            Err(err)
+                if err.kind() == redis::ErrorKind::Server(redis::ServerErrorKind::NoScript)
+                    || Refusal::of(&err).is_some() =>
+            {
+                return None
+            }
+            Err(err) => return Some(Err(self.error(&err, name))),
+        };
+        if !granted(&reply) {
+            return Some(Ok(reply));
+        }
+        let confirmed = match confirmed {
+            Ok(confirmed) => confirmed,
+            Err(err) => return Some(Err(self.error(&err, name))),
+        };
+        Some(self.judge(name, wait, confirmed).map(|()| reply))
+    }
+
+    /// `WAIT` on the connection serving `name`; `Ok` once enough replicas confirmed.
+    async fn wait_for(mut self, name: LockName, wait: ReplicaWait) -> Result<(), LockError> {
+        let confirmed = self
+            .conn
+            .wait_replicas(&name, wait.wanted, wait.timeout)
+            .await
+            .map_err(|err| self.error(&err, &name))?;
+        self.judge(&name, wait, confirmed)
+    }
+
+    /// `Ok` when `confirmed` replicas are enough for `wait`, else [`LockError::NotReplicated`].
+    fn judge(&self, name: &LockName, wait: ReplicaWait, confirmed: usize) -> Result<(), LockError> {
+        if confirmed >= wait.needed {
+            return Ok(());
+        }
+        tracing::warn!(lock = %name, confirmed, wanted = wait.wanted,
+            "too few replicas confirmed the lock");
+        Err(LockError::NotReplicated {
+            name: name.to_string(),
+            wanted: wait.wanted,
+            confirmed,
+            timeout: wait.timeout,
+        })
+    }
+}
+
+/// What one `WAIT` asks: `wanted` replicas, at most `timeout`, content with `needed`.
+#[derive(Clone, Copy)]
+struct ReplicaWait {
+    wanted: usize,
+    needed: usize,
+    timeout: Duration,
 }
 
 /// Everything an actor needs to know about its node. Shared and immutable, but for the
