@@ -24,7 +24,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             std::process::exit(2);
         }
     };
-    // Replica-synced acquisition would be: config.sync_replicas(1, Duration::from_millis(100))
+    // Replica sync is on by default (the replicas each primary has, 1 s); a fixed count
+    // would be: config.sync_replicas(1, Duration::from_millis(100))
     let config = config.default_wait(Duration::from_secs(10));
     let first = LockClient::connect(config.clone()).await?;
     let second = LockClient::connect(config).await?;

@@ -80,11 +80,9 @@ async fn a_default_client_hands_out_a_lock_once_the_replica_has_it() {
         .unwrap();
     assert!(has_key(&replica, "order:3").await);
     fast.unlock().await.unwrap();
-    assert_eq!(
-        primary.command_calls("wait").await,
-        3,
-        "one WAIT per acquire"
-    );
+    let waits = primary.command_calls("wait").await;
+    // One per acquire, unless the replica took longer than a slice (10 ms) to answer.
+    assert!(waits >= 3, "a WAIT per acquire: {waits}");
     client.close().await;
 }
 
@@ -126,11 +124,6 @@ async fn with_the_replica_frozen_an_acquire_is_given_back_and_retried_then_refus
         }) => {}
         other => panic!("expected NotReplicated, got {other:?}"),
     }
-    assert_eq!(
-        primary.command_calls("wait").await,
-        4,
-        "a try and 3 retries"
-    );
     assert!(
         took >= Duration::from_millis(3 * 1500),
         "the retries were 1.5 s apart: {took:?}"
@@ -141,6 +134,12 @@ async fn with_the_replica_frozen_an_acquire_is_given_back_and_retried_then_refus
         async move { !has_key(primary, "order:9").await }
     })
     .await;
+    // The key gone, the last grant's give-back ran: no script is on its way.
+    assert_eq!(
+        primary.command_calls("evalsha").await,
+        8,
+        "a try and 3 retries, each grant given back"
+    );
     client.close().await;
 }
 
@@ -228,11 +227,48 @@ async fn an_acquire_after_the_script_cache_was_flushed_is_still_confirmed() {
         .unwrap();
     let guard = client.lock("order:13").unwrap().acquire().await.unwrap();
     assert!(has_key(&replica, "order:13").await);
-    assert_eq!(
-        primary.command_calls("wait").await,
-        2,
+    assert!(
+        primary.command_calls("wait").await >= 2,
         "the WAIT of the flight refused, and the one after the script loaded"
     );
     guard.unlock().await.unwrap();
+    client.close().await;
+}
+
+/// `WAIT` holds up every later request of the connection while it blocks. With the replica
+/// frozen, eight acquires at once must each get the replicas' answer (`NotReplicated`), not
+/// a response timeout from waiting behind the others' `WAIT`s (one whole second each, they
+/// did); and a lock on the same primary is released meanwhile without delay worth a timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_replica_frozen_concurrent_acquires_each_get_the_replicas_answer() {
+    let (primary, mut replica) = primary_and_replica().await;
+    let client = LockClient::connect(ClientConfig::new(primary.url()))
+        .await
+        .unwrap();
+    let held = client.lock("order:held").unwrap().acquire().await.unwrap();
+    replica.pause();
+    let tries: Vec<_> = (0..8)
+        .map(|i| {
+            let lock = client.lock(&format!("order:frozen:{i}")).unwrap();
+            tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(4)).await })
+        })
+        .collect();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let unlocked = tokio::time::timeout(Duration::from_secs(2), held.unlock()).await;
+    for t in tries {
+        match t.await.unwrap() {
+            Err(LockError::NotReplicated { confirmed: 0, .. }) => {}
+            other => panic!("expected NotReplicated, got {other:?}"),
+        }
+    }
+    replica.resume();
+    unlocked
+        .expect("an unlock on the primary was held up behind the WAITs")
+        .unwrap();
+    support::eventually("every grant was given back", Duration::from_secs(5), || {
+        let primary = &primary;
+        async move { primary.keys().await.is_empty() }
+    })
+    .await;
     client.close().await;
 }

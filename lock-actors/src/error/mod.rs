@@ -117,12 +117,15 @@ pub enum LockError {
         /// The lock's name.
         name: String,
     },
-    /// Replica-synced acquisition ([`ClientConfig::sync_replicas`]) is on, and fewer
-    /// replicas than asked confirmed the lock within the timeout. The lock was released
-    /// again: a failover now could have lost it.
+    /// Replica sync (on by default where the primary has replicas, see
+    /// [`ClientConfig::replica_sync_timeout`]): no replica (or, under
+    /// [`ClientConfig::sync_replicas`], too few) confirmed the lock within the timeout, in
+    /// the first try and the 3 tries after it, 1.5 s apart. Each grant was given back: a
+    /// failover then could have lost it.
     ///
     /// [`ClientConfig::sync_replicas`]: crate::ClientConfig::sync_replicas
-    #[error("lock `{name}` was confirmed by {confirmed} of the {wanted} replicas asked for within {timeout:?}; it was released again (check the replicas, or lower sync_replicas)")]
+    /// [`ClientConfig::replica_sync_timeout`]: crate::ClientConfig::replica_sync_timeout
+    #[error("lock `{name}` was confirmed by {confirmed} of the {wanted} replicas asked for within {timeout:?}; it was released again (check the replicas; no_replica_sync() turns the wait off)")]
     NotReplicated {
         /// The lock's name.
         name: String,

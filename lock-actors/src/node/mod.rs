@@ -33,7 +33,11 @@ use redis::{FromRedisValue, Script};
 use replicas::ReplicaCounts;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+/// The longest one `WAIT` of replica sync blocks its connection (see
+/// [`Commands::wait_rest`]); a healthy replica answers well within it.
+const WAIT_SLICE: Duration = Duration::from_millis(10);
 
 /// Runs nothing: its one key is checked against the user's ACL when it is called, which
 /// tells which key of a refused script call was refused (see [`Commands::eval`]).
@@ -226,9 +230,7 @@ impl Commands {
         Some(ReplicaWait {
             wanted,
             needed,
-            // `WAIT` holds up the connection's later requests until it returns: within half
-            // the response timeout, it and whatever waits behind it are answered in time.
-            timeout: timeout.min(self.timeout / 2),
+            timeout,
         })
     }
 
@@ -251,9 +253,11 @@ impl Commands {
         }
         let (mut script_conn, mut wait_conn) = (self.conn.clone(), self.conn.clone());
         let evalsha = call.evalsha();
+        let started = Instant::now();
+        let slice = WAIT_SLICE.min(wait.timeout).max(Duration::from_millis(1));
         let (reply, confirmed) = futures_util::join!(
             script_conn.send(&evalsha),
-            wait_conn.wait_replicas(name, wait.wanted, wait.timeout)
+            wait_conn.wait_replicas(name, wait.wanted, slice)
         );
         let reply = match reply {
             Ok(reply) => reply,
@@ -274,17 +278,42 @@ impl Commands {
             Ok(confirmed) => confirmed,
             Err(err) => return Some(Err(self.error(&err, name))),
         };
-        Some(self.judge(name, wait, confirmed).map(|()| reply))
+        let mut rest = self.clone();
+        let confirmed = rest.wait_rest(name, wait, started, Some(confirmed)).await;
+        Some(confirmed.map(|()| reply))
     }
 
     /// `WAIT` on the connection serving `name`; `Ok` once enough replicas confirmed.
     async fn wait_for(mut self, name: LockName, wait: ReplicaWait) -> Result<(), LockError> {
-        let confirmed = self
-            .conn
-            .wait_replicas(&name, wait.wanted, wait.timeout)
-            .await
-            .map_err(|err| self.error(&err, &name))?;
-        self.judge(&name, wait, confirmed)
+        self.wait_rest(&name, wait, Instant::now(), None).await
+    }
+
+    /// Waits for the replicas in slices of at most [`WAIT_SLICE`] until every one wanted
+    /// confirmed or `wait`'s timeout (from `started`) has passed; `confirmed` is what a first
+    /// slice, sent already, answered. In slices because `WAIT` holds up every later request
+    /// of the connection until it returns: with a replica that does not answer, one whole
+    /// timeout would stall every lock of the client on this primary, and a reply queued
+    /// behind it would miss its response timeout. Between slices the requests queued behind
+    /// go through.
+    async fn wait_rest(
+        &mut self,
+        name: &LockName,
+        wait: ReplicaWait,
+        started: Instant,
+        mut confirmed: Option<usize>,
+    ) -> Result<(), LockError> {
+        loop {
+            let left = wait.timeout.saturating_sub(started.elapsed());
+            if let Some(confirmed) = confirmed {
+                if confirmed >= wait.wanted || left.is_zero() {
+                    return self.judge(name, wait, confirmed);
+                }
+            }
+            // Never 0 ms: `WAIT n 0` blocks until the replicas answer, however long.
+            let slice = WAIT_SLICE.min(left).max(Duration::from_millis(1));
+            let answer = self.conn.wait_replicas(name, wait.wanted, slice).await;
+            confirmed = Some(answer.map_err(|err| self.error(&err, name))?);
+        }
     }
 
     /// `Ok` when `confirmed` replicas are enough for `wait`, else [`LockError::NotReplicated`].
