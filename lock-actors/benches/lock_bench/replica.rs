@@ -84,12 +84,7 @@ pub(crate) async fn replica(knobs: &Knobs, with_redisson: bool, rows: &mut Vec<R
         None
     };
     for _ in 0..200 {
-        lock.acquire()
-            .await
-            .expect("acquire")
-            .unlock()
-            .await
-            .expect("unlock");
+        lock_unlock(&lock).await;
     }
     let (mut ours, mut theirs) = (Vec::new(), Vec::new());
     for r in 0..rounds {

@@ -27,12 +27,7 @@ pub(crate) async fn single_task(
     let plain = PlainLock::new("bench:single:plain");
     // Warm-up: actor started, scripts cached by Redis, connections hot.
     for _ in 0..200 {
-        lock.acquire()
-            .await
-            .expect("acquire")
-            .unlock()
-            .await
-            .expect("unlock");
+        lock_unlock(&lock).await;
         plain.acquire_timed(&mut conn).await;
         plain.unlock(&mut conn).await;
     }

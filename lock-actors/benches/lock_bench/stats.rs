@@ -16,6 +16,16 @@ pub(crate) async fn plain_connection(url: &str) -> MultiplexedConnection {
         .expect("plain redis connection")
 }
 
+/// One acquire and unlock of `lock`, for warm-ups.
+pub(crate) async fn lock_unlock(lock: &actix_distributed_lock_actors::Lock) {
+    lock.acquire()
+        .await
+        .expect("acquire")
+        .unlock()
+        .await
+        .expect("unlock");
+}
+
 /// Resident set size of this process, from /proc/self/statm.
 pub(crate) fn rss_bytes() -> u64 {
     let statm = std::fs::read_to_string("/proc/self/statm").expect("/proc/self/statm");

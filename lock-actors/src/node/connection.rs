@@ -513,10 +513,9 @@ mod tests {
         let commands = super::super::Commands {
             conn,
             timeout: Duration::from_secs(1),
-            label: "test".into(),
+            shared: std::sync::Arc::new(super::super::Shared::new("test")),
             pubsub: PubSub::Classic,
             replica_sync: crate::config::ReplicaSyncMode::Off,
-            replicas: Default::default(),
         };
         let name = LockName::new("a", 64).unwrap();
         let node_call = size(&commands.eval::<Value>(ScriptCall::new(&SCRIPT), name));

@@ -25,7 +25,7 @@ impl super::Commands {
             return Ok(vec![Shard {
                 conn: self.conn.clone(),
                 address: None,
-                label: self.label.to_string(),
+                label: self.label().to_string(),
             }]);
         };
         let mut conn = conn.clone();
@@ -33,7 +33,7 @@ impl super::Commands {
         let slots = conn
             .route_command(redis::cmd("CLUSTER").arg("SLOTS").clone(), routing)
             .await
-            .map_err(|e| crate::denied::from_redis(&e, "", &self.label))?;
+            .map_err(|e| crate::denied::from_redis(&e, "", self.label()))?;
         let mut primaries = primaries_of(&slots);
         primaries.sort();
         primaries.dedup();

@@ -50,12 +50,28 @@ static KEY_PROBE: LazyLock<Script> = LazyLock::new(|| Script::new(include_str!("
 pub(crate) struct Commands {
     conn: Connection,
     timeout: Duration,
-    label: Arc<str>,
+    /// What logs and errors call the node, and its replicas: one `Arc` (a clone of the
+    /// commands is made per call on the hot path).
+    shared: Arc<Shared>,
     /// Which publish command this node's lock scripts use.
     pub(crate) pubsub: PubSub,
     replica_sync: ReplicaSyncMode,
+}
+
+/// What every clone of a node's [`Commands`] shares.
+pub(crate) struct Shared {
+    label: Box<str>,
     /// The replicas of each primary, for the default replica sync.
-    replicas: Arc<ReplicaCounts>,
+    replicas: ReplicaCounts,
+}
+
+impl Shared {
+    pub(crate) fn new(label: &str) -> Self {
+        Shared {
+            label: label.into(),
+            replicas: ReplicaCounts::default(),
+        }
+    }
 }
 
 impl Commands {
@@ -116,7 +132,13 @@ impl Commands {
         } else {
             None
         };
-        refusal.into_error(err, name.unmapped(), &self.label, Some("EVALSHA"), target)
+        refusal.into_error(
+            err,
+            name.unmapped(),
+            &self.shared.label,
+            Some("EVALSHA"),
+            target,
+        )
     }
 
     /// These commands with every call bounded by `limit` (see [`Connection::within`]).
@@ -142,7 +164,13 @@ impl Commands {
                 let key =
                     (refusal == Refusal::Keys).then(|| keys_target(&[name.as_str().into()], true));
                 let sent = sent.map(str::to_ascii_uppercase);
-                refusal.into_error(&err, name.unmapped(), &self.label, sent.as_deref(), key)
+                refusal.into_error(
+                    &err,
+                    name.unmapped(),
+                    &self.shared.label,
+                    sent.as_deref(),
+                    key,
+                )
             }
             None => self.error(&err, &name),
         })
@@ -166,7 +194,7 @@ impl Commands {
             // Behind a cluster or the sentinels, a read-only node is a primary a failover
             // demoted a moment ago: the connection follows the new one, so try again.
             LockError::Unavailable {
-                node: self.label.to_string(),
+                node: self.shared.label.to_string(),
                 reason: "READONLY: the primary was demoted by a failover; following the new one"
                     .into(),
             }
@@ -174,21 +202,21 @@ impl Commands {
             // A plain command about a lock touches the lock's key only.
             let key =
                 (refusal == Refusal::Keys).then(|| keys_target(&[name.as_str().into()], true));
-            refusal.into_error(err, name.unmapped(), &self.label, None, key)
+            refusal.into_error(err, name.unmapped(), &self.shared.label, None, key)
         } else {
-            LockError::from_redis(err, name.unmapped(), &self.label)
+            LockError::from_redis(err, name.unmapped(), &self.shared.label)
         }
     }
 
     fn no_answer(&self) -> LockError {
         LockError::Unavailable {
-            node: self.label.to_string(),
+            node: self.shared.label.to_string(),
             reason: format!("no answer within the response timeout ({:?})", self.timeout),
         }
     }
 
     pub(crate) fn label(&self) -> &str {
-        &self.label
+        &self.shared.label
     }
 
     /// Whether this node is a Redis Cluster (a script's keys must then share a slot).
@@ -220,7 +248,11 @@ impl Commands {
         let (wanted, needed, timeout) = match self.replica_sync {
             ReplicaSyncMode::Off => return None,
             ReplicaSyncMode::Connected { timeout } => {
-                match self.replicas.for_key(self.conn.link(), name.as_str()) {
+                match self
+                    .shared
+                    .replicas
+                    .for_key(self.conn.link(), name.as_str())
+                {
                     0 => return None,
                     connected => (connected, 1, timeout),
                 }
@@ -376,17 +408,16 @@ impl Node {
                     .await?;
                 preload_scripts(&mut conn, scripts).await;
                 let server = ServerIdentity::read(&mut conn, &setup_config, &setup_label).await;
-                let replicas = Arc::new(ReplicaCounts::default());
+                let shared = Arc::new(Shared::new(&setup_label));
                 if matches!(setup_config.replica_sync, ReplicaSyncMode::Connected { .. }) {
-                    keep_counting(&replicas, &mut conn, &setup_label).await;
+                    keep_counting(&shared, &mut conn).await;
                 }
                 let commands = Commands {
                     conn,
                     timeout: setup_config.response_timeout,
-                    label: setup_label.clone(),
+                    shared,
                     pubsub,
                     replica_sync: setup_config.replica_sync,
-                    replicas,
                 };
                 let supervisor_label = setup_label.clone();
                 let supervisor_config = setup_config.clone();
@@ -433,21 +464,24 @@ impl Node {
 /// Reads the replica counts now, and again every [`replicas::REFRESH`] in a task of the
 /// client's thread (it ends with the client). A server that will not tell (an ACL user
 /// without `INFO`) counts as one without replicas, and a warning says so.
-async fn keep_counting(counts: &Arc<ReplicaCounts>, conn: &mut Connection, label: &Arc<str>) {
-    if let Err(error) = counts.refresh(conn).await {
+async fn keep_counting(shared: &Arc<Shared>, conn: &mut Connection) {
+    if let Err(error) = shared.replicas.refresh(conn).await {
         // Said once, loudly: until it can be read, no acquire waits for a replica.
-        tracing::warn!(node = %label, %error,
-            "could not read how many replicas the primary has (INFO replication, or CLUSTER              SLOTS on a cluster): acquires do not wait for replicas until it can be read;              allow those commands, or set no_replica_sync()");
+        tracing::warn!(node = %shared.label, %error,
+            "could not read how many replicas the primary has (INFO replication, or CLUSTER \
+             SLOTS on a cluster): acquires do not wait for replicas until it can be read; \
+             allow those commands, or set no_replica_sync()");
     }
-    let (counts, mut conn, label) = (counts.clone(), conn.clone(), label.clone());
+    let (shared, mut conn) = (shared.clone(), conn.clone());
     tokio::task::spawn_local(async move {
         let mut tick = tokio::time::interval(replicas::REFRESH);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         tick.tick().await; // the first tick is at once: read above
         loop {
             tick.tick().await;
-            if let Err(error) = counts.refresh(&mut conn).await {
-                tracing::debug!(node = %label, %error, "could not read the replica count again");
+            if let Err(error) = shared.replicas.refresh(&mut conn).await {
+                tracing::debug!(node = %shared.label, %error,
+                    "could not read the replica count again");
             }
         }
     });
