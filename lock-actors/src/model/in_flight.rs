@@ -145,6 +145,8 @@ pub(crate) enum Action {
     Acquire(usize),
     TryRuns(usize),
     TryAnswered(usize),
+    /// Caller `0`'s direct try took the lock, and no replica confirmed it.
+    TryUnconfirmed(usize),
     Place(usize),
     /// Caller `0` drops its acquire's future while its direct try is out.
     Cancel(usize),
@@ -209,6 +211,9 @@ pub(crate) struct InFlightModel {
     pub(crate) releases: bool,
     /// A caller may drop its acquire's future while its direct try is out.
     pub(crate) cancels: bool,
+    /// A direct try that took the lock may be answered "not confirmed by the replicas"
+    /// (replica sync): the hold is in Redis, uncounted, and the caller is queued.
+    pub(crate) unconfirmed: bool,
     /// Checks only the property of this name (a shortest counterexample for it).
     pub(crate) only: Option<&'static str>,
 }
@@ -265,7 +270,14 @@ impl Model for InFlightModel {
                         actions.push(Action::Cancel(c));
                     }
                 }
-                Phase::Trying { ran: Some(_), .. } => actions.push(Action::TryAnswered(c)),
+                Phase::Trying {
+                    ran: Some(taken), ..
+                } => {
+                    actions.push(Action::TryAnswered(c));
+                    if self.unconfirmed && *taken {
+                        actions.push(Action::TryUnconfirmed(c));
+                    }
+                }
                 Phase::Dropped if state.wire.contains(&Action::TryRuns(c)) => {
                     actions.push(Action::TryRuns(c))
                 }
@@ -379,7 +391,7 @@ impl Model for InFlightModel {
                     epoch,
                 };
             }
-            Action::TryAnswered(c) => {
+            Action::TryAnswered(c) | Action::TryUnconfirmed(c) => {
                 let Phase::Trying {
                     ran: Some(taken),
                     epoch,
@@ -387,10 +399,10 @@ impl Model for InFlightModel {
                 else {
                     return None;
                 };
-                let answer = if taken {
-                    TryAnswer::Granted
-                } else {
-                    TryAnswer::Busy
+                let answer = match (taken, action) {
+                    (true, Action::TryUnconfirmed(_)) => TryAnswer::NotReplicated,
+                    (true, _) => TryAnswer::Granted,
+                    (false, _) => TryAnswer::Busy,
                 };
                 // As `Direct::try_acquire` asks, under the fast path's lock.
                 let after = match self.rules.force_voids {

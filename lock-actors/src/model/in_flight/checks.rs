@@ -14,6 +14,7 @@ fn model(rules: Rules, force: bool, hold_ends: bool) -> InFlightModel {
         rival_rounds: 1,
         releases: true,
         cancels: true,
+        unconfirmed: false,
         only: None,
     }
 }
@@ -29,6 +30,17 @@ fn the_current_rules_keep_every_property_with_requests_in_flight() {
         "in flight, current rules",
     )
     .assert_properties();
+}
+
+/// Replica sync: a direct grant no replica confirmed is uncounted, given back by the actor's
+/// reconcile, and its caller queued, while force-unlocks and releases are in flight.
+#[test]
+fn a_direct_grant_the_replicas_did_not_confirm_keeps_every_property() {
+    let model = InFlightModel {
+        unconfirmed: true,
+        ..model(Rules::CURRENT, true, false)
+    };
+    check(model, "in flight, unconfirmed direct grants").assert_properties();
 }
 
 /// A shortest trace that breaks `property` under `rules` with only the given events.
