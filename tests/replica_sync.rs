@@ -253,7 +253,17 @@ async fn with_the_replica_frozen_concurrent_acquires_each_get_the_replicas_answe
             tokio::spawn(async move { lock.acquire_timeout(Duration::from_secs(4)).await })
         })
         .collect();
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The unlock goes out while a WAIT blocks the connection.
+    support::eventually("a WAIT blocks", Duration::from_secs(10), || async {
+        let mut conn = primary.conn().await;
+        let info: String = redis::cmd("INFO")
+            .arg("clients")
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        !info.contains("blocked_clients:0\r")
+    })
+    .await;
     let unlocked = tokio::time::timeout(Duration::from_secs(2), held.unlock()).await;
     for t in tries {
         match t.await.unwrap() {

@@ -245,8 +245,8 @@ impl FailoverRun {
         self.log_fault("cluster-failover", start)
     }
 
-    /// Gives the primary serving `lock` one more replica (a promoted replica has none, and
-    /// replica-synced acquisition needs one).
+    /// Gives the primary serving `lock` one more replica (a promoted replica has none: the
+    /// default replica sync then grants unconfirmed, and `sync_replicas` refuses).
     pub fn add_replica_for(&mut self, lock: &str) {
         let cluster = self.cluster_mut();
         let primary = cluster.primary_for_key(lock);
