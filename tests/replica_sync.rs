@@ -16,40 +16,8 @@ use support::RedisServer;
 async fn primary_and_replica() -> (RedisServer, RedisServer) {
     let primary = RedisServer::start();
     let replica = RedisServer::start();
-    attach(&replica, &primary).await;
+    replica.replicate(&primary).await;
     (primary, replica)
-}
-
-/// Makes `replica` a replica of `primary` and waits until the primary counts it.
-async fn attach(replica: &RedisServer, primary: &RedisServer) {
-    // The first full sync starts at once rather than after the default 5 s.
-    let mut conn = primary.conn().await;
-    let () = redis::cmd("CONFIG")
-        .arg(&["SET", "repl-diskless-sync-delay", "0"])
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    let mut conn = replica.conn().await;
-    let () = redis::cmd("REPLICAOF")
-        .arg("127.0.0.1")
-        .arg(primary.port())
-        .query_async(&mut conn)
-        .await
-        .unwrap();
-    support::eventually(
-        "the replica is in sync",
-        Duration::from_secs(20),
-        || async {
-            let mut conn = primary.conn().await;
-            let info: String = redis::cmd("INFO")
-                .arg("replication")
-                .query_async(&mut conn)
-                .await
-                .unwrap();
-            info.contains("connected_slaves:1") && info.contains("state=online")
-        },
-    )
-    .await;
 }
 
 async fn has_key(server: &RedisServer, key: &str) -> bool {
@@ -192,7 +160,7 @@ async fn a_replica_added_later_is_waited_for() {
     let guard = client.lock("order:12").unwrap().acquire().await.unwrap();
     guard.unlock().await.unwrap();
     assert_eq!(primary.command_calls("wait").await, 0);
-    attach(&replica, &primary).await;
+    replica.replicate(&primary).await;
     let lock = client.lock("order:12").unwrap();
     support::eventually(
         "an acquire waits for the replica",

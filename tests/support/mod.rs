@@ -151,6 +151,43 @@ impl RedisServer {
             .unwrap_or_else(|e| panic!("connect to test redis on port {}: {e}", self.port))
     }
 
+    /// Makes this server a replica of `primary` and waits until the primary counts it
+    /// online (the first full sync starts at once rather than after the default 5 s).
+    pub async fn replicate(&self, primary: &RedisServer) {
+        let mut conn = primary.conn().await;
+        let () = redis::cmd("CONFIG")
+            .arg(&["SET", "repl-diskless-sync-delay", "0"])
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let mut conn = self.conn().await;
+        let () = redis::cmd("REPLICAOF")
+            .arg("127.0.0.1")
+            .arg(primary.port())
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let port = self.port;
+        eventually(
+            "the replica is in sync",
+            Duration::from_secs(20),
+            || async {
+                let mut conn = primary.conn().await;
+                let info: String = redis::cmd("INFO")
+                    .arg("replication")
+                    .query_async(&mut conn)
+                    .await
+                    .unwrap();
+                info.lines().any(|line| {
+                    line.starts_with("slave")
+                        && line.contains(&format!("port={port},"))
+                        && line.contains("state=online")
+                })
+            },
+        )
+        .await;
+    }
+
     /// Process id of the running server, if any.
     pub fn pid(&self) -> Option<u32> {
         self.child.as_ref().map(Child::id)

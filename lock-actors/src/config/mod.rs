@@ -65,8 +65,8 @@ pub struct ClientConfig {
 /// change between them: a cluster or a Sentinel-followed primary is one node to the rest of
 /// the library.
 ///
-/// Build it with [`ClientConfig::new`] (one server), [`ClientConfig::cluster`] or
-/// [`ClientConfig::sentinel`].
+/// Build it with [`ClientConfig::new`] (one server), [`ClientConfig::cluster`],
+/// [`ClientConfig::sentinel`] or [`ClientConfig::replicated`].
 ///
 /// # Example
 ///
@@ -94,6 +94,14 @@ pub enum Deployment {
         sentinels: Vec<String>,
         /// The monitored primary's name (`sentinel monitor <service> …`).
         service: String,
+    },
+    /// A primary and its replicas listed by address, with no Sentinel (a managed Redis
+    /// such as ElastiCache, Azure Cache or Memorystore without cluster mode): the primary is
+    /// the node whose `INFO replication` says `role:master`, looked for again every second
+    /// and after any failure a failover explains, and followed when another node is promoted.
+    Replicated {
+        /// Every node's URL (`redis://host:6379/`); credentials and database come from each.
+        nodes: Vec<String>,
     },
 }
 
@@ -242,6 +250,38 @@ impl ClientConfig {
         config
     }
 
+    /// Settings for a primary and its replicas listed by address, with no Sentinel (Redisson's
+    /// "replicated" mode; a managed Redis such as AWS ElastiCache, Azure Cache or Google
+    /// Memorystore without cluster mode). The client asks every node for its role
+    /// (`INFO replication`) when it connects, again every second, and at once after a
+    /// failure a failover explains (no answer, `READONLY`); it follows the node promoted to
+    /// primary as it follows a Sentinel failover: it reconnects there, subscribes again and
+    /// wakes every waiter so it retries on the new primary.
+    ///
+    /// List every node of the group, replicas included: a node left out cannot be followed
+    /// once promoted.
+    ///
+    /// ```
+    /// use actix_distributed_lock::{ClientConfig, Deployment};
+    ///
+    /// let config = ClientConfig::replicated([
+    ///     "redis://10.0.0.1:6379/",
+    ///     "redis://10.0.0.2:6379/",
+    /// ]);
+    /// assert!(config.validate().is_ok());
+    /// assert!(matches!(config.deployment(), Deployment::Replicated { nodes } if nodes.len() == 2));
+    /// ```
+    pub fn replicated<I, S>(nodes: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        let nodes: Vec<String> = nodes.into_iter().map(Into::into).collect();
+        let mut config = ClientConfig::new(nodes.first().cloned().unwrap_or_default());
+        config.deployment = Deployment::Replicated { nodes };
+        config
+    }
+
     /// For a [`sentinel`](ClientConfig::sentinel) deployment: the URL whose user, password
     /// and database apply to the primary the sentinels name (its host and port are not used).
     ///
@@ -257,7 +297,8 @@ impl ClientConfig {
         self
     }
 
-    /// How this client reaches Redis: one server, a cluster, or a Sentinel-named primary.
+    /// How this client reaches Redis: one server, a cluster, a Sentinel-named primary, or a
+    /// primary found by role among listed nodes.
     ///
     /// ```
     /// use actix_distributed_lock::{ClientConfig, Deployment};
@@ -294,6 +335,7 @@ impl ClientConfig {
             Deployment::Sentinel { sentinels, service } => {
                 format!("sentinel[{}]/{service}", list(sentinels))
             }
+            Deployment::Replicated { nodes } => format!("replicated[{}]", list(nodes)),
         }
     }
 
@@ -437,6 +479,11 @@ impl ClientConfig {
             Deployment::Sentinel { sentinels, .. } if sentinels.iter().all(String::is_empty) => {
                 return Err(LockError::invalid_config(
                     "a sentinel deployment needs at least one sentinel URL",
+                ));
+            }
+            Deployment::Replicated { nodes } if nodes.iter().all(String::is_empty) => {
+                return Err(LockError::invalid_config(
+                    "a replicated deployment needs at least one node URL",
                 ));
             }
             Deployment::Sentinel { service, .. } if service.is_empty() => {

@@ -289,6 +289,8 @@ pub(crate) async fn renew_confirmed(
     invocation: ScriptCall,
     first: LockName,
 ) -> Result<Vec<i64>, crate::error::LockError> {
+    // The renewal and its WAIT on one server, even if a followed primary moves meanwhile.
+    let commands = commands.pinned();
     let renewed = commands
         .clone()
         .eval::<Vec<i64>>(invocation, first.clone())

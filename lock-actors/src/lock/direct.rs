@@ -346,14 +346,13 @@ impl<A: LockActorApi> Direct<A> {
             }
             return run_acquire(commands.clone(), script(), self.name.clone()).await;
         };
-        let reply = commands.clone().command(plain, self.name.clone()).await?;
+        // The command and its WAIT on one server, even if a followed primary moves meanwhile.
+        let pinned = commands.clone().pinned();
+        let reply = pinned.clone().command(plain, self.name.clone()).await?;
         if reply != redis::Value::Okay {
             return Box::pin(run_acquire(commands.clone(), script(), self.name.clone())).await;
         }
-        commands
-            .clone()
-            .confirm_replicated(self.name.clone())
-            .await?;
+        pinned.confirm_replicated(self.name.clone()).await?;
         Ok((None, None))
     }
 
@@ -620,6 +619,8 @@ pub(crate) async fn run_acquire(
     invocation: ScriptCall,
     name: LockName,
 ) -> Result<TryReply, LockError> {
+    // The script and its WAIT on one server, even if a followed primary moves meanwhile.
+    let commands = commands.pinned();
     let reply = commands
         .clone()
         .eval::<redis::Value>(invocation, name.clone())

@@ -1,10 +1,13 @@
-//! How a node is reached: one server, a Redis Cluster, or the primary that Sentinel names.
+//! How a node is reached: one server, a Redis Cluster, or a followed primary (the one
+//! Sentinel names, or the one of a listed group whose role is primary).
 //! The command connection of each, where its subscription connection goes, and which
 //! publish command its lock scripts use.
 
+use super::followed::{keep_scanning, Finder, FollowedPrimary};
 use super::homed::Homed;
 use super::manager::{config_error, manager, Failure};
-use super::sentinel::{sentinel_client, SentinelPrimary};
+use super::roles::RoleScan;
+use super::sentinel::sentinel_client;
 use super::tls::{self, UrlRole};
 use crate::config::TlsSettings;
 use crate::config::{ClientConfig, Deployment, ShardedSubscriptionMode};
@@ -17,7 +20,6 @@ use redis::cluster_async::ClusterConnection;
 use redis::cluster_routing::{
     MultipleNodeRoutingInfo, Route, RoutingInfo, SingleNodeRoutingInfo, Slot, SlotAddr,
 };
-use redis::sentinel::SentinelClient;
 use redis::{
     Cmd, ErrorKind, FromRedisValue, InfoDict, Pipeline, RedisFuture, RedisResult, ServerErrorKind,
     Value,
@@ -62,11 +64,31 @@ pub(crate) enum Link {
     Single(ConnectionManager),
     /// A cluster: commands go to the primary of their first key's slot.
     Cluster(ClusterConnection),
-    /// The primary the sentinels name, found again after a failover.
-    Sentinel(Arc<SentinelPrimary>),
+    /// The primary the sentinels name, or the listed server whose role is primary; found
+    /// again after a failover.
+    Followed(Arc<FollowedPrimary>),
+    /// A followed primary's connection as it was at one generation: a lock script and the
+    /// `WAIT` that confirms it must reach the same server, even if the client moves to
+    /// another primary between them (a `WAIT` on the new primary would confirm nothing of a
+    /// grant made on the old one).
+    Pinned(Arc<FollowedPrimary>, u64, ConnectionManager),
 }
 
 impl Connection {
+    /// This connection kept on the server it reaches now (see [`Link::Pinned`]); a
+    /// connection to one server or a cluster is returned as it is.
+    pub(crate) fn pinned(&self) -> Connection {
+        let Link::Followed(primary) = &self.link else {
+            return self.clone();
+        };
+        let (generation, conn) = primary.current();
+        Connection {
+            link: Link::Pinned(primary.clone(), generation, conn),
+            home: self.home.clone(),
+            bound: self.bound,
+        }
+    }
+
     /// How the node is reached.
     pub(crate) fn link(&self) -> &Link {
         &self.link
@@ -95,9 +117,19 @@ impl Connection {
                     let conn = client.get_async_connection().await?;
                     Ok(Link::Cluster(conn))
                 }
+                // Boxed: the finder's futures would otherwise nest every caller's future
+                // of `LockClient::connect` past rustc's default query depth.
                 Deployment::Sentinel { .. } => {
-                    let sentinel = SentinelPrimary::open(config, label).await?;
-                    Ok(Link::Sentinel(Arc::new(sentinel)))
+                    let finder = Finder::Sentinel(sentinel_client(config, label)?);
+                    let primary = Box::pin(FollowedPrimary::open(config, label, finder)).await?;
+                    Ok(Link::Followed(Arc::new(primary)))
+                }
+                Deployment::Replicated { nodes } => {
+                    let finder = Finder::Roles(RoleScan::new(nodes, config, label)?);
+                    let primary = Box::pin(FollowedPrimary::open(config, label, finder)).await?;
+                    let primary = Arc::new(primary);
+                    keep_scanning(&primary);
+                    Ok(Link::Followed(primary))
                 }
             }
         };
@@ -194,7 +226,7 @@ impl Connection {
     }
 
     /// Whether two calls made one after the other from one task reach the server in that
-    /// order: true on one server and behind the Sentinels (one multiplexed connection);
+    /// order: true on one server and on a followed primary (one multiplexed connection);
     /// a cluster's calls go through its routing task, which keeps no such promise.
     pub(crate) fn keeps_order(&self) -> bool {
         !matches!(self.link, Link::Cluster(_))
@@ -242,7 +274,7 @@ impl Link {
     /// Sends one script call, loading the script first if the server's cache lost it
     /// (`NOSCRIPT`). On one server the request is sent straight on the connection manager,
     /// without the boxed future of `ConnectionLike` (the hot path of every uncontended
-    /// acquire and unlock); clusters and Sentinel go through `ConnectionLike`, which routes
+    /// acquire and unlock); clusters and followed primaries go through `ConnectionLike`, which routes
     /// by the first key and follows failovers.
     async fn eval(&mut self, call: &ScriptCall) -> RedisResult<Value> {
         let evalsha = call.evalsha();
@@ -279,10 +311,17 @@ impl ConnectionLike for Link {
         match self {
             Link::Single(conn) => conn.req_packed_command(cmd),
             Link::Cluster(conn) => Box::pin(super::cluster_resend::send(conn, cmd)),
-            Link::Sentinel(primary) => {
+            Link::Followed(primary) => {
                 let primary = primary.clone();
                 Box::pin(async move {
                     let (generation, mut conn) = primary.current();
+                    let reply = conn.req_packed_command(cmd).await;
+                    primary.check(generation, reply).await
+                })
+            }
+            Link::Pinned(primary, generation, conn) => {
+                let (primary, generation, mut conn) = (primary.clone(), *generation, conn.clone());
+                Box::pin(async move {
                     let reply = conn.req_packed_command(cmd).await;
                     primary.check(generation, reply).await
                 })
@@ -301,10 +340,17 @@ impl ConnectionLike for Link {
             Link::Cluster(conn) => Box::pin(super::cluster_resend::send_pipeline(
                 conn, pipeline, offset, count,
             )),
-            Link::Sentinel(primary) => {
+            Link::Followed(primary) => {
                 let primary = primary.clone();
                 Box::pin(async move {
                     let (generation, mut conn) = primary.current();
+                    let reply = conn.req_packed_commands(pipeline, offset, count).await;
+                    primary.check(generation, reply).await
+                })
+            }
+            Link::Pinned(primary, generation, conn) => {
+                let (primary, generation, mut conn) = (primary.clone(), *generation, conn.clone());
+                Box::pin(async move {
                     let reply = conn.req_packed_commands(pipeline, offset, count).await;
                     primary.check(generation, reply).await
                 })
@@ -316,7 +362,8 @@ impl ConnectionLike for Link {
         match self {
             Link::Single(conn) => conn.get_db(),
             Link::Cluster(conn) => conn.get_db(),
-            Link::Sentinel(primary) => primary.current().1.get_db(),
+            Link::Followed(primary) => primary.current().1.get_db(),
+            Link::Pinned(_, _, conn) => conn.get_db(),
         }
     }
 }
@@ -326,38 +373,51 @@ impl ConnectionLike for Link {
 pub(crate) enum SubscriptionTarget {
     /// One server.
     Single(redis::Client),
-    /// The primary the sentinels name, asked anew at each connect.
-    Sentinel(Arc<tokio::sync::Mutex<SentinelClient>>),
+    /// The followed primary, looked for again at each connect; the subscription moves
+    /// when the command connection does.
+    Followed(Arc<FollowedPrimary>),
     /// A cluster: one RESP3 connection per node, whose pushes arrive through a callback.
     Cluster(ClusterSeeds),
 }
 
 impl SubscriptionTarget {
-    pub(crate) fn new(config: &ClientConfig, label: &str) -> Result<Self, LockError> {
+    /// Where `conn`'s node subscribes: the same followed primary as `conn`.
+    pub(crate) fn new(
+        config: &ClientConfig,
+        label: &str,
+        conn: &Connection,
+    ) -> Result<Self, LockError> {
         let lock_failure = |failure: Failure| match failure {
             Failure::Lock(e) => e,
             Failure::Redis(e) => config_error(label, &e),
         };
-        Ok(match config.deployment() {
-            Deployment::Standalone => {
-                SubscriptionTarget::Single(open_client(config, label).map_err(lock_failure)?)
-            }
-            Deployment::Cluster { nodes } => SubscriptionTarget::Cluster(
+        Ok(match (conn.link(), config.deployment()) {
+            (Link::Followed(primary), _) => SubscriptionTarget::Followed(primary.clone()),
+            (_, Deployment::Cluster { nodes }) => SubscriptionTarget::Cluster(
                 ClusterSeeds::new(nodes, config, label).map_err(lock_failure)?,
             ),
-            Deployment::Sentinel { .. } => SubscriptionTarget::Sentinel(Arc::new(
-                tokio::sync::Mutex::new(sentinel_client(config, label).map_err(lock_failure)?),
-            )),
+            _ => SubscriptionTarget::Single(open_client(config, label).map_err(lock_failure)?),
         })
     }
 
-    /// The one server to subscribe on now: the single server, or the primary the
-    /// sentinels name now. A cluster has none (it subscribes through its own connection).
+    /// For a followed primary: the switches of the primary, the current one marked seen.
+    pub(crate) fn switches(&self) -> Option<tokio::sync::watch::Receiver<u64>> {
+        let SubscriptionTarget::Followed(primary) = self else {
+            return None;
+        };
+        let mut switches = primary.switches();
+        switches.borrow_and_update();
+        Some(switches)
+    }
+
+    /// The one server to subscribe on now: the single server, or the followed primary as
+    /// found now. A cluster has none (it subscribes through its own connection).
     pub(crate) async fn single_client(&self) -> RedisResult<redis::Client> {
         match self {
             SubscriptionTarget::Single(client) => Ok(client.clone()),
-            SubscriptionTarget::Sentinel(sentinels) => {
-                sentinels.lock().await.async_get_client().await
+            SubscriptionTarget::Followed(primary) => {
+                primary.look_again().await;
+                Ok(primary.current_client())
             }
             SubscriptionTarget::Cluster(_) => Err(redis::RedisError::from((
                 redis::ErrorKind::Client,

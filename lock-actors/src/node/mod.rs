@@ -4,6 +4,7 @@
 
 pub(crate) mod cluster_resend;
 pub(crate) mod connection;
+mod followed;
 mod homed;
 pub(crate) mod identity;
 #[cfg(feature = "inspect")]
@@ -11,6 +12,7 @@ mod keyspace;
 mod manager;
 pub(crate) mod publishing;
 mod replicas;
+mod roles;
 mod sentinel;
 mod supervisor;
 pub(crate) mod tls;
@@ -224,6 +226,16 @@ impl Commands {
         matches!(self.conn.link(), Link::Cluster(_))
     }
 
+    /// These commands kept on the server a followed primary's connection reaches now, so a
+    /// lock script and the `WAIT` that confirms it go to the same server (see
+    /// [`Link::Pinned`]); unchanged on one server or a cluster.
+    pub(crate) fn pinned(mut self) -> Commands {
+        if matches!(self.conn.link(), Link::Followed(_)) {
+            self.conn = self.conn.pinned();
+        }
+        self
+    }
+
     /// Replica sync after an acquire or a renewal: waits until the replicas confirmed every
     /// write sent so far on the connection that serves `name` (so the hold just taken or
     /// renewed), else
@@ -283,7 +295,9 @@ impl Commands {
         if !self.conn.keeps_order() {
             return None;
         }
-        let (mut script_conn, mut wait_conn) = (self.conn.clone(), self.conn.clone());
+        // One server for the script and every slice of its WAIT.
+        let pinned = self.clone().pinned();
+        let (mut script_conn, mut wait_conn) = (pinned.conn.clone(), pinned.conn.clone());
         let evalsha = call.evalsha();
         let started = Instant::now();
         let slice = WAIT_SLICE.min(wait.timeout).max(Duration::from_millis(1));
@@ -308,9 +322,13 @@ impl Commands {
         }
         let confirmed = match confirmed {
             Ok(confirmed) => confirmed,
+            // Demoted before any replica confirmed: the grant goes with the old primary's data.
+            Err(err) if followed::says_demoted(&err) => {
+                return Some(self.judge(name, wait, 0).map(|()| reply))
+            }
             Err(err) => return Some(Err(self.error(&err, name))),
         };
-        let mut rest = self.clone();
+        let mut rest = pinned;
         let confirmed = rest.wait_rest(name, wait, started, Some(confirmed)).await;
         Some(confirmed.map(|()| reply))
     }
@@ -343,8 +361,13 @@ impl Commands {
             }
             // Never 0 ms: `WAIT n 0` blocks until the replicas answer, however long.
             let slice = WAIT_SLICE.min(left).max(Duration::from_millis(1));
-            let answer = self.conn.wait_replicas(name, wait.wanted, slice).await;
-            confirmed = Some(answer.map_err(|err| self.error(&err, name))?);
+            confirmed = match self.conn.wait_replicas(name, wait.wanted, slice).await {
+                Ok(confirmed) => Some(confirmed),
+                // The primary was demoted while it waited (`UNBLOCKED`) or before (a replica
+                // refuses `WAIT`): no replica confirmed it, and none will.
+                Err(err) if followed::says_demoted(&err) => return self.judge(name, wait, 0),
+                Err(err) => return Err(self.error(&err, name)),
+            };
         }
     }
 
@@ -396,13 +419,13 @@ impl Node {
         scripts: Vec<&'static Script>,
     ) -> Result<Arc<Node>, LockError> {
         let label: Arc<str> = config.label().into();
-        let target = SubscriptionTarget::new(&config, &label)?;
         let arbiter = runtime.arbiter().clone();
         let setup_config = config.clone();
         let setup_label = label.clone();
         let (commands, server, supervisor) = runtime
             .run(async move {
                 let mut conn = Connection::open(&setup_config, &setup_label).await?;
+                let target = SubscriptionTarget::new(&setup_config, &setup_label, &conn)?;
                 let pubsub = conn
                     .pubsub(setup_config.sharded_subscription, &setup_label)
                     .await?;

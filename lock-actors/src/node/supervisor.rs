@@ -113,7 +113,8 @@ impl Message for Unsubscribe {
 /// When the connection drops, the supervisor restarts (actix [`Supervised`]): it reconnects
 /// with backoff, subscribes again to every channel that still has a listener, and then wakes
 /// every listener so it retries at once (an unlock published while disconnected is lost).
-/// On a Sentinel deployment each reconnect asks the sentinels for the primary first. On a
+/// On a Sentinel or replicated deployment each reconnect looks for the primary first, and a
+/// switch of the command connection to another primary moves the subscription too. On a
 /// Redis Cluster it keeps one RESP3 connection per node (the redis crate follows the
 /// topology and re-subscribes each channel on the node that owns its slot); a dropped node
 /// connection or a channel moved away with its slot makes it subscribe again and wake the
@@ -249,11 +250,14 @@ impl NodeSupervisor {
                         .push_sender(forward)
                         .build()?;
                     let conn = client.get_async_connection().await?;
-                    return Ok((Sink::Cluster(conn), None));
+                    return Ok((Sink::Cluster(conn), None, None));
                 }
                 let client = target.single_client().await?;
+                // Marked seen with no await after the client was chosen: a later switch
+                // of the followed primary moves the subscription.
+                let switches = target.switches();
                 let (sink, stream) = client.get_async_pubsub().await?.split();
-                Ok::<_, redis::RedisError>((Sink::Single(sink), Some(stream)))
+                Ok::<_, redis::RedisError>((Sink::Single(sink), Some(stream), switches))
             };
             tokio::time::timeout(limit, connecting).await
         };
@@ -261,9 +265,12 @@ impl NodeSupervisor {
             attempt
                 .into_actor(self)
                 .map(|result, act, ctx| match result {
-                    Ok(Ok((sink, stream))) => {
+                    Ok(Ok((sink, stream, switches))) => {
                         if let Some(stream) = stream {
                             ctx.add_stream(stream);
+                        }
+                        if let Some(switches) = switches {
+                            act.follow(switches, ctx);
                         }
                         act.sink = Some(sink);
                         act.retry = retry_backoff();
@@ -287,6 +294,20 @@ impl NodeSupervisor {
                     }
                 }),
         );
+    }
+
+    /// Once the followed primary moves to another server, moves the subscription there: the
+    /// supervisor restarts, connects to the new primary, subscribes again and wakes every
+    /// listener (an unlock published on the new primary meanwhile was not heard here).
+    fn follow(&mut self, mut switches: tokio::sync::watch::Receiver<u64>, ctx: &mut Context<Self>) {
+        let moved = async move { switches.changed().await.is_ok() };
+        ctx.spawn(moved.into_actor(self).map(|moved, act, ctx| {
+            if moved {
+                tracing::info!(node = %act.label,
+                    "the primary moved; moving the subscription with it");
+                ctx.stop();
+            }
+        }));
     }
 
     /// After (re)connecting: subscribe every routed channel, then, when this follows a

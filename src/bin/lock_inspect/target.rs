@@ -1,5 +1,6 @@
-//! Which deployment a `lock-inspect` URL names: one server, a Redis Cluster, or the primary
-//! that Sentinel follows; turned into the [`ClientConfig`] the library takes.
+//! Which deployment a `lock-inspect` URL names: one server, a Redis Cluster, the primary
+//! that Sentinel follows, or the primary of a listed group; turned into the
+//! [`ClientConfig`] the library takes.
 
 use actix_distributed_lock::{redact_url, ClientConfig};
 
@@ -9,6 +10,8 @@ URL forms:
   redis://[user:password@]host:port[/db]      one server (rediss:// for TLS, with the `tls` feature)
   redis+cluster://[user:password@]host:port,host:port,...
                                               a Redis Cluster from any of its nodes (rediss+cluster:// for TLS)
+  redis+replicated://[user:password@]host:port,host:port,...[/db]
+                                              the primary of these servers, found by role (no Sentinel)
   redis+sentinel://[user:password@]host:port,host:port,.../service[/db]
                                               the primary the sentinels name `service` (rediss+sentinel:// for TLS);
                                               user and password apply to the data nodes, not to the sentinels
@@ -35,8 +38,8 @@ pub fn parse(url: &str) -> Result<Target, String> {
             }
             ClientConfig::new(url)
         }
-        "redis+cluster" | "rediss+cluster" => {
-            let base = &scheme[..scheme.len() - "+cluster".len()];
+        "redis+cluster" | "rediss+cluster" | "redis+replicated" | "rediss+replicated" => {
+            let (base, kind) = scheme.split_once('+').unwrap_or((scheme, ""));
             let parts = split(rest).map_err(|why| bad(&why))?;
             let path = match parts.path {
                 "" => "/".to_string(),
@@ -46,7 +49,11 @@ pub fn parse(url: &str) -> Result<Target, String> {
                 .hosts
                 .iter()
                 .map(|host| format!("{base}://{}{host}{path}", parts.userinfo));
-            ClientConfig::cluster(nodes)
+            if kind == "cluster" {
+                ClientConfig::cluster(nodes)
+            } else {
+                ClientConfig::replicated(nodes)
+            }
         }
         "redis+sentinel" | "rediss+sentinel" => {
             let base = &scheme[..scheme.len() - "+sentinel".len()];
@@ -72,7 +79,8 @@ pub fn parse(url: &str) -> Result<Target, String> {
         }
         _ => {
             return Err(bad(
-                "the scheme must be redis, rediss, redis+cluster or redis+sentinel",
+                "the scheme must be redis, rediss, redis+cluster, redis+sentinel or \
+                 redis+replicated",
             ))
         }
     };
@@ -179,6 +187,21 @@ mod tests {
                 nodes: vec!["rediss://h1:7000/".into()]
             }
         );
+    }
+
+    #[test]
+    fn a_replicated_url_lists_every_node_with_its_database() {
+        let (d, url) = deployment("redis+replicated://:pw@h1:6379,h2:6379/2");
+        assert_eq!(
+            d,
+            Deployment::Replicated {
+                nodes: vec![
+                    "redis://:pw@h1:6379/2".into(),
+                    "redis://:pw@h2:6379/2".into()
+                ]
+            }
+        );
+        assert_eq!(url, "redis://:pw@h1:6379/2");
     }
 
     #[test]
