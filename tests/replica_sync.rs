@@ -250,3 +250,55 @@ async fn with_the_replica_frozen_concurrent_acquires_each_get_the_replicas_answe
     .await;
     client.close().await;
 }
+
+/// Semaphores are synced as locks are (Redisson syncs `RSemaphore` and
+/// `RPermitExpirableSemaphore` too): with the replica frozen, permits taken are given back
+/// and the acquire fails after its retries, leaving every permit; thawed, the permits are
+/// handed out once the replica has them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn semaphore_permits_are_handed_out_once_the_replica_has_them() {
+    let (primary, mut replica) = primary_and_replica().await;
+    let config = ClientConfig::new(primary.url()).replica_sync_timeout(Duration::from_millis(200));
+    let client = LockClient::connect(config).await.unwrap();
+    let plain = client.semaphore("pool").unwrap();
+    let expirable = client.expirable_semaphore("slots").unwrap();
+    assert!(plain.try_set_permits(3).await.unwrap());
+    assert!(expirable.try_set_permits(3).await.unwrap());
+
+    replica.pause();
+    let started = Instant::now();
+    let (taken, leased) = tokio::join!(
+        plain.acquire_timeout(2, Duration::from_secs(60)),
+        expirable.acquire_timeout(2, Duration::from_secs(60))
+    );
+    let took = started.elapsed();
+    replica.resume();
+    for answer in [taken.map(drop), leased.map(drop)] {
+        assert!(
+            matches!(answer, Err(LockError::NotReplicated { confirmed: 0, .. })),
+            "{answer:?}"
+        );
+    }
+    assert!(took >= Duration::from_millis(3 * 1500), "{took:?}");
+    support::eventually(
+        "every permit was given back",
+        Duration::from_secs(5),
+        || async {
+            plain.available_permits().await.unwrap() == 3
+                && expirable.available_permits().await.unwrap() == 3
+        },
+    )
+    .await;
+
+    let permits = plain.acquire(2).await.unwrap();
+    let leased = expirable.acquire(1).await.unwrap();
+    // Confirmed before they were handed out: the replica counts them taken now.
+    let mut conn = replica.conn().await;
+    let left: i64 = conn.get("pool").await.unwrap();
+    assert_eq!(left, 1, "the replica does not count the permits taken");
+    let leases: i64 = conn.zcard("{slots}:timeout").await.unwrap();
+    assert_eq!(leases, 1, "the replica does not have the leased permit");
+    permits.release().await.unwrap();
+    leased.release().await.unwrap();
+    client.close().await;
+}

@@ -106,18 +106,42 @@ impl SemaphoreActor {
         };
         let (invocation, ids) = rules.acquire_call(&self.keys, self.node.commands.pubsub, &take);
         let sent = Instant::now();
-        let request = self
-            .node
-            .commands
-            .clone()
-            .eval::<Vec<i64>>(invocation, self.name.clone());
+        // The script and its replica WAIT on one server (as for locks: Redisson syncs
+        // RSemaphore's and RPermitExpirableSemaphore's acquires too).
+        let commands = self.node.commands.clone().pinned();
+        let name = self.name.clone();
+        let request = async move {
+            let reply = commands
+                .clone()
+                .eval::<Vec<i64>>(invocation, name.clone())
+                .await
+                .map_err(|error| (error, false))?;
+            if matches!(tried(&reply), Some(Tried::Taken)) {
+                commands
+                    .confirm_replicated(name)
+                    .await
+                    .map_err(|error| (error, true))?;
+            }
+            Ok(reply)
+        };
         ctx.spawn(request.into_actor(self).map(move |reply, act, ctx| {
-            let result = reply.and_then(|reply| {
-                tried(&reply).ok_or_else(|| LockError::Unavailable {
+            let result = match reply {
+                Ok(reply) => tried(&reply).ok_or_else(|| LockError::Unavailable {
                     node: act.node.commands.label().to_string(),
                     reason: "unexpected reply to the semaphore acquire script".into(),
-                })
-            });
+                }),
+                // Taken, but not confirmed (no replica did, or the WAIT got no answer):
+                // give the permits back, and let the queue decide on a retry.
+                Err((error, true)) => {
+                    act.give_back(permits, ids.clone(), ctx);
+                    if act.kind.rules().writes_receipt() {
+                        act.drop_receipt(receipt, ctx);
+                    }
+                    act.attempted(id, permits, ids, sent, Err(error), ctx);
+                    return;
+                }
+                Err((error, false)) => Err(error),
+            };
             match &result {
                 // The script may have run, or may still run: settle it.
                 Err(LockError::Unavailable { .. }) => {
