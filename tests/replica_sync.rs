@@ -302,3 +302,81 @@ async fn semaphore_permits_are_handed_out_once_the_replica_has_them() {
     leased.release().await.unwrap();
     client.close().await;
 }
+
+/// Whether `server` knows `WAITAOF` (Redis 7.2+, Valkey).
+async fn offers_waitaof(server: &RedisServer) -> bool {
+    let mut conn = server.conn().await;
+    let info: Vec<redis::Value> = redis::cmd("COMMAND")
+        .arg("INFO")
+        .arg("WAITAOF")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    info.first().is_some_and(|i| *i != redis::Value::Nil)
+}
+
+/// `sync_replicas_aof`: a grant counts once the replica wrote it to its append-only file.
+/// A replica without one never confirms; with one, the lock is on it when handed out. A
+/// server without `WAITAOF` (Redis before 7.2) is refused at connect, with a clear error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sync_replicas_aof_waits_for_the_replicas_append_only_file() {
+    let (primary, replica) = primary_and_replica().await;
+    let config =
+        || ClientConfig::new(primary.url()).sync_replicas_aof(1, Duration::from_millis(300));
+    if !offers_waitaof(&primary).await {
+        let refused = LockClient::connect(config()).await;
+        assert!(
+            matches!(&refused, Err(LockError::InvalidConfig { reason }) if reason.contains("WAITAOF")),
+            "{:?}",
+            refused.err()
+        );
+        return;
+    }
+    let client = LockClient::connect(config()).await.unwrap();
+    // The replica writes no append-only file: it never confirms.
+    let refused = client
+        .lock("order:aof")
+        .unwrap()
+        .acquire_timeout(Duration::from_secs(2))
+        .await;
+    assert!(
+        matches!(refused, Err(LockError::NotReplicated { confirmed: 0, .. })),
+        "{refused:?}"
+    );
+    support::eventually("the grant was given back", Duration::from_secs(5), || {
+        let primary = &primary;
+        async move { !has_key(primary, "order:aof").await }
+    })
+    .await;
+
+    let mut conn = replica.conn().await;
+    let () = redis::cmd("CONFIG")
+        .arg(&["SET", "appendonly", "yes"])
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    support::eventually(
+        "the replica writes its append-only file",
+        Duration::from_secs(20),
+        || async {
+            let mut conn = replica.conn().await;
+            let info: String = redis::cmd("INFO")
+                .arg("persistence")
+                .query_async(&mut conn)
+                .await
+                .unwrap();
+            info.contains("aof_enabled:1") && info.contains("aof_rewrite_in_progress:0")
+        },
+    )
+    .await;
+    let guard = client
+        .lock("order:aof")
+        .unwrap()
+        .acquire_timeout(Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert!(has_key(&replica, "order:aof").await);
+    assert!(primary.command_calls("waitaof").await >= 1);
+    guard.unlock().await.unwrap();
+    client.close().await;
+}

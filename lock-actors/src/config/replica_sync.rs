@@ -60,6 +60,10 @@ pub enum ReplicaSyncMode {
     /// [`ClientConfig::sync_replicas`]: a fixed count must confirm every acquire and every
     /// renewal, whatever the primary reports.
     AtLeast(ReplicaSync),
+    /// [`ClientConfig::sync_replicas_aof`]: a fixed count must have written every acquire
+    /// and every renewal to its append-only file (`WAITAOF`, Redis 7.2+ and Valkey), whatever
+    /// the primary reports: the write then outlives a replica's restart too.
+    AtLeastAof(ReplicaSync),
     /// [`ClientConfig::no_replica_sync`]: no `WAIT` at all.
     Off,
 }
@@ -78,7 +82,7 @@ impl ReplicaSyncMode {
             ReplicaSyncMode::Connected { timeout } => {
                 positive_millis("replica_sync_timeout", *timeout)?;
             }
-            ReplicaSyncMode::AtLeast(sync) => {
+            ReplicaSyncMode::AtLeast(sync) | ReplicaSyncMode::AtLeastAof(sync) => {
                 if sync.replicas == 0 {
                     return Err(LockError::invalid_config(
                         "sync_replicas needs at least 1 replica (no_replica_sync() turns it off)",
@@ -117,6 +121,33 @@ impl ClientConfig {
     /// ```
     pub fn sync_replicas(mut self, replicas: usize, timeout: Duration) -> Self {
         self.replica_sync = ReplicaSyncMode::AtLeast(ReplicaSync { replicas, timeout });
+        self
+    }
+
+    /// The stronger form of [`sync_replicas`](Self::sync_replicas): after every acquire and
+    /// every renewal, wait (`WAITAOF 0 <replicas> <timeout>`) until `replicas` replicas of
+    /// the lock's primary have written it to their append-only file, not only received it
+    /// (Redisson's `SyncMode.WAIT_AOF`). A grant they do not confirm is given back and tried
+    /// again as under `sync_replicas`; a renewal they do not confirm counts as failed.
+    ///
+    /// Needs `WAITAOF` (Redis 7.2 or later, Valkey 8) and replicas with `appendonly yes`:
+    /// connecting to a server without the command fails with
+    /// [`LockError::InvalidConfig`](crate::LockError::InvalidConfig), and a replica without
+    /// an append-only file never confirms.
+    ///
+    /// ```
+    /// use actix_distributed_lock::{ClientConfig, ReplicaSync, ReplicaSyncMode};
+    /// use std::time::Duration;
+    ///
+    /// let c = ClientConfig::new("redis://h/").sync_replicas_aof(1, Duration::from_millis(500));
+    /// assert_eq!(
+    ///     c.replica_sync(),
+    ///     ReplicaSyncMode::AtLeastAof(ReplicaSync { replicas: 1, timeout: Duration::from_millis(500) })
+    /// );
+    /// assert!(ClientConfig::new("redis://h/").sync_replicas_aof(0, Duration::from_secs(1)).validate().is_err());
+    /// ```
+    pub fn sync_replicas_aof(mut self, replicas: usize, timeout: Duration) -> Self {
+        self.replica_sync = ReplicaSyncMode::AtLeastAof(ReplicaSync { replicas, timeout });
         self
     }
 

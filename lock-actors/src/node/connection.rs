@@ -184,16 +184,30 @@ impl Connection {
         }
     }
 
-    /// `WAIT replicas timeout` on the connection that wrote `name`'s keys; replies how many
-    /// replicas confirmed every write sent before it.
+    /// `WAIT replicas timeout` (with `aof`: `WAITAOF 0 replicas timeout`) on the connection
+    /// that wrote `name`'s keys; replies how many replicas confirmed (with `aof`: wrote to
+    /// their append-only file) every write sent before it.
     pub(crate) async fn wait_replicas(
         &mut self,
         name: &LockName,
         replicas: usize,
         timeout: Duration,
+        aof: bool,
     ) -> RedisResult<usize> {
-        let mut wait = redis::cmd("WAIT");
+        let mut wait = redis::cmd(if aof { "WAITAOF" } else { "WAIT" });
+        if aof {
+            wait.arg(0);
+        }
         wait.arg(replicas).arg(timeout.as_millis() as u64);
+        let confirmed = |reply: Value| -> RedisResult<usize> {
+            if aof {
+                // [fsynced locally, replicas that fsynced]
+                let (_, replicas): (usize, usize) = redis::from_redis_value(reply)?;
+                Ok(replicas)
+            } else {
+                Ok(redis::from_redis_value(reply)?)
+            }
+        };
         match &mut self.link {
             Link::Cluster(conn) => {
                 let route = Route::with_slot(Slot::for_key(name.as_str()), SlotAddr::Master);
@@ -203,9 +217,9 @@ impl Connection {
                         RoutingInfo::SingleNode(SingleNodeRoutingInfo::SpecificNode(route)),
                     )
                     .await?;
-                Ok(redis::from_redis_value(reply)?)
+                confirmed(reply)
             }
-            _ => wait.query_async(self).await,
+            _ => confirmed(wait.query_async(self).await?),
         }
     }
 

@@ -257,7 +257,7 @@ impl Commands {
 
     /// The `WAIT` replica sync asks for after a write about `name`, if any.
     fn replica_wait(&self, name: &LockName) -> Option<ReplicaWait> {
-        let (wanted, needed, timeout) = match self.replica_sync {
+        let (wanted, needed, timeout, aof) = match self.replica_sync {
             ReplicaSyncMode::Off => return None,
             ReplicaSyncMode::Connected { timeout } => {
                 match self
@@ -266,15 +266,17 @@ impl Commands {
                     .for_key(self.conn.link(), name.as_str())
                 {
                     0 => return None,
-                    connected => (connected, 1, timeout),
+                    connected => (connected, 1, timeout, false),
                 }
             }
-            ReplicaSyncMode::AtLeast(sync) => (sync.replicas, sync.replicas, sync.timeout),
+            ReplicaSyncMode::AtLeast(sync) => (sync.replicas, sync.replicas, sync.timeout, false),
+            ReplicaSyncMode::AtLeastAof(sync) => (sync.replicas, sync.replicas, sync.timeout, true),
         };
         Some(ReplicaWait {
             wanted,
             needed,
             timeout,
+            aof,
         })
     }
 
@@ -303,7 +305,7 @@ impl Commands {
         let slice = WAIT_SLICE.min(wait.timeout).max(Duration::from_millis(1));
         let (reply, confirmed) = futures_util::join!(
             script_conn.send(&evalsha),
-            wait_conn.wait_replicas(name, wait.wanted, slice)
+            wait_conn.wait_replicas(name, wait.wanted, slice, wait.aof)
         );
         let reply = match reply {
             Ok(reply) => reply,
@@ -361,7 +363,11 @@ impl Commands {
             }
             // Never 0 ms: `WAIT n 0` blocks until the replicas answer, however long.
             let slice = WAIT_SLICE.min(left).max(Duration::from_millis(1));
-            confirmed = match self.conn.wait_replicas(name, wait.wanted, slice).await {
+            confirmed = match self
+                .conn
+                .wait_replicas(name, wait.wanted, slice, wait.aof)
+                .await
+            {
                 Ok(confirmed) => Some(confirmed),
                 // The primary was demoted while it waited (`UNBLOCKED`) or before (a replica
                 // refuses `WAIT`): no replica confirmed it, and none will.
@@ -393,6 +399,8 @@ struct ReplicaWait {
     wanted: usize,
     needed: usize,
     timeout: Duration,
+    /// `WAITAOF` (the write in the replicas' append-only files) rather than `WAIT`.
+    aof: bool,
 }
 
 /// Everything an actor needs to know about its node. Shared and immutable, but for the
@@ -429,6 +437,9 @@ impl Node {
                 let pubsub = conn
                     .pubsub(setup_config.sharded_subscription, &setup_label)
                     .await?;
+                if matches!(setup_config.replica_sync, ReplicaSyncMode::AtLeastAof(_)) {
+                    offers_waitaof(&mut conn, &setup_label).await?;
+                }
                 preload_scripts(&mut conn, scripts).await;
                 let server = ServerIdentity::read(&mut conn, &setup_config, &setup_label).await;
                 let shared = Arc::new(Shared::new(&setup_label));
@@ -508,6 +519,27 @@ async fn keep_counting(shared: &Arc<Shared>, conn: &mut Connection) {
             }
         }
     });
+}
+
+/// `Ok` when the server knows `WAITAOF` (Redis 7.2+, Valkey), which
+/// [`ReplicaSyncMode::AtLeastAof`] sends after every acquire; a clear error at connect
+/// otherwise, rather than every acquire failing.
+async fn offers_waitaof(conn: &mut Connection, label: &str) -> Result<(), LockError> {
+    let mut info = redis::cmd("COMMAND");
+    info.arg("INFO").arg("WAITAOF");
+    let reply = conn
+        .send(&info)
+        .await
+        .map_err(|e| crate::denied::from_redis(&e, "", label))?;
+    match reply {
+        redis::Value::Array(items) if items.first().is_some_and(|i| *i != redis::Value::Nil) => {
+            Ok(())
+        }
+        _ => Err(LockError::invalid_config(format!(
+            "sync_replicas_aof needs WAITAOF (Redis 7.2 or later, Valkey), which {label} does \
+             not offer; use sync_replicas instead"
+        ))),
+    }
 }
 
 /// Loads every script into Redis's script cache, so first uses do not pay a NOSCRIPT round
