@@ -40,6 +40,33 @@ async fn subscribers(server: &RedisServer, channel: &str) -> i64 {
     n
 }
 
+/// A waiter on `client` for lock `name` (held by someone else), parked once it listens on
+/// the lock's channel on `primary`; resolves to when it acquired (it then unlocks and
+/// closes its client). Also returns the lock's channel.
+async fn park_waiter(
+    client: LockClient,
+    name: &'static str,
+    primary: &RedisServer,
+) -> (tokio::task::JoinHandle<Result<Instant, LockError>>, String) {
+    let waiter = tokio::spawn(async move {
+        let guard = client
+            .lock(name)
+            .unwrap()
+            .acquire_timeout(Duration::from_secs(60))
+            .await?;
+        let acquired = Instant::now();
+        guard.unlock().await?;
+        client.close().await;
+        Ok(acquired)
+    });
+    let channel = format!("redisson_lock__channel:{{{name}}}");
+    eventually("the waiter subscribed", Duration::from_secs(10), || async {
+        subscribers(primary, &channel).await >= 1
+    })
+    .await;
+    (waiter, channel)
+}
+
 /// When a load task held the lock, and whether it was told it lost it meanwhile.
 #[derive(Debug, Clone, Copy)]
 struct Span {
@@ -115,22 +142,7 @@ async fn a_promoted_replica_is_followed_under_load() {
     let (other, loaders) = (connect().await, [connect().await, connect().await]);
 
     let guard = holder.lock("job:nightly").unwrap().acquire().await.unwrap();
-    let waiter = tokio::spawn(async move {
-        let guard = other
-            .lock("job:nightly")
-            .unwrap()
-            .acquire_timeout(Duration::from_secs(60))
-            .await?;
-        let acquired = Instant::now();
-        guard.unlock().await?;
-        other.close().await;
-        Ok::<_, LockError>(acquired)
-    });
-    let channel = "redisson_lock__channel:{job:nightly}";
-    eventually("the waiter subscribed", Duration::from_secs(10), || async {
-        subscribers(&primary, channel).await >= 1
-    })
-    .await;
+    let (waiter, channel) = park_waiter(other, "job:nightly", &primary).await;
 
     // The load: tasks of two clients take turns on one lock; each hold's span is kept.
     let spans = Arc::new(std::sync::Mutex::new(Vec::<Span>::new()));
@@ -148,6 +160,8 @@ async fn a_promoted_replica_is_followed_under_load() {
                     match lock.acquire_timeout(Duration::from_secs(5)).await {
                         Ok(guard) => {
                             let entered = Instant::now();
+                            // The hold lasts a moment (the time passing is the point): a
+                            // second holder at once would overlap its span.
                             tokio::time::sleep(Duration::from_millis(2)).await;
                             let span = Span {
                                 entered,
@@ -179,7 +193,7 @@ async fn a_promoted_replica_is_followed_under_load() {
     eventually(
         "the waiter subscribed on the new primary",
         Duration::from_secs(20),
-        || async { subscribers(&replica, channel).await >= 1 },
+        || async { subscribers(&replica, &channel).await >= 1 },
     )
     .await;
     eventually(
@@ -260,28 +274,14 @@ async fn a_promotion_is_seen_without_any_request_failing() {
         .await
         .unwrap();
     let guard = holder.lock("job:idle").unwrap().acquire().await.unwrap();
-    let waiter = tokio::spawn(async move {
-        let guard = other
-            .lock("job:idle")
-            .unwrap()
-            .acquire_timeout(Duration::from_secs(60))
-            .await?;
-        guard.unlock().await?;
-        other.close().await;
-        Ok::<_, LockError>(())
-    });
-    let channel = "redisson_lock__channel:{job:idle}";
-    eventually("the waiter subscribed", Duration::from_secs(10), || async {
-        subscribers(&primary, channel).await >= 1
-    })
-    .await;
+    let (waiter, channel) = park_waiter(other, "job:idle", &primary).await;
 
     let promoted = Instant::now();
     promote(&replica, &primary).await;
     eventually(
         "the waiter subscribed on the new primary",
         Duration::from_secs(20),
-        || async { subscribers(&replica, channel).await >= 1 },
+        || async { subscribers(&replica, &channel).await >= 1 },
     )
     .await;
     let moved_after = promoted.elapsed();
