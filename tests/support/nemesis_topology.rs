@@ -275,8 +275,10 @@ impl FailoverRun {
     pub fn kill_lagging_primary(&mut self, locks: &[String], cut: Duration) -> u64 {
         self.until_held(&locks[0]);
         let primary = self.cluster_mut().primary_for_key(&locks[0]);
-        let start = now_us();
         let rules = ReplicationCut::new(primary);
+        // The fault starts once the rules drop the streams: a grant asked before that
+        // may still reach the replicas, and would count as lagged without being lost.
+        let start = now_us();
         let began = Instant::now();
         while began.elapsed() < cut
             || (!self.sync && self.grants_between(locks, start, u64::MAX) == 0)
