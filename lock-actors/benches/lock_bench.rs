@@ -26,10 +26,13 @@
 //!   band 0.97..1.03) beside the library's; every ratio is the median of its rounds' ratios,
 //!   shown with its lowest and highest round. A difference inside the A/A spread is noise.
 //! - uncontended: 64 tasks, each acquire + unlock on its own name; pairs/s over 7 rounds of
-//!   2 s per side (median), each round cut in 8 slices in which the library, the ceiling and
+//!   2 s per side (median), each round cut in 12 slices per side in which the library, the ceiling and
 //!   the ceiling again take turns. The ceiling: the library's own two scripts sent with
 //!   plain `redis` on one multiplexed connection by 64 tasks. The bound: `redis-benchmark`
-//!   (C, 64 clients, 16 pipelined) sending the same two scripts on random keys.
+//!   (C, 64 clients, 16 pipelined) sending the same two scripts on random keys. A full run
+//!   also times the ceiling with its connection driven from a thread of its own, as the
+//!   library's is (a fourth side, no target): whether the thread crossing or the library's
+//!   own work per pair is the gap.
 //!   fast_lock: the fast lock kind against rslock's lock + unlock, the same way.
 //! - single_task: p50 of one acquire against the p50 of one plain EVALSHA of the acquire
 //!   script (and of a second one, the A/A), 7 rounds of 1000 samples each, taken in turn
@@ -346,6 +349,8 @@ struct UncontendedJson {
     ratio_rounds: Option<SpreadJson>,
     /// The ceiling against itself.
     aa: Option<SpreadJson>,
+    /// The ceiling driven from another thread against the ceiling (full runs only).
+    apart: Option<SpreadJson>,
     bound_pairs_per_s: Option<f64>,
     ratio_to_bound: Option<f64>,
     redisson_pairs_per_s: Option<f64>,
@@ -559,6 +564,7 @@ async fn run(url: &str, knobs: &Knobs) -> Report {
             ratio_to_ceiling: uncontended.map(|u| round3(u.ratio.median)),
             ratio_rounds: uncontended.map(|u| u.ratio.json()),
             aa: uncontended.map(|u| u.aa.json()),
+            apart: uncontended.and_then(|u| u.apart).map(|a| a.json()),
             bound_pairs_per_s: uncontended.and_then(|u| u.bound).map(f64::round),
             ratio_to_bound: uncontended.and_then(|u| u.bound.map(|b| round3(u.pairs / b))),
             redisson_pairs_per_s: redisson

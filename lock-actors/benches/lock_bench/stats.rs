@@ -80,11 +80,15 @@ pub(crate) const SLICES: u32 = 12;
 /// Which of `sides` sides takes turn `t` of one long sequence of turns. For three sides the
 /// cycle is 0, 1, 2, 0, 2, 1: each side takes two turns of six and follows each other side
 /// once, across the cycle's end too, so whatever one side leaves behind (work still running
-/// when its turn ends) falls on the others alike. For two sides, they alternate.
+/// when its turn ends) falls on the others alike. For four sides the cycle of twelve does
+/// the same (each side three turns, following each other side once). For two sides, they
+/// alternate.
 pub(crate) fn turn(t: usize, sides: usize) -> usize {
     const THREE: [usize; 6] = [0, 1, 2, 0, 2, 1];
+    const FOUR: [usize; 12] = [0, 1, 0, 2, 0, 3, 1, 2, 1, 3, 2, 3];
     match sides {
         3 => THREE[t % 6],
+        4 => FOUR[t % 12],
         _ => t % sides,
     }
 }

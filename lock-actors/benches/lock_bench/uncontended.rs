@@ -13,6 +13,9 @@ pub(crate) struct Uncontended {
     pub(crate) aa: Spread,
     /// What `redis-benchmark` (C, pipelined) makes of the same two scripts: pairs/s.
     pub(crate) bound: Option<f64>,
+    /// The ceiling with its connection driven on a thread of its own, as the library's is,
+    /// against the ceiling (full runs only).
+    pub(crate) apart: Option<Spread>,
 }
 
 pub(crate) async fn uncontended(
@@ -23,28 +26,40 @@ pub(crate) async fn uncontended(
     rows: &mut Vec<Row>,
 ) -> Uncontended {
     let (round, rounds) = (knobs.round, knobs.rounds);
-    eprintln!("[uncontended] {TASKS} tasks, {rounds} rounds of {round:?} per side, library, ceiling and the ceiling again (A/A) in {SLICES} turns");
+    // A full run adds a fourth side: the ceiling driven from another thread.
+    let count = if knobs.quick { 3 } else { 4 };
+    eprintln!("[uncontended] {TASKS} tasks, {rounds} rounds of {round:?} per side, library, ceiling and the ceiling again (A/A){} in {SLICES} turns",
+        if knobs.quick { "" } else { " and the ceiling driven apart" });
     let client = connect(ClientConfig::new(url)).await;
     let conn = plain_connection(url).await;
+    let apart_conn = (!knobs.quick).then(|| driven_apart(url));
     let scripts = Arc::new((Script::new(ACQUIRE_LUA), Script::new(UNLOCK_LUA)));
     let (mut library, mut ceiling, mut again) = (Vec::new(), Vec::new(), Vec::new());
+    let mut apart = Vec::new();
     for r in 0..rounds {
-        let sides = sliced_round(3, round, async |side, slice| match (side, knobs.side) {
-            (0, Side::Reference) | (1 | 2, Side::Library) => f64::NAN,
+        let sides = sliced_round(count, round, async |side, slice| match (side, knobs.side) {
+            (0, Side::Reference) | (1.., Side::Library) => f64::NAN,
             (0, _) => library_round(&client, slice).await,
+            (3, _) => match &apart_conn {
+                Some(far) => ceiling_round(far.clone(), scripts.clone(), slice).await,
+                None => f64::NAN,
+            },
             _ => ceiling_round(conn.clone(), scripts.clone(), slice).await,
         })
         .await;
         let (l, c, a) = (sides[0], sides[1], sides[2]);
+        let far = sides.get(3).copied();
         eprintln!(
-            "[uncontended] round {}: library {l:.0} pairs/s, ceiling {c:.0} pairs/s ({:.3}), A/A {:.3}",
+            "[uncontended] round {}: library {l:.0} pairs/s, ceiling {c:.0} pairs/s ({:.3}), A/A {:.3}{}",
             r + 1,
             l / c,
-            a / c
+            a / c,
+            far.map_or(String::new(), |f| format!(", driven apart {:.3}", f / c))
         );
         library.push(l);
         ceiling.push(c);
         again.push(a);
+        apart.extend(far);
         if let Some(java) = redisson.as_deref_mut() {
             java.uncontended_round(round, inspector).await;
         }
@@ -57,12 +72,14 @@ pub(crate) async fn uncontended(
     };
     let ratio = Spread::ratios(&library, &ceiling);
     let aa = Spread::ratios(&again, &ceiling);
+    let apart = (!apart.is_empty()).then(|| Spread::ratios(&apart, &ceiling));
     let result = Uncontended {
         pairs: median(&mut library),
         ceiling: median(&mut ceiling),
         ratio,
         aa,
         bound,
+        apart,
     };
     rows.push(Row::new(
         "uncontended",
@@ -83,6 +100,18 @@ pub(crate) async fn uncontended(
         .target(">= 1.0 every round", Some(ratio.low >= 1.0)),
     );
     rows.push(aa_row("uncontended", "ceiling / ceiling", aa));
+    if let Some(apart) = apart {
+        // Not a target: it tells whether the library's thread crossing or its own work per
+        // pair is what stands between it and the ceiling.
+        rows.push(Row::new(
+            "uncontended",
+            &format!(
+                "ceiling driven from another thread / ceiling ({})",
+                apart.label()
+            ),
+            Some(apart.median),
+        ));
+    }
     if let Some(bound) = bound {
         rows.push(Row::new(
             "uncontended",
@@ -99,6 +128,29 @@ pub(crate) async fn uncontended(
         r.uncontended_rows(result.pairs, rows);
     }
     result
+}
+
+/// A plain multiplexed connection whose driver runs on a thread of its own (a one-thread
+/// runtime kept for the rest of the process), as the library drives its connection on its
+/// actor thread: each request and reply crosses between the callers' threads and that one.
+fn driven_apart(url: &str) -> MultiplexedConnection {
+    let url = url.to_string();
+    let (opened, conn) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("ceiling-driver".into())
+        .spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("the driver thread's runtime");
+            runtime.block_on(async move {
+                let _ = opened.send(plain_connection(&url).await);
+                std::future::pending::<()>().await
+            })
+        })
+        .expect("the driver thread");
+    conn.recv()
+        .expect("the driver thread opened its connection")
 }
 
 /// The physical limit of the uncontended pair on this server: `redis-benchmark` (C, 64
