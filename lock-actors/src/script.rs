@@ -2,7 +2,8 @@
 //!
 //! It replaces the redis crate's `ScriptInvocation` on every path of ours, because it is
 //! cheaper where it matters, the uncontended acquire and unlock: its keys and arguments
-//! are packed into two flat buffers (`Cmd`s) instead of one vector per value, and
+//! are packed into one flat buffer (a `Cmd`, sized up front) instead of one vector per
+//! value, and
 //! [`Commands::eval`](crate::node::Commands::eval) sends it on a single server without the
 //! boxed future that the `ConnectionLike` trait returns. A script missing from the server's
 //! cache (`NOSCRIPT`, after a restart or `SCRIPT FLUSH`) is loaded and the call sent again,
@@ -14,17 +15,31 @@ use redis::{Arg, Cmd, Script, ToRedisArgs};
 /// any order: keys go first on the wire.
 pub(crate) struct ScriptCall {
     script: &'static Script,
-    keys: Cmd,
-    args: Cmd,
+    /// Keys and arguments in the order they were added, in one buffer sized up front for a
+    /// lock's call (the uncontended acquire and unlock then allocate it once, not once per
+    /// value that outgrows it).
+    parts: Cmd,
+    /// Which of the first 64 parts are keys.
+    key_mask: u64,
+    /// Positions of keys added as the 65th part or later (none in any call of ours).
+    late_keys: Vec<usize>,
+    keys: usize,
 }
+
+/// Parts and bytes a lock's script call holds at most, in the common case: up to three
+/// keys (the name, its channel, a second key) and three arguments (lease, field, a count).
+const PARTS: usize = 8;
+const PART_BYTES: usize = 256;
 
 impl ScriptCall {
     /// A call of `script` with no keys or arguments yet.
     pub(crate) fn new(script: &'static Script) -> Self {
         ScriptCall {
             script,
-            keys: Cmd::new(),
-            args: Cmd::new(),
+            parts: Cmd::with_capacity(PARTS, PART_BYTES),
+            key_mask: 0,
+            late_keys: Vec::new(),
+            keys: 0,
         }
     }
 
@@ -37,24 +52,48 @@ impl ScriptCall {
 
     /// Adds a key (`KEYS[n]`).
     pub(crate) fn key<T: ToRedisArgs>(&mut self, key: T) -> &mut Self {
-        self.keys.arg(key);
+        let before = self.parts.args_iter().len();
+        self.parts.arg(key);
+        for at in before..self.parts.args_iter().len() {
+            match u32::try_from(at).ok().and_then(|at| 1u64.checked_shl(at)) {
+                Some(bit) => self.key_mask |= bit,
+                None => self.late_keys.push(at),
+            }
+            self.keys += 1;
+        }
         self
     }
 
     /// Adds an argument (`ARGV[n]`).
     pub(crate) fn arg<T: ToRedisArgs>(&mut self, arg: T) -> &mut Self {
-        self.args.arg(arg);
+        self.parts.arg(arg);
         self
+    }
+
+    fn is_key(&self, at: usize) -> bool {
+        match u32::try_from(at).ok().and_then(|at| 1u64.checked_shl(at)) {
+            Some(bit) => self.key_mask & bit != 0,
+            None => self.late_keys.contains(&at),
+        }
+    }
+
+    /// The parts that are keys (`true`) or arguments (`false`), in the order added.
+    fn values(&self, keys: bool) -> impl Iterator<Item = &[u8]> {
+        self.parts
+            .args_iter()
+            .enumerate()
+            .filter(move |(at, _)| self.is_key(*at) == keys)
+            // `key` and `arg` write only simple values (`Cmd::arg` never makes a cursor).
+            .filter_map(|(_, value)| match value {
+                Arg::Simple(bytes) => Some(bytes),
+                _ => None,
+            })
     }
 
     /// The call's keys, for naming them in an error (not on any hot path).
     pub(crate) fn key_names(&self) -> Vec<String> {
-        self.keys
-            .args_iter()
-            .filter_map(|value| match value {
-                Arg::Simple(bytes) => Some(String::from_utf8_lossy(bytes).into_owned()),
-                _ => None,
-            })
+        self.values(true)
+            .map(|bytes| String::from_utf8_lossy(bytes).into_owned())
             .collect()
     }
 
@@ -65,31 +104,21 @@ impl ScriptCall {
 
     /// The `EVALSHA` command: hash, key count, keys, arguments.
     pub(crate) fn evalsha(&self) -> Cmd {
-        let keys = self.keys.args_iter();
-        let args = self.args.args_iter();
-        let count = 3 + keys.len() + args.len();
-        let mut cmd = Cmd::with_capacity(count, 64 + data_len(&self.keys) + data_len(&self.args));
+        let count = 3 + self.parts.args_iter().len();
+        let data: usize = self
+            .values(true)
+            .chain(self.values(false))
+            .map(<[u8]>::len)
+            .sum();
+        let mut cmd = Cmd::with_capacity(count, 64 + data);
         cmd.arg("EVALSHA")
             .arg(self.script.get_hash())
-            .arg(keys.len());
-        // `key` and `arg` write only simple values (`Cmd::arg` never makes a cursor).
-        for value in keys.chain(args) {
-            if let Arg::Simple(bytes) = value {
-                cmd.arg(bytes);
-            }
+            .arg(self.keys);
+        for bytes in self.values(true).chain(self.values(false)) {
+            cmd.arg(bytes);
         }
         cmd
     }
-}
-
-/// How many bytes the values of `part` hold.
-fn data_len(part: &Cmd) -> usize {
-    part.args_iter()
-        .map(|value| match value {
-            Arg::Simple(bytes) => bytes.len(),
-            _ => 0,
-        })
-        .sum()
 }
 
 #[cfg(test)]
@@ -123,6 +152,22 @@ mod tests {
             b"raw".to_vec(),
         ];
         assert_eq!(words(&call.evalsha()), expected);
+    }
+
+    #[test]
+    fn keys_past_the_64th_part_still_go_first() {
+        let mut call = ScriptCall::new(&ECHO);
+        for n in 0..70u32 {
+            call.arg(n);
+        }
+        call.key("late").arg("last");
+        let words = words(&call.evalsha());
+        assert_eq!(words[2], b"1".to_vec());
+        assert_eq!(words[3], b"late".to_vec());
+        assert_eq!(words[4], b"0".to_vec());
+        assert_eq!(words.last(), Some(&b"last".to_vec()));
+        assert_eq!(words.len(), 3 + 72);
+        assert_eq!(call.key_names(), vec!["late".to_string()]);
     }
 
     #[test]
