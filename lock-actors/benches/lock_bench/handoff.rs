@@ -97,7 +97,7 @@ pub(crate) async fn handoff(
         Some(hot_limit),
     ));
     rows.push(
-        Row::new("handoff", "ratio_to_limit", Some(ratio)).target("<= 1.5", Some(ratio <= 1.5)),
+        Row::new("handoff", "ratio_to_limit", Some(ratio)).target("<= 1.0", Some(ratio <= 1.0)),
     );
     rows.push(Row::new("handoff", "rslock p50 us", Some(rslock_p50)));
     if let Some(r) = redisson {

@@ -100,7 +100,7 @@ pub(crate) async fn watchdog(
     );
     rows.push(
         Row::new("watchdog", "RSS bytes per held lock", Some(rss_per_lock))
-            .target("<= 2048", Some(rss_per_lock <= 2048.0)),
+            .target("<= 1800", Some(rss_per_lock <= 1800.0)),
     );
     Watchdog {
         calls_per_interval,
