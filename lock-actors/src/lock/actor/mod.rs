@@ -10,6 +10,7 @@ mod foreign;
 #[cfg(test)]
 pub(crate) use acquire::{busy_retry_in, poll_retry_in};
 mod forced;
+mod on_use;
 mod reconcile;
 mod release;
 
@@ -39,6 +40,7 @@ use crate::telemetry;
 use crate::wait_queue::driver::{QueueActor, QueueCore, Queued};
 use crate::wait_queue::{Asker, Effect, Retry, WaitQueue, Waiter, ERROR_RETRY};
 use actix::prelude::*;
+use on_use::{Made, OnUse};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -87,14 +89,16 @@ pub struct LockActor {
     /// waits here.
     joined: bool,
     /// A withdraw is sent or waits to be sent again: the errand a close waits for.
-    withdrawing: Option<Withdrawing>,
+    withdrawing: Option<Box<Withdrawing>>,
     id: u64,
     /// The holders, the doubts to reconcile, the clearings of lost holds, the force-unlocks
     /// and the tries in flight, with every rule about them (see `super::machine`): the
     /// actor carries out what it decides.
-    machine: LockMachine<LockOwner, Holder, Reconcile>,
+    /// Made on first use, as the waiters: an actor that only stands by for the fast path
+    /// has neither.
+    machine: OnUse<LockMachine<LockOwner, Holder, Reconcile>>,
     /// The local waiters, what the head is doing, and their timers.
-    waiters: QueueCore<Waiting>,
+    waiters: OnUse<QueueCore<Waiting>>,
     /// Our own address while we have holders or waiters, so nobody's dropped handle stops us.
     keepalive: Option<Addr<LockActor>>,
     /// What the actor shares with fast-path callers (see `super::direct`).
@@ -286,15 +290,11 @@ impl LockActor {
             withdrawing: None,
             name,
             id,
-            machine: LockMachine::new(Shape {
+            machine: OnUse::new(Shape {
                 reentrant: kind.reentrant(),
                 shared: kind.shared(),
             }),
-            waiters: QueueCore::new(if kind.polls() {
-                WaitQueue::polling(retry)
-            } else {
-                WaitQueue::new(retry)
-            }),
+            waiters: OnUse::new((retry, kind.polls())),
             keepalive: None,
             watchdog: direct.watchdog.clone(),
             direct,
@@ -408,16 +408,22 @@ impl LockActor {
         kept_lease(holds, Instant::now(), self.watchdog_lease())
     }
 
+    /// Whether a waiter is queued or the head's try is out (without making the queue).
+    fn waiting(&self) -> bool {
+        self.waiters
+            .made()
+            .is_some_and(|w| !w.queue.is_empty() || w.queue.trying())
+    }
+
     fn refresh_keepalive(&mut self, ctx: &mut Context<Self>) {
-        if self.joined && self.waiters.queue.is_empty() && !self.waiters.queue.trying() {
+        if self.joined && !self.waiting() {
             self.withdraw(ctx);
         }
-        if self.waiters.queue.is_empty() && !self.waiters.queue.trying() {
+        if !self.waiting() {
             self.closing = None;
         }
-        let busy = self.machine.busy()
-            || !self.waiters.queue.is_empty()
-            || self.waiters.queue.trying()
+        let busy = self.machine.made().is_some_and(|m| m.busy())
+            || self.waiting()
             || self.withdrawing.is_some();
         if !busy {
             self.keepalive = None;
@@ -460,11 +466,13 @@ impl LockActor {
         // Taken in the turn that emptied the queue (the one that answered a timed-out or
         // cancelled waiter), so a close that follows waits for it; kept across retries.
         let node = &self.node;
-        let withdrawing = self.withdrawing.get_or_insert_with(|| Withdrawing {
-            _errand: node.arbiter.errands().start(),
-            in_flight: false,
-            not_before: Instant::now(),
-            pause: ERROR_RETRY,
+        let withdrawing = self.withdrawing.get_or_insert_with(|| {
+            Box::new(Withdrawing {
+                _errand: node.arbiter.errands().start(),
+                in_flight: false,
+                not_before: Instant::now(),
+                pause: ERROR_RETRY,
+            })
         });
         withdrawing.in_flight = true;
         let request = self
@@ -487,10 +495,7 @@ impl LockActor {
                         tracing::warn!(lock = %act.name, %error, ?pause,
                             "could not leave the fair queue; trying again");
                         ctx.run_later(pause, |act, ctx| {
-                            if !act.joined
-                                || !act.waiters.queue.is_empty()
-                                || act.waiters.queue.trying()
-                            {
+                            if !act.joined || act.waiting() {
                                 // A waiter of ours is in line again (or was granted): its
                                 // tries take over, and a later withdraw takes a new errand.
                                 act.withdrawing = None;
@@ -507,6 +512,27 @@ impl LockActor {
 
 /// The longest pause between two sends of a withdraw that got no answer.
 const WITHDRAW_RETRY_MAX: Duration = Duration::from_secs(2);
+
+impl Made for LockMachine<LockOwner, Holder, Reconcile> {
+    type Seed = Shape;
+
+    fn make(shape: Shape) -> Self {
+        LockMachine::new(shape)
+    }
+}
+
+impl Made for QueueCore<Waiting> {
+    /// How a failed try is retried, and whether the kind polls (a spin lock).
+    type Seed = (Retry, bool);
+
+    fn make((retry, polls): (Retry, bool)) -> Self {
+        QueueCore::new(if polls {
+            WaitQueue::polling(retry)
+        } else {
+            WaitQueue::new(retry)
+        })
+    }
+}
 
 /// A withdraw from the fair queue under way (see [`LockActor::withdraw`]).
 struct Withdrawing {
@@ -550,15 +576,21 @@ impl Actor for LockActor {
         for watch_id in self.direct.absorb().0.filter_map(|t| t.watch_id) {
             self.watchdog.unregister(watch_id);
         }
-        if self.waiters.queue.ever_subscribed() {
+        if self
+            .waiters
+            .made()
+            .is_some_and(|w| w.queue.ever_subscribed())
+        {
             self.node.supervisor.do_send(Unsubscribe {
                 channel: self.channel(),
                 id: self.id,
             });
         }
-        for (_, holder) in self.machine.drain() {
-            if let Some(id) = holder.watch_id {
-                self.watchdog.unregister(id);
+        if let Some(machine) = self.machine.made_mut() {
+            for (_, holder) in machine.drain() {
+                if let Some(id) = holder.watch_id {
+                    self.watchdog.unregister(id);
+                }
             }
         }
     }
@@ -656,7 +688,7 @@ mod size_tests {
         ];
         eprintln!("actor, context, fast-path state, guard: {sizes:?}");
         assert!(
-            sizes[0] <= 432 && sizes[1] <= 192 && sizes[2] <= 288,
+            sizes[0] <= 176 && sizes[1] <= 192 && sizes[2] <= 288,
             "{sizes:?}"
         );
         // With `metrics` a guard also carries its hold's start and series.
