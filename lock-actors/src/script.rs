@@ -23,7 +23,6 @@ pub(crate) struct ScriptCall {
     key_mask: u64,
     /// Positions of keys added as the 65th part or later (none in any call of ours).
     late_keys: Vec<usize>,
-    keys: usize,
 }
 
 /// Parts and bytes a lock's script call holds at most, in the common case: up to three
@@ -39,7 +38,6 @@ impl ScriptCall {
             parts: Cmd::with_capacity(PARTS, PART_BYTES),
             key_mask: 0,
             late_keys: Vec::new(),
-            keys: 0,
         }
     }
 
@@ -55,11 +53,10 @@ impl ScriptCall {
         let before = self.parts.args_iter().len();
         self.parts.arg(key);
         for at in before..self.parts.args_iter().len() {
-            match u32::try_from(at).ok().and_then(|at| 1u64.checked_shl(at)) {
+            match mask_bit(at) {
                 Some(bit) => self.key_mask |= bit,
                 None => self.late_keys.push(at),
             }
-            self.keys += 1;
         }
         self
     }
@@ -71,7 +68,7 @@ impl ScriptCall {
     }
 
     fn is_key(&self, at: usize) -> bool {
-        match u32::try_from(at).ok().and_then(|at| 1u64.checked_shl(at)) {
+        match mask_bit(at) {
             Some(bit) => self.key_mask & bit != 0,
             None => self.late_keys.contains(&at),
         }
@@ -113,12 +110,17 @@ impl ScriptCall {
         let mut cmd = Cmd::with_capacity(count, 64 + data);
         cmd.arg("EVALSHA")
             .arg(self.script.get_hash())
-            .arg(self.keys);
+            .arg(self.key_mask.count_ones() as usize + self.late_keys.len());
         for bytes in self.values(true).chain(self.values(false)) {
             cmd.arg(bytes);
         }
         cmd
     }
+}
+
+/// The bit of part `at` in a key mask; `None` past the 64th part.
+fn mask_bit(at: usize) -> Option<u64> {
+    u32::try_from(at).ok().and_then(|at| 1u64.checked_shl(at))
 }
 
 #[cfg(test)]
