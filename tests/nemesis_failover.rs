@@ -149,7 +149,13 @@ fn cluster_failovers(sync: bool) {
     ] {
         run.grant_after(locks, end, MIN_GRANTS, REGRANT_BOUND);
     }
-    let (failovers, faults, killed_at) = (run.failovers, run.faults.clone(), run.killed_at);
+    // Without replica sync, traffic until the tokens the lagging primary handed out before
+    // it died are handed out again (the trace the check below must find).
+    let killed_at = run.killed_at.expect("the lagging primary was killed");
+    let (lag_start, _) = fault(&run.faults, "kill-lagging-primary");
+    let drawn_again =
+        sync || run.tokens_drawn_again(lagging, lag_start, killed_at, lag_end, REGRANT_BOUND);
+    let (failovers, faults) = (run.failovers, run.faults.clone());
     let (report, events, samples) = run.judge();
     let (g, k, l) = (
         fault(&faults, "cluster-failover"),
@@ -160,7 +166,6 @@ fn cluster_failovers(sync: bool) {
     let killed_f = LockFigures::of(killed, &events, &report, k.0, k.1);
     let lagging_f = LockFigures::of(lagging, &events, &report, l.0, l.1);
     // Grants made while the replicas lagged, before the primary died with them.
-    let killed_at = killed_at.expect("the lagging primary was killed");
     let lagged_grants = grants_between(&events, lagging, l.0, killed_at);
     let sync_word = if sync { "default" } else { "off" };
     report_line(&format!(
@@ -187,14 +192,23 @@ fn cluster_failovers(sync: bool) {
     if sync {
         // Replica sync granted nothing the lagging replicas could not confirm ...
         assert_eq!(lagged_grants, 0, "{lagging_f}\n{report}");
+        // ... nor a re-entry (it waits for the replicas as a grant does).
+        assert_eq!(lagging_f.tokens_redrawn, 0, "{lagging_f}\n{report}");
         // ... and nothing else broke anywhere.
         assert_only(&report, &[], &[&moved_f, &killed_f, &lagging_f]);
     } else {
         // A grant made while the replicas lagged is lost with the primary: its token is
-        // drawn again on the promoted replica. The suite must see that.
+        // drawn again on the promoted replica (by another holder, or by its own holder's
+        // re-entry, which finds the key gone and takes the lock anew). The suite must see
+        // that.
         assert!(lagged_grants >= 1, "{lagging_f}\n{report}");
         assert!(
-            lagging_f.two_holders() >= 1,
+            drawn_again,
+            "the tokens granted while the replicas lagged were not drawn again within \
+             {REGRANT_BOUND:?} after the failover:\n{lagging_f}\n{report}"
+        );
+        assert!(
+            lagging_f.two_holders() + lagging_f.tokens_redrawn >= 1,
             "the lock granted on a primary killed while its replicas lagged left no trace:\n\
              {lagging_f}\n{report}"
         );

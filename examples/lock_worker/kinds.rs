@@ -369,11 +369,14 @@ impl Task {
             }
             match handle.acquire_with(options).await {
                 Ok(guard) => {
+                    // A fenced re-entry draws a token of its own (0: none).
+                    let token = guard.fencing_token().unwrap_or(0);
                     nested.push(guard);
                     self.log(
                         "reenter",
                         json!({"hold": round.hold, "lock": round.lock, "kind": round.kind.name(),
-                               "depth": level, "lease_ms": lease_ms(lease), "l": now_us()}),
+                               "depth": level, "lease_ms": lease_ms(lease), "token": token,
+                               "l": now_us()}),
                     );
                 }
                 Err(_) => break,

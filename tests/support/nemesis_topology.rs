@@ -300,6 +300,50 @@ impl FailoverRun {
         self.log_fault("kill-lagging-primary", start)
     }
 
+    /// Waits (at most `bound`) until every lock granted (asked after `from`, given before
+    /// `to`) has drawn a token as high again after `after`, by a grant or a re-entry: a
+    /// counter that went back on a failover has then handed that token out twice. False
+    /// past the bound.
+    pub fn tokens_drawn_again(
+        &self,
+        locks: &[String],
+        from: u64,
+        to: u64,
+        after: u64,
+        bound: Duration,
+    ) -> bool {
+        let deadline = Instant::now() + bound;
+        loop {
+            let events = self.events();
+            let ours = |e: &&Value| locks.iter().any(|l| e["lock"] == l.as_str());
+            let token = |e: &Value| e["token"].as_u64().unwrap_or(0);
+            let all_again = events
+                .iter()
+                .filter(ours)
+                .filter(|e| e["ev"] == "grant")
+                .filter(|e| e["l_call"].as_u64().is_some_and(|t| t > from))
+                .filter(|e| e["l_after"].as_u64().is_some_and(|t| t < to))
+                .all(|lagged| {
+                    events.iter().filter(ours).any(|e| {
+                        e["lock"] == lagged["lock"]
+                            && (e["ev"] == "grant" || e["ev"] == "reenter")
+                            && e["l_after"]
+                                .as_u64()
+                                .or(e["l"].as_u64())
+                                .is_some_and(|t| t > after)
+                            && token(e) >= token(lagged)
+                    })
+                });
+            if all_again {
+                return true;
+            }
+            if Instant::now() > deadline {
+                return false;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// Grants of `locks` asked for after `from` and given before `to` (local clocks).
     pub fn grants_between(&self, locks: &[String], from: u64, to: u64) -> usize {
         grants_between(&self.events(), locks, from, to)
@@ -437,6 +481,10 @@ pub struct LockFigures {
     pub tokens_backwards: usize,
     /// Store writes accepted under a token lower than one accepted before.
     pub stale_accepted: usize,
+    /// Tokens drawn more than once, by grants and re-entries alike (a re-entry that found
+    /// its lost hold's key gone takes the lock again, and draws a token the promoted
+    /// replica never saw handed out).
+    pub tokens_redrawn: usize,
     /// Every other violation about these locks.
     pub other: Vec<String>,
 }
@@ -450,10 +498,17 @@ impl LockFigures {
             ..Self::default()
         };
         let ours = |lock: &str| locks.iter().any(|l| l == lock);
+        let mut drawn = std::collections::BTreeSet::new();
         for e in events
             .iter()
             .filter(|e| e["lock"].as_str().is_some_and(ours))
         {
+            let token = e["token"].as_u64().filter(|&t| t > 0);
+            if let (Some(token), true) = (token, e["ev"] == "grant" || e["ev"] == "reenter") {
+                if !drawn.insert((e["lock"].to_string(), token)) {
+                    figures.tokens_redrawn += 1;
+                }
+            }
             if e["ev"] == "grant" {
                 match e["l_after"].as_u64() {
                     Some(t) if t < start => figures.grants_before += 1,
@@ -490,14 +545,15 @@ impl std::fmt::Display for LockFigures {
         write!(
             f,
             "{}: grants_before={} grants_after={} overlaps={} tokens_twice={} \
-             tokens_backwards={} stale_writes_accepted={}",
+             tokens_backwards={} stale_writes_accepted={} tokens_redrawn={}",
             self.locks.join(","),
             self.grants_before,
             self.grants_after,
             self.overlaps,
             self.tokens_twice,
             self.tokens_backwards,
-            self.stale_accepted
+            self.stale_accepted,
+            self.tokens_redrawn
         )
     }
 }

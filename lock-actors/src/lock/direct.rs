@@ -207,8 +207,8 @@ impl<A: LockActorApi> Direct<A> {
         // is moved whole into the caller's task (and copied on every move).
         let reply = Box::pin(self.try_once(&node, &field, lease_ms, fenced)).await;
         let mut answer = match &reply {
-            Ok((None, _)) => TryAnswer::Granted,
-            Ok((Some(_), _)) => TryAnswer::Busy,
+            Ok((None, ..)) => TryAnswer::Granted,
+            Ok((Some(_), ..)) => TryAnswer::Busy,
             Err(LockError::Unavailable { .. }) => TryAnswer::Unanswered,
             Err(LockError::NotReplicated { .. }) => TryAnswer::NotReplicated,
             Err(_) => TryAnswer::Refused,
@@ -222,13 +222,15 @@ impl<A: LockActorApi> Direct<A> {
             (after, state.actor().map(Addr::downgrade))
         });
         let reply = match reply {
-            Ok((None, _)) if answer != TryAnswer::Granted => Err(LockError::Lost {
+            Ok((None, ..)) if answer != TryAnswer::Granted => Err(LockError::Lost {
                 name: self.name.to_string(),
             }),
             other => other,
         };
         let error = match reply {
-            Ok((None, token)) => {
+            // A direct try runs only while the process counts no hold of the lock: a first
+            // hold says nothing new.
+            Ok((None, token, _)) => {
                 let placed = self.grant(&node, owner, fixed, lease, sent, weak, token, epoch);
                 match placed {
                     Ok(guard) => return Tried::Acquired(guard),
@@ -243,7 +245,7 @@ impl<A: LockActorApi> Direct<A> {
                     }
                 }
             }
-            Ok((Some(_), _)) => None,
+            Ok((Some(_), ..)) => None,
             Err(error) => Some(error),
         };
         match (after, error) {
@@ -332,7 +334,7 @@ impl<A: LockActorApi> Direct<A> {
         field: &str,
         lease_ms: u64,
         fenced: bool,
-    ) -> Result<(Option<i64>, Option<u64>), LockError> {
+    ) -> Result<TryReply, LockError> {
         let commands = &node.commands;
         let script = || {
             self.kind
@@ -353,7 +355,7 @@ impl<A: LockActorApi> Direct<A> {
             return Box::pin(run_acquire(commands.clone(), script(), self.name.clone())).await;
         }
         pinned.confirm_replicated(self.name.clone()).await?;
-        Ok((None, None))
+        Ok((None, None, false))
     }
 
     /// Unlocks a hold taken out of the slot by [`FastPath::begin_unlock`].
@@ -607,9 +609,10 @@ impl<A: Actor> DirectCache<A> {
     }
 }
 
-/// What one try found: `(None, token)` acquired (with a token when fenced), or
-/// `(Some(pttl), None)` held by another for `pttl` ms more.
-pub(crate) type TryReply = (Option<i64>, Option<u64>);
+/// What one try found: `(None, token, first)` acquired (with a token when fenced; `first`
+/// when Redis says it is the owner's first hold there, so any hold the owner counted
+/// before is gone), or `(Some(pttl), None, false)` held by another for `pttl` ms more.
+pub(crate) type TryReply = (Option<i64>, Option<u64>, bool);
 
 /// Runs an acquire script and reads its reply. With replica-synced acquisition on, a
 /// grant counts only once enough replicas confirmed it: otherwise the reply is
@@ -657,10 +660,15 @@ async fn acquire_then_wait(
 /// Reads an acquire script's reply; `None` for a reply no script of ours gives.
 fn tried(reply: redis::Value) -> Option<TryReply> {
     match reply {
-        redis::Value::Nil => Some((None, None)),
-        redis::Value::Int(pttl) => Some((Some(pttl), None)),
-        redis::Value::Array(items) => match items.first() {
-            Some(redis::Value::Int(token)) => Some((None, u64::try_from(*token).ok())),
+        redis::Value::Nil => Some((None, None, false)),
+        redis::Value::Int(pttl) => Some((Some(pttl), None, false)),
+        redis::Value::Array(items) => match items.as_slice() {
+            // Tokens start at 1: 0 stands for none.
+            [redis::Value::Int(token), rest @ ..] if rest.len() <= 1 => {
+                let token = u64::try_from(*token).ok().filter(|&t| t > 0);
+                let first = matches!(rest, [redis::Value::Int(0)]);
+                Some((None, token, first))
+            }
             _ => None,
         },
         _ => None,

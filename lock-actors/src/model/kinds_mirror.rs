@@ -151,9 +151,13 @@ async fn the_fast_and_fenced_scripts_and_their_mirrors_agree_on_a_real_redis() {
             }
             Call::FencedAcquire { owner, lease } => (
                 LockKind::Reentrant.acquire(&name, &field(owner), lease, true, 0, PubSub::Classic),
-                match mirror.fenced_acquire(0, owner, lease) {
-                    Ok(token) => Some(one(token as i64)),
-                    Err(pttl) => Some(one(pttl)),
+                {
+                    let first = mirror.free_at(0);
+                    match mirror.fenced_acquire(0, owner, lease) {
+                        Ok(token) if first => Some(vec![token as i64, 0]),
+                        Ok(token) => Some(one(token as i64)),
+                        Err(pttl) => Some(one(pttl)),
+                    }
                 },
             ),
             // The caller counts its one hold.

@@ -246,7 +246,14 @@ pub(super) fn same_reply(real: &Option<Vec<i64>>, model: &Option<Vec<i64>>) -> b
 fn run_mirror(store: &mut Store, scripts: Scripts, call: Call) -> Option<Vec<i64>> {
     let one = |n: i64| vec![n];
     match call {
-        Call::Acquire { owner, lease } => store.acquire(scripts, 0, owner, lease).map(one),
+        Call::Acquire { owner, lease } => {
+            // The current script says when a grant is the owner's first hold.
+            let first = scripts != Scripts::Before && store.free_at(0);
+            match store.acquire(scripts, 0, owner, lease) {
+                None if first => Some(vec![0, 0]),
+                reply => reply.map(one),
+            }
+        }
         Call::Renew { owner, lease } => Some(one(store.renew(scripts, 0, owner, lease))),
         Call::Unlock { owner, lease } => store.unlock(0, owner, lease).map(one),
         Call::Reconcile {

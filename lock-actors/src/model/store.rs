@@ -61,6 +61,14 @@ impl Store {
         !self.fields.is_empty()
     }
 
+    /// Whether an acquire at `now` would find no key (its grant is the owner's first hold,
+    /// which the acquire scripts say in their reply).
+    pub(crate) fn free_at(&self, now: i64) -> bool {
+        let mut at = self.clone();
+        at.expire(now);
+        !at.exists()
+    }
+
     /// `PTTL`: -2 without the key, -1 without an expiry.
     pub(crate) fn pttl(&self, now: i64) -> i64 {
         match (self.exists(), self.expires_at) {

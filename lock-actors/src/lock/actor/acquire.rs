@@ -1,7 +1,7 @@
 //! How the lock actor takes the lock: it drives the wait queue (only the local head
 //! contends in Redis) and carries out what the queue asks for.
 
-use super::{Hold, Holder, LockActor, Reconcile, Waiting};
+use super::{Hold, Holder, LockActor, Reconcile, Waiting, FORGOTTEN};
 use crate::config::{positive_millis, SpinBackoff, SpinDelays};
 use crate::error::LockError;
 use crate::lease::status::StatusSender;
@@ -250,8 +250,8 @@ impl LockActor {
         let request = run_acquire(self.node.commands.clone(), invocation, self.name.clone());
         ctx.spawn(request.into_actor(self).map(move |mut result, act, ctx| {
             let answer = match &result {
-                Ok((None, _)) => TryAnswer::Granted,
-                Ok((Some(_), _)) => TryAnswer::Busy,
+                Ok((None, ..)) => TryAnswer::Granted,
+                Ok((Some(_), ..)) => TryAnswer::Busy,
                 Err(LockError::Unavailable { .. }) => TryAnswer::Unanswered,
                 Err(LockError::NotReplicated { .. }) => TryAnswer::NotReplicated,
                 Err(_) => TryAnswer::Refused,
@@ -264,7 +264,7 @@ impl LockActor {
             match outcome {
                 // A force-unlock came while it was on its way: the grant may be deleted
                 // already. Settled as a lost reply; the waiter tries again once it is.
-                TryOutcome::Stale => result = Ok((Some(0), None)),
+                TryOutcome::Stale => result = Ok((Some(0), None, false)),
                 TryOutcome::Doubted => {
                     tracing::debug!(lock = %act.name, owner = owner.id(),
                         "reply lost; will reconcile");
@@ -293,7 +293,14 @@ impl LockActor {
         }
         let now = Instant::now();
         let effects = match result {
-            Ok((None, token)) => {
+            Ok((None, token, first)) => {
+                if first {
+                    // Redis had no hold of the owner's: any it counts here are gone (a
+                    // failover to a replica that never saw them), and this grant is its
+                    // only one. Its guards are told before the new hold is made or given
+                    // back, so the re-entry's unlock never frees a key they count on.
+                    self.lose_quietly(owner, FORGOTTEN, ctx);
+                }
                 match self.waiters.queue.granted(id) {
                     Granted::To(waiter) => {
                         self.joined = false; // the acquire script took us out of the queue
@@ -304,7 +311,7 @@ impl LockActor {
                 }
                 Vec::new()
             }
-            Ok((Some(pttl), _)) => {
+            Ok((Some(pttl), ..)) => {
                 if let Some(waiter) = self
                     .waiters
                     .queue

@@ -50,6 +50,9 @@ pub(crate) type LockRegistry = Registry<ActorKey, LockActor, Arc<Direct<LockActo
 /// Why a holder ends normally (every other reason is a loss).
 const RELEASED: &str = "released";
 
+/// Why a holder is lost when its owner's next grant is Redis's first hold of the owner.
+const FORGOTTEN: &str = "Redis had forgotten its holds when its owner took the lock again";
+
 /// The actor of one lock name on one node: it takes, renews and releases the lock for every
 /// local owner, and queues local waiters in FIFO order.
 ///

@@ -126,9 +126,24 @@ impl LockActor {
         }
     }
 
+    /// [`end_holder`](Self::end_holder), then wakes the head of the queue.
+    fn tell_lost(&mut self, owner: LockOwner, holder: Holder, why: &str, ctx: &mut Context<Self>) {
+        self.end_holder(owner, holder, why, ctx);
+        // A head that slept on this local holder may go now.
+        self.wake_head(ctx);
+    }
+
+    /// [`lose`](Self::lose) without waking the head of the queue: for a grant to `owner`
+    /// being handed out (the lock is not free for anyone else).
+    pub(super) fn lose_quietly(&mut self, owner: LockOwner, why: &str, ctx: &mut Context<Self>) {
+        if let Some(holder) = self.machine.remove(&owner) {
+            self.end_holder(owner, holder, why, ctx);
+        }
+    }
+
     /// Tells the guards of `holder` (taken out of the machine) that it is over, and stops
     /// keeping it alive.
-    fn tell_lost(&mut self, owner: LockOwner, holder: Holder, why: &str, ctx: &mut Context<Self>) {
+    fn end_holder(&mut self, owner: LockOwner, holder: Holder, why: &str, ctx: &mut Context<Self>) {
         self.stop_keeping(&holder, ctx);
         if why == RELEASED {
             holder.set_status(HoldStatus::Released);
@@ -137,8 +152,6 @@ impl LockActor {
             crate::telemetry::lost(self.kind, &self.name, &self.node.config);
             holder.set_status(HoldStatus::Lost);
         }
-        // A head that slept on this local holder may go now.
-        self.wake_head(ctx);
     }
 
     /// `owner` lost the lock while Redis may still count its holds (a renewal that reached

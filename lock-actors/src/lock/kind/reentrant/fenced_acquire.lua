@@ -4,8 +4,9 @@
 -- | KEYS[2] | the token counter `redisson_lock_token:{name}` (never expires)       |
 -- | ARGV[1] | lease in milliseconds                                                |
 -- | ARGV[2] | owner field `uuid:owner`                                             |
--- | returns | {token}: acquired, token strictly above every earlier one; integer:  |
--- |         | PTTL of the holder                                                   |
+-- | returns | {token, 0}: acquired, the owner's first hold; {token}: re-entered;   |
+-- |         | the token strictly above every earlier one; integer: PTTL of the     |
+-- |         | holder                                                               |
 --
 -- A script that fails half-way keeps what it wrote, so every step that can fail on
 -- foreign data comes before the first write: HEXISTS fails on a lock key that is not a
@@ -21,10 +22,10 @@ if fresh or redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
     if fresh then
         redis.call('pexpire', KEYS[1], ARGV[1])
-    else
-        -- Never shorter than what the owner's other holds have left (the TTL is shared).
-        redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
+        return { token, 0 }
     end
+    -- Never shorter than what the owner's other holds have left (the TTL is shared).
+    redis.call('pexpire', KEYS[1], math.max(redis.call('pttl', KEYS[1]), tonumber(ARGV[1])))
     return { token }
 end
 return redis.call('pttl', KEYS[1])
