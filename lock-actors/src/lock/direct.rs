@@ -646,8 +646,12 @@ async fn acquire_then_wait(
     invocation: ScriptCall,
     name: &LockName,
 ) -> Result<TryReply, LockError> {
-    let granted =
-        |reply: &redis::Value| matches!(reply, redis::Value::Nil | redis::Value::Array(_));
+    let granted = |reply: &redis::Value| {
+        matches!(
+            reply,
+            redis::Value::Nil | redis::Value::Okay | redis::Value::Array(_)
+        )
+    };
     match commands.eval_then_wait(&invocation, name, granted).await {
         None => run_acquire(commands.clone(), invocation, name.clone()).await,
         Some(reply) => tried(reply?).ok_or_else(|| LockError::Unavailable {
@@ -661,13 +665,12 @@ async fn acquire_then_wait(
 fn tried(reply: redis::Value) -> Option<TryReply> {
     match reply {
         redis::Value::Nil => Some((None, None, false)),
+        redis::Value::Okay => Some((None, None, true)),
         redis::Value::Int(pttl) => Some((Some(pttl), None, false)),
         redis::Value::Array(items) => match items.as_slice() {
-            // Tokens start at 1: 0 stands for none.
             [redis::Value::Int(token), rest @ ..] if rest.len() <= 1 => {
-                let token = u64::try_from(*token).ok().filter(|&t| t > 0);
                 let first = matches!(rest, [redis::Value::Int(0)]);
-                Some((None, token, first))
+                Some((None, u64::try_from(*token).ok(), first))
             }
             _ => None,
         },

@@ -220,6 +220,8 @@ pub(super) fn integers(reply: redis::Value) -> Option<Vec<i64>> {
     };
     match reply {
         redis::Value::Nil => None,
+        // A status `OK` (an acquire's first hold of its owner) as no element.
+        redis::Value::Okay => Some(Vec::new()),
         redis::Value::Int(n) => Some(vec![n]),
         redis::Value::Array(items) => Some(items.iter().map(integer).collect()),
         other => panic!("unexpected reply {other:?}"),
@@ -250,7 +252,7 @@ fn run_mirror(store: &mut Store, scripts: Scripts, call: Call) -> Option<Vec<i64
             // The current script says when a grant is the owner's first hold.
             let first = scripts != Scripts::Before && store.free_at(0);
             match store.acquire(scripts, 0, owner, lease) {
-                None if first => Some(vec![0, 0]),
+                None if first => Some(Vec::new()),
                 reply => reply.map(one),
             }
         }
