@@ -196,7 +196,9 @@ impl LockGuard {
     /// Takes the lock again for the same owner (a nested hold), with this guard's lease kind.
     ///
     /// Succeeds at once while this guard still holds the lock; if it was lost meanwhile this
-    /// waits like any acquire, for at most `wait`.
+    /// waits like any acquire, for at most `wait`. If Redis had forgotten this guard's hold
+    /// without a word (a failover to a replica that never saw it), the re-entry takes the
+    /// lock anew and this guard hears [`lost`](LockGuard::lost) as the re-entry returns.
     ///
     /// ```no_run
     /// # use std::time::Duration;
