@@ -139,7 +139,7 @@ impl PlainLock {
     /// One EVALSHA of the acquire script; returns its round trip in µs.
     pub(crate) async fn acquire_timed(&self, conn: &mut MultiplexedConnection) -> f64 {
         let t0 = Instant::now();
-        let taken: Option<i64> = self
+        let taken: redis::Value = self
             .acquire
             .key(&self.name)
             .arg(LEASE_MS)
@@ -148,7 +148,13 @@ impl PlainLock {
             .await
             .expect("plain acquire");
         let us = micros(t0.elapsed());
-        assert_eq!(taken, None, "plain lock {} was busy", self.name);
+        // A first hold replies a status OK.
+        assert_eq!(
+            taken,
+            redis::Value::Okay,
+            "plain lock {} was busy",
+            self.name
+        );
         us
     }
 

@@ -319,7 +319,7 @@ pub(crate) async fn ceiling_pairs(
         let field = format!("{owner}:{i}");
         async move {
             while !stop.load(Ordering::Relaxed) {
-                let taken: Option<i64> = scripts
+                let taken: redis::Value = scripts
                     .0
                     .key(&name)
                     .arg(LEASE_MS)
@@ -327,7 +327,8 @@ pub(crate) async fn ceiling_pairs(
                     .invoke_async(&mut conn)
                     .await
                     .expect("ceiling acquire");
-                assert_eq!(taken, None, "ceiling lock {name} was busy");
+                // A first hold replies a status OK.
+                assert_eq!(taken, redis::Value::Okay, "ceiling lock {name} was busy");
                 let freed: Option<i64> = scripts
                     .1
                     .key(&name)
