@@ -45,11 +45,12 @@ static COUNTING: Counting = Counting;
 const PAIRS: u64 = 500;
 const ROUNDS: usize = 5;
 
-/// Allocations per reentrant pair at most: 22 today, 23 in some runs (29 before a script
-/// call's parts went into one buffer).
-const REENTRANT_BOUND: f64 = 24.0;
-/// Allocations per fast-lock pair at most: 20 today (24 before).
-const FAST_BOUND: f64 = 22.0;
+/// Allocations per reentrant pair at most: 18 today, 20 in some runs (22 before the
+/// hot paths' script calls were built as the `EVALSHA` they send, 29 before a script call's
+/// parts went into one buffer).
+const REENTRANT_BOUND: f64 = 21.0;
+/// Allocations per fast-lock pair at most: 18 today (20 and 24 before).
+const FAST_BOUND: f64 = 20.0;
 
 /// Allocations per pair of `pair`: the lowest of [`ROUNDS`] rounds of [`PAIRS`] pairs,
 /// after a warm-up.

@@ -10,6 +10,7 @@
 //! as `ScriptInvocation` does.
 
 use redis::{Arg, Cmd, Script, ToRedisArgs};
+use std::borrow::Cow;
 
 /// Keys and arguments for one `EVALSHA` of `script`. Keys and arguments may be added in
 /// any order: keys go first on the wire.
@@ -23,7 +24,15 @@ pub(crate) struct ScriptCall {
     key_mask: u64,
     /// Positions of keys added as the 65th part or later (none in any call of ours).
     late_keys: Vec<usize>,
+    /// `parts` is the `EVALSHA` command itself (hash, key count, keys, then arguments):
+    /// made by [`keyed`](ScriptCall::keyed), whose keys are known up front, it is sent as it
+    /// is, not copied into a second command on every call. Its key bits count from the
+    /// first key, after the three words before it.
+    ready: bool,
 }
+
+/// The words of an `EVALSHA` before its first key: the command, the hash, the key count.
+const HEAD: usize = 3;
 
 /// Parts and bytes a lock's script call holds at most, in the common case: up to three
 /// keys (the name, its channel, a second key) and three arguments (lease, field, a count).
@@ -38,7 +47,45 @@ impl ScriptCall {
             parts: Cmd::with_capacity(PARTS, PART_BYTES),
             key_mask: 0,
             late_keys: Vec::new(),
+            ready: false,
         }
+    }
+
+    /// A call of `script` with exactly `keys` (more may still be added, at the cost of a
+    /// copy): built as the `EVALSHA` command it sends. The hot paths' calls are made so.
+    pub(crate) fn keyed<const N: usize>(script: &'static Script, keys: [&str; N]) -> Self {
+        let mut parts = Cmd::with_capacity(HEAD + PARTS, 64 + PART_BYTES);
+        parts.arg("EVALSHA").arg(script.get_hash()).arg(N);
+        for key in keys {
+            parts.arg(key);
+        }
+        let key_mask = (0..N)
+            .filter_map(|at| mask_bit(HEAD + at))
+            .fold(0, |m, b| m | b);
+        ScriptCall {
+            script,
+            parts,
+            key_mask,
+            late_keys: Vec::new(),
+            ready: true,
+        }
+    }
+
+    /// Turns a ready-made command back into parts (a key added after the fact).
+    fn unready(&mut self) {
+        let mut parts = Cmd::with_capacity(PARTS, PART_BYTES);
+        let mut key_mask = 0;
+        for (at, value) in self.parts.args_iter().enumerate().skip(HEAD) {
+            if let Arg::Simple(bytes) = value {
+                parts.arg(bytes);
+            }
+            if self.is_key(at) {
+                key_mask |= mask_bit(at - HEAD).unwrap_or(0);
+            }
+        }
+        self.parts = parts;
+        self.key_mask = key_mask;
+        self.ready = false;
     }
 
     /// A call of `script` whose first key is `key`.
@@ -50,6 +97,9 @@ impl ScriptCall {
 
     /// Adds a key (`KEYS[n]`).
     pub(crate) fn key<T: ToRedisArgs>(&mut self, key: T) -> &mut Self {
+        if self.ready {
+            self.unready();
+        }
         let before = self.parts.args_iter().len();
         self.parts.arg(key);
         for at in before..self.parts.args_iter().len() {
@@ -100,7 +150,10 @@ impl ScriptCall {
     }
 
     /// The `EVALSHA` command: hash, key count, keys, arguments.
-    pub(crate) fn evalsha(&self) -> Cmd {
+    pub(crate) fn evalsha(&self) -> Cow<'_, Cmd> {
+        if self.ready {
+            return Cow::Borrowed(&self.parts);
+        }
         let count = 3 + self.parts.args_iter().len();
         let data: usize = self
             .values(true)
@@ -114,7 +167,7 @@ impl ScriptCall {
         for bytes in self.values(true).chain(self.values(false)) {
             cmd.arg(bytes);
         }
-        cmd
+        Cow::Owned(cmd)
     }
 }
 
@@ -170,6 +223,39 @@ mod tests {
         assert_eq!(words.last(), Some(&b"last".to_vec()));
         assert_eq!(words.len(), 3 + 72);
         assert_eq!(call.key_names(), vec!["late".to_string()]);
+    }
+
+    #[test]
+    fn a_keyed_call_is_the_command_it_sends_and_takes_a_late_key_all_the_same() {
+        let mut call = ScriptCall::keyed(&ECHO, ["k1", "k2"]);
+        call.arg(30_000u64).arg("owner");
+        assert!(matches!(call.evalsha(), Cow::Borrowed(_)));
+        let sent: Vec<Vec<u8>> = [
+            &b"EVALSHA"[..],
+            ECHO.get_hash().as_bytes(),
+            b"2",
+            b"k1",
+            b"k2",
+            b"30000",
+            b"owner",
+        ]
+        .iter()
+        .map(|w| w.to_vec())
+        .collect();
+        assert_eq!(words(&call.evalsha()), sent);
+        assert_eq!(call.key_names(), vec!["k1".to_string(), "k2".to_string()]);
+        call.key("k3").arg("last");
+        let words = words(&call.evalsha());
+        assert_eq!(words[2], b"3".to_vec());
+        assert_eq!(
+            &words[3..6],
+            &[b"k1".to_vec(), b"k2".to_vec(), b"k3".to_vec()]
+        );
+        assert_eq!(
+            &words[6..],
+            &[b"30000".to_vec(), b"owner".to_vec(), b"last".to_vec()]
+        );
+        assert_eq!(call.key_names(), vec!["k1", "k2", "k3"]);
     }
 
     #[test]

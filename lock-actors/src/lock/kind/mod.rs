@@ -248,11 +248,12 @@ fn release_call<R: KindRules + ?Sized>(
     lease_ms: u64,
     pubsub: PubSub,
 ) -> ScriptCall {
-    let script = rules.unlock_scripts().pick(unlocking);
-    let mut call = ScriptCall::with_key(script.get(pubsub), name.as_str());
-    if !rules.polls() {
-        call.key(rules.channel(name));
-    }
+    let script = rules.unlock_scripts().pick(unlocking).get(pubsub);
+    let mut call = if rules.polls() {
+        ScriptCall::keyed(script, [name.as_str()])
+    } else {
+        ScriptCall::keyed(script, [name.as_str(), &rules.channel(name)])
+    };
     for key in rules.unlock_keys(name, field) {
         call.key(key);
     }
@@ -263,7 +264,7 @@ fn release_call<R: KindRules + ?Sized>(
 /// A call of `script` on the lock's name with the lease and the field: the acquire of the
 /// kinds that take nothing more.
 fn lease_and_field(script: &'static Script, args: &AcquireArgs<'_>) -> ScriptCall {
-    let mut call = ScriptCall::with_key(script, args.name.as_str());
+    let mut call = ScriptCall::keyed(script, [args.name.as_str()]);
     call.arg(args.lease_ms).arg(args.field);
     call
 }

@@ -43,8 +43,8 @@ impl KindRules for Reentrant {
         if !args.fenced {
             return lease_and_field(&ACQUIRE, &args);
         }
-        let mut call = ScriptCall::with_key(&FENCED_ACQUIRE, args.name.as_str());
-        call.key(args.name.fencing_token_key());
+        let token_key = args.name.fencing_token_key();
+        let mut call = ScriptCall::keyed(&FENCED_ACQUIRE, [args.name.as_str(), &token_key]);
         call.arg(args.lease_ms).arg(args.field);
         call
     }

@@ -186,7 +186,7 @@ async fn run_lua(
     let mut pipe = redis::pipe();
     set_up(&mut pipe, names, store);
     pipe.cmd("TIME")
-        .add_command(call.evalsha())
+        .add_command(call.evalsha().into_owned())
         .cmd("TIME")
         .cmd("GET")
         .arg(&names.plain.count)
