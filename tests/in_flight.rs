@@ -341,51 +341,50 @@ async fn semaphore_and_latch_changes_go_on_when_their_future_is_dropped_after_th
 
 /// A hold the server forgot without a word (a failover to a replica that never saw the
 /// grant: no unlock message, no expiry) meets a re-entry of its owner before the watchdog
-/// renews. The re-entry finds no key and takes the lock afresh: Redis counts one hold where
-/// the client would count two. The outer hold is lost, and must say so, or the re-entry's
-/// unlock frees the key while the outer guard still counts on it.
+/// renews. The re-entry finds no hold of its owner and takes the lock afresh: Redis counts
+/// one hold where the client would count two. The outer hold is lost, and must say so, or
+/// the re-entry's unlock frees the key while the outer guard still counts on it.
 #[tokio::test]
 async fn a_reentry_that_finds_the_hold_forgotten_tells_the_outer_hold_it_is_lost() {
-    for fenced in [false, true] {
+    for kind in ["reentrant", "fenced", "spin", "read", "write"] {
         let server = RedisServer::start();
         let client = support::client(&server).await;
         let rival = support::client(&server).await;
-        let name = if fenced {
-            "in-flight:forgotten-fenced"
-        } else {
-            "in-flight:forgotten"
+        let name = format!("in-flight:forgotten-{kind}");
+        // The kind's lock, and a handle of another client that excludes it.
+        let (lock, theirs) = match kind {
+            "reentrant" => (client.lock(&name), rival.lock(&name)),
+            "fenced" => (client.fenced_lock(&name), rival.lock(&name)),
+            "spin" => (client.spin_lock(&name), rival.spin_lock(&name)),
+            "read" => (
+                Ok(client.read_write_lock(&name).unwrap().read().clone()),
+                Ok(rival.read_write_lock(&name).unwrap().write().clone()),
+            ),
+            _ => (
+                Ok(client.read_write_lock(&name).unwrap().write().clone()),
+                Ok(rival.read_write_lock(&name).unwrap().write().clone()),
+            ),
         };
-        let lock = if fenced {
-            client.fenced_lock(name).unwrap()
-        } else {
-            client.lock(name).unwrap()
-        };
+        let (lock, theirs) = (lock.unwrap(), theirs.unwrap());
         let outer = lock.acquire().await.unwrap();
-        // The promoted replica never saw the grant: the key is simply gone.
+        // The promoted replica never saw the grant: the keys are simply gone.
         let mut conn = server.conn().await;
-        let deleted: i64 = conn.del(name).await.unwrap();
-        assert_eq!(deleted, 1);
+        let () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
         let inner = outer
             .reenter(Duration::ZERO)
             .await
             .expect("the lock is free: the re-entry takes it");
         assert!(
             outer.is_lost(),
-            "fenced={fenced}: the re-entry found no hold of its owner: the outer hold was lost"
+            "{kind}: the re-entry found no hold of its owner: the outer hold was lost"
         );
-        assert!(
-            !inner.is_lost(),
-            "fenced={fenced}: the re-entry holds the lock"
-        );
+        assert!(!inner.is_lost(), "{kind}: the re-entry holds the lock");
         inner.unlock().await.expect("the re-entry unlocks");
         // The lock is free: another client takes it, and the outer guard knows it lost.
-        let theirs = rival.lock(name).unwrap().try_acquire().await.unwrap();
-        let theirs = theirs.expect("the re-entry's unlock freed the lock");
-        assert!(
-            outer.is_lost(),
-            "fenced={fenced}: two holders, lost() silent"
-        );
-        theirs.unlock().await.expect("the other client unlocks");
+        let taken = theirs.try_acquire().await.unwrap();
+        let taken = taken.expect("the re-entry's unlock freed the lock");
+        assert!(outer.is_lost(), "{kind}: two holders, lost() silent");
+        taken.unlock().await.expect("the other client unlocks");
         drop(outer);
         let left: Vec<String> = server
             .keys()
@@ -393,6 +392,6 @@ async fn a_reentry_that_finds_the_hold_forgotten_tells_the_outer_hold_it_is_lost
             .into_iter()
             .filter(|k| !k.starts_with("redisson_lock_token"))
             .collect();
-        assert_eq!(left, Vec::<String>::new(), "fenced={fenced}: nothing left");
+        assert_eq!(left, Vec::<String>::new(), "{kind}: nothing left");
     }
 }

@@ -378,10 +378,23 @@ fn run_mirror(store: &mut Store, scripts: Scripts, call: Call) -> Option<Vec<i64
     let one = |n: i64| vec![n];
     let current = SetLease::Current;
     match call {
-        Call::ReadAcquire { owner, lease } => store.read_acquire(0, owner, lease).map(one),
+        // The scripts say when a grant is the owner's first hold (a status OK: no element).
+        Call::ReadAcquire { owner, lease } => {
+            let first = store.at(0).reader(owner) == 0;
+            match store.read_acquire(0, owner, lease) {
+                None if first => Some(Vec::new()),
+                reply => reply.map(one),
+            }
+        }
         Call::ReadRenew { owner, lease } => Some(one(store.read_renew(scripts, 0, owner, lease))),
         Call::ReadUnlock { owner, lease } => store.read_unlock(scripts, 0, owner, lease).map(one),
-        Call::WriteAcquire { owner, lease } => store.write_acquire(0, owner, lease).map(one),
+        Call::WriteAcquire { owner, lease } => {
+            let first = store.at(0).writer(owner) == 0;
+            match store.write_acquire(0, owner, lease) {
+                None if first => Some(Vec::new()),
+                reply => reply.map(one),
+            }
+        }
         Call::WriteRenew { owner, lease } => Some(one(store.write_renew(scripts, 0, owner, lease))),
         Call::WriteUnlock { owner, lease } => store.write_unlock(scripts, 0, owner, lease).map(one),
         Call::ReadSetLease {

@@ -3,7 +3,8 @@
 -- | KEYS[1] | the lock's hash: `mode` = read/write, owner fields = hold counts       |
 -- | ARGV[1] | lease in milliseconds                                                 |
 -- | ARGV[2] | writer field `uuid:owner:write`                                       |
--- | returns | nil: acquired; integer: PTTL of the lock held by others               |
+-- | returns | status OK: acquired, the owner's first hold; nil: re-entered;         |
+-- |         | integer: PTTL of the lock held by others                              |
 local mode = redis.call('hget', KEYS[1], 'mode')
 if mode == false then
     if redis.call('exists', KEYS[1]) == 1 then
@@ -11,7 +12,7 @@ if mode == false then
     end
     redis.call('hset', KEYS[1], 'mode', 'write', ARGV[2], 1)
     redis.call('pexpire', KEYS[1], ARGV[1])
-    return nil
+    return redis.status_reply('OK')
 end
 if mode == 'write' and redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
