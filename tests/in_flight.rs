@@ -390,7 +390,7 @@ async fn a_reentry_that_finds_the_hold_forgotten_tells_the_outer_hold_it_is_lost
             .keys()
             .await
             .into_iter()
-            .filter(|k| !k.starts_with("redisson_lock_token"))
+            .filter(|k| !k.starts_with("redisson_lock_token:"))
             .collect();
         assert_eq!(left, Vec::<String>::new(), "{kind}: nothing left");
     }

@@ -54,14 +54,13 @@ impl ScriptCall {
     /// A call of `script` with exactly `keys` (more may still be added, at the cost of a
     /// copy): built as the `EVALSHA` command it sends. The hot paths' calls are made so.
     pub(crate) fn keyed<const N: usize>(script: &'static Script, keys: [&str; N]) -> Self {
+        const { assert!(HEAD + N <= 64, "a keyed call's keys fit the key mask") };
         let mut parts = Cmd::with_capacity(HEAD + PARTS, 64 + PART_BYTES);
         parts.arg("EVALSHA").arg(script.get_hash()).arg(N);
         for key in keys {
             parts.arg(key);
         }
-        let key_mask = (0..N)
-            .filter_map(|at| mask_bit(HEAD + at))
-            .fold(0, |m, b| m | b);
+        let key_mask = (HEAD..HEAD + N).fold(0, |mask, at| mask | 1u64 << at);
         ScriptCall {
             script,
             parts,

@@ -315,25 +315,18 @@ impl FailoverRun {
         let deadline = Instant::now() + bound;
         loop {
             let events = self.events();
-            let ours = |e: &&Value| locks.iter().any(|l| e["lock"] == l.as_str());
             let token = |e: &Value| e["token"].as_u64().unwrap_or(0);
-            let all_again = events
-                .iter()
-                .filter(ours)
-                .filter(|e| e["ev"] == "grant")
-                .filter(|e| e["l_call"].as_u64().is_some_and(|t| t > from))
-                .filter(|e| e["l_after"].as_u64().is_some_and(|t| t < to))
-                .all(|lagged| {
-                    events.iter().filter(ours).any(|e| {
-                        e["lock"] == lagged["lock"]
-                            && (e["ev"] == "grant" || e["ev"] == "reenter")
-                            && e["l_after"]
-                                .as_u64()
-                                .or(e["l"].as_u64())
-                                .is_some_and(|t| t > after)
-                            && token(e) >= token(lagged)
-                    })
-                });
+            let all_again = granted_between(&events, locks, from, to).all(|lagged| {
+                events.iter().any(|e| {
+                    e["lock"] == lagged["lock"]
+                        && (e["ev"] == "grant" || e["ev"] == "reenter")
+                        && e["l_after"]
+                            .as_u64()
+                            .or(e["l"].as_u64())
+                            .is_some_and(|t| t > after)
+                        && token(e) >= token(lagged)
+                })
+            });
             if all_again {
                 return true;
             }
@@ -457,12 +450,21 @@ impl FailoverRun {
 
 /// Grants of `locks` in `events` asked for after `from` and given before `to`.
 pub fn grants_between(events: &[Value], locks: &[String], from: u64, to: u64) -> usize {
+    granted_between(events, locks, from, to).count()
+}
+
+/// The grant events of [`grants_between`].
+fn granted_between<'a>(
+    events: &'a [Value],
+    locks: &'a [String],
+    from: u64,
+    to: u64,
+) -> impl Iterator<Item = &'a Value> {
     events
         .iter()
         .filter(|e| e["ev"] == "grant" && locks.iter().any(|l| e["lock"] == l.as_str()))
-        .filter(|e| e["l_call"].as_u64().is_some_and(|t| t > from))
-        .filter(|e| e["l_after"].as_u64().is_some_and(|t| t < to))
-        .count()
+        .filter(move |e| e["l_call"].as_u64().is_some_and(|t| t > from))
+        .filter(move |e| e["l_after"].as_u64().is_some_and(|t| t < to))
 }
 
 /// What the run did to a group of locks (the locks of one primary), from the events and

@@ -668,9 +668,9 @@ fn tried(reply: redis::Value) -> Option<TryReply> {
         redis::Value::Okay => Some((None, None, true)),
         redis::Value::Int(pttl) => Some((Some(pttl), None, false)),
         redis::Value::Array(items) => match items.as_slice() {
-            [redis::Value::Int(token), rest @ ..] if rest.len() <= 1 => {
-                let first = matches!(rest, [redis::Value::Int(0)]);
-                Some((None, u64::try_from(*token).ok(), first))
+            [redis::Value::Int(token)] => Some((None, u64::try_from(*token).ok(), false)),
+            [redis::Value::Int(token), redis::Value::Int(0)] => {
+                Some((None, u64::try_from(*token).ok(), true))
             }
             _ => None,
         },

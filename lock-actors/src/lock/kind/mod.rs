@@ -80,8 +80,7 @@ pub(crate) enum Grant {
 /// Every script call a lock makes is built here. Replies are shared by all kinds: an
 /// acquire replies nil (taken), `{token}` (taken, fenced), status `OK` or `{token, 0}`
 /// (taken as the owner's first hold, where the kind's script says so) or the holder's PTTL;
-/// an unlock
-/// nil (not the owner), 0 (still held) or 1 (freed).
+/// an unlock nil (not the owner), 0 (still held) or 1 (freed).
 pub(crate) trait KindRules: Sync + 'static {
     /// The kind's name, as the attribute's `kind =` and the `kind` label spell it.
     fn name(&self) -> &'static str;

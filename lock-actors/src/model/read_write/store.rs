@@ -139,7 +139,6 @@ impl Store {
         renamed
     }
 
-    /// Drops every key that has expired by `now`.
     /// The store as a call at `now` finds it (what expired by then gone).
     pub(crate) fn at(&self, now: i64) -> Store {
         let mut at = *self;
@@ -147,6 +146,7 @@ impl Store {
         at
     }
 
+    /// Drops every key that has expired by `now`.
     pub(crate) fn expire(&mut self, now: i64) {
         if self.expires_at.is_some_and(|at| at <= now) {
             self.delete();
