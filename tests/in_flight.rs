@@ -346,7 +346,7 @@ async fn semaphore_and_latch_changes_go_on_when_their_future_is_dropped_after_th
 /// the re-entry's unlock frees the key while the outer guard still counts on it.
 #[tokio::test]
 async fn a_reentry_that_finds_the_hold_forgotten_tells_the_outer_hold_it_is_lost() {
-    for kind in ["reentrant", "fenced", "spin", "read", "write"] {
+    for kind in ["reentrant", "fenced", "spin", "fair", "read", "write"] {
         let server = RedisServer::start();
         let client = support::client(&server).await;
         let rival = support::client(&server).await;
@@ -356,6 +356,7 @@ async fn a_reentry_that_finds_the_hold_forgotten_tells_the_outer_hold_it_is_lost
             "reentrant" => (client.lock(&name), rival.lock(&name)),
             "fenced" => (client.fenced_lock(&name), rival.lock(&name)),
             "spin" => (client.spin_lock(&name), rival.spin_lock(&name)),
+            "fair" => (client.fair_lock(&name), rival.fair_lock(&name)),
             "read" => (
                 Ok(client.read_write_lock(&name).unwrap().read().clone()),
                 Ok(rival.read_write_lock(&name).unwrap().write().clone()),

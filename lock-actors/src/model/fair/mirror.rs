@@ -407,7 +407,11 @@ fn run_mirror(
             ..Outcome::default()
         },
     };
-    (outcome.reply.map(|n| vec![n]), outcome)
+    let reply = match outcome.first {
+        true => Some(Vec::new()),
+        false => outcome.reply.map(|n| vec![n]),
+    };
+    (reply, outcome)
 }
 
 /// Whether `real` lies between the mirror's values at the two ends of the interval.

@@ -41,8 +41,10 @@ pub(crate) struct FairStore {
 /// What a script did besides changing the keys.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub(crate) struct Outcome {
-    /// The script's reply (`None`: nil).
+    /// The script's reply (`None`: nil, or the status `OK` when `first`).
     pub(crate) reply: Option<i64>,
+    /// An acquire made the owner's first hold (the script replies a status `OK`).
+    pub(crate) first: bool,
     /// The waiter whose channel it published on (each script publishes once at most).
     pub(crate) woke: Option<u8>,
     /// The queue heads it dropped as dead (their deadlines had passed).
@@ -104,6 +106,7 @@ impl FairStore {
                 }
                 self.hash.fields.insert(owner, 1);
                 self.hash.expires_at = Some(now + lease as i64);
+                outcome.first = true;
                 return outcome;
             }
         } else if let Some(count) = self.hash.fields.get_mut(&owner) {

@@ -9,7 +9,8 @@
 -- | ARGV[2] | owner field `uuid:owner`                                               |
 -- | ARGV[3] | the wait allowance per waiter (Redisson's `fairLockWaitTimeout`)       |
 -- | ARGV[4] | the message that wakes a waiter (`0`)                                  |
--- | returns | nil: acquired; integer: ms to wait at most before calling again        |
+-- | returns | status OK: acquired, the owner's first hold; nil: re-entered;         |
+-- |         | integer: ms to wait at most before calling again                      |
 -- Publishes with `publish_command` (`publish` or `spublish`): the client puts the line
 -- that sets it first (classic or sharded pub/sub, see connection.rs).
 --
@@ -42,7 +43,8 @@ if redis.call('exists', KEYS[1]) == 0 then
         end
         redis.call('hset', KEYS[1], ARGV[2], 1)
         redis.call('pexpire', KEYS[1], ARGV[1])
-        return nil
+        -- The first hold says so: an owner that counted holds Redis had forgotten lost them.
+        return redis.status_reply('OK')
     end
 elseif redis.call('hexists', KEYS[1], ARGV[2]) == 1 then
     redis.call('hincrby', KEYS[1], ARGV[2], 1)
