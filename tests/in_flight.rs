@@ -62,6 +62,31 @@ async fn sent_to_stopped(port: u16, before: u64, what: &str) -> u64 {
     unread_by_server(port)
 }
 
+/// With the server stopped: `first` is sent, then `second`; then the server runs both, in
+/// that order. Their answers, each within the bound.
+async fn run_in_order<A, B>(server: &mut RedisServer, first: A, second: B) -> (A::Output, B::Output)
+where
+    A: Future + Send + 'static,
+    B: Future + Send + 'static,
+    A::Output: Send + 'static,
+    B::Output: Send + 'static,
+{
+    server.pause();
+    let port = server.port();
+    let before = unread_by_server(port);
+    let first = tokio::spawn(first);
+    let sent = sent_to_stopped(port, before, "the first request is on its way").await;
+    let second = tokio::spawn(second);
+    sent_to_stopped(port, sent, "the second request is on its way after it").await;
+    server.resume();
+    let first = tokio::time::timeout(BOUND, first).await;
+    let second = tokio::time::timeout(BOUND, second).await;
+    (
+        first.expect("the first request is answered").unwrap(),
+        second.expect("the second request is answered").unwrap(),
+    )
+}
+
 /// With the server stopped: `acquire` is sent, then `force`; then the server runs both, in
 /// that order. Both must succeed; the acquire's guard comes back.
 async fn force_after_acquire_on_its_way<A, F>(
@@ -73,25 +98,16 @@ where
     A: Future<Output = Result<LockGuard, LockError>> + Send + 'static,
     F: Future<Output = Result<bool, LockError>> + Send + 'static,
 {
-    server.pause();
-    let port = server.port();
-    let before = unread_by_server(port);
-    let acquiring = tokio::spawn(acquire);
-    let sent = sent_to_stopped(port, before, "the acquire is on its way").await;
-    let forcing = tokio::spawn(force);
-    sent_to_stopped(port, sent, "the force-unlock is on its way after it").await;
-    server.resume();
-    let guard = tokio::time::timeout(BOUND, acquiring)
-        .await
-        .expect("the acquire is answered")
-        .unwrap()
-        .expect("the acquire succeeds");
-    tokio::time::timeout(BOUND, forcing)
-        .await
-        .expect("the force-unlock is answered")
-        .unwrap()
-        .expect("the force-unlock succeeds");
-    guard
+    let (guard, forced) = run_in_order(server, acquire, force).await;
+    forced.expect("the force-unlock succeeds");
+    guard.expect("the acquire succeeds")
+}
+
+/// The server's keys but the fencing counters (kept by design).
+async fn keys_but_tokens(server: &RedisServer) -> Vec<String> {
+    let keys = server.keys().await.into_iter();
+    keys.filter(|k| !k.starts_with("redisson_lock_token:"))
+        .collect()
 }
 
 #[tokio::test]
@@ -387,12 +403,42 @@ async fn a_reentry_that_finds_the_hold_forgotten_tells_the_outer_hold_it_is_lost
         assert!(outer.is_lost(), "{kind}: two holders, lost() silent");
         taken.unlock().await.expect("the other client unlocks");
         drop(outer);
-        let left: Vec<String> = server
-            .keys()
-            .await
-            .into_iter()
-            .filter(|k| !k.starts_with("redisson_lock_token:"))
-            .collect();
+        let left = keys_but_tokens(&server).await;
         assert_eq!(left, Vec::<String>::new(), "{kind}: nothing left");
     }
+}
+
+/// Redis forgot the owner's hold; a re-entry is sent, and the outer guard's unlock after
+/// it: the server runs the re-entry (Redis's first hold of the owner), then the unlock, which
+/// frees that new hold. The re-entry must not come back as a hold Redis does not have.
+#[tokio::test]
+async fn an_unlock_sent_after_a_reentry_on_a_forgotten_hold_never_leaves_it_holding_nothing() {
+    let mut server = RedisServer::start();
+    let client = support::client(&server).await;
+    let rival = support::client(&server).await;
+    let name = "in-flight:forgotten-then-unlocked";
+    let lock = client.lock(name).unwrap();
+    let options = AcquireOptions::new().owner(LockOwner::new());
+    lock.acquire().await.unwrap().unlock().await.unwrap();
+    let outer = lock.acquire_with(options).await.unwrap();
+    // The promoted replica never saw the grant.
+    let mut conn = server.conn().await;
+    let () = redis::cmd("FLUSHALL").query_async(&mut conn).await.unwrap();
+
+    let reentry = {
+        let lock = lock.clone();
+        async move { lock.acquire_with(options).await }
+    };
+    // The unlock's own answer may say the lock was lost or freed: either is true.
+    let (inner, _) = run_in_order(&mut server, reentry, outer.unlock()).await;
+    let inner = inner.expect("the lock is free: the re-entry takes it");
+    never_two_holders(&rival, name, &inner, "the unlock ran after the re-entry").await;
+    if !inner.is_lost() {
+        inner.unlock().await.expect("a live guard unlocks");
+    }
+    assert_eq!(
+        keys_but_tokens(&server).await,
+        Vec::<String>::new(),
+        "nothing left"
+    );
 }

@@ -95,6 +95,10 @@ pub(crate) struct Rules {
     /// The clearing is under way before the holder is told (so the fast path stays shut).
     /// Before: the holder was told, then the clearing was registered.
     pub(crate) clear_first: bool,
+    /// A grant Redis answers as the owner's first hold ends the holder counted here (Redis
+    /// forgot its holds: a failover to a replica that never saw them). Before: the grant
+    /// joined them, and they stayed untold.
+    pub(crate) first_hold_ends: bool,
 }
 
 impl Rules {
@@ -102,19 +106,26 @@ impl Rules {
         force_voids: true,
         settle_in_flight: true,
         clear_first: true,
+        first_hold_ends: true,
     };
 }
 
 /// One thing the actor carries out, in the order given.
 #[derive(Debug, PartialEq, Eq)]
-pub(crate) enum Step<T, D> {
+pub(crate) enum Step<T, D, O> {
     /// Count a hold taken directly as its owner's (see [`LockMachine::holder_entry`]).
     Adopt(T),
     /// Settle a direct call in doubt (see [`LockMachine::doubt`]).
     Settle(D),
     /// Every holder lost the lock: take each out ([`LockMachine::remove`]) and tell it.
     LoseAll,
+    /// This owner's holder lost the lock: take it out and tell it, without waking the
+    /// queue (the lock is not free: a grant to the owner is being handed out).
+    Lose(O),
 }
+
+/// The steps a machine call leaves to the actor, for a fast path `F` and owners `O`.
+pub(crate) type Steps<F, O> = Vec<Step<<F as Fast>::Taken, <F as Fast>::Doubt, O>>;
 
 /// Whether the head of the queue may try now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -233,6 +244,18 @@ pub(crate) struct LockMachine<O: Ord, H, R> {
     /// owner: the owner's tries wait for them (one whose answer is lost may still run, and
     /// take the count of a hold granted after it).
     unlocks: BTreeMap<O, u32>,
+    /// Counts the actor's unlocks sent (releases, grants given back, clearings): a try
+    /// answered after one of them was sent ran before it.
+    unlocks_sent: u64,
+}
+
+/// What the actor keeps of its try while it is out, to hand back with its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Ticket {
+    /// The force-unlocks begun or seen when it was sent.
+    forces: u64,
+    /// The actor's unlocks sent before it.
+    unlocks: u64,
 }
 
 impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
@@ -247,6 +270,7 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
             forces: Forces::default(),
             tries: 0,
             unlocks: BTreeMap::new(),
+            unlocks_sent: 0,
         }
     }
 
@@ -299,7 +323,7 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
 
     /// The actor is in charge: what the fast path took and doubted becomes its to count
     /// and settle (the holds first: a doubt compares Redis's count with ours).
-    pub(crate) fn take_charge<F: Fast>(&mut self, fast: &mut F) -> Vec<Step<F::Taken, F::Doubt>> {
+    pub(crate) fn take_charge<F: Fast>(&mut self, fast: &mut F) -> Steps<F, O> {
         let (taken, doubts) = fast.absorb();
         let mut steps = Vec::with_capacity(taken.len() + doubts.len());
         steps.extend(taken.into_iter().map(Step::Adopt));
@@ -329,9 +353,12 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
     }
 
     /// The actor sends a try: the ticket to hand to [`try_answered`](Self::try_answered).
-    pub(crate) fn try_sent(&mut self) -> u64 {
+    pub(crate) fn try_sent(&mut self) -> Ticket {
         self.tries += 1;
-        self.forces.epoch()
+        Ticket {
+            forces: self.forces.epoch(),
+            unlocks: self.unlocks_sent,
+        }
     }
 
     /// The actor's try (sent with `ticket`) for `owner` was answered: a grant sent before a
@@ -339,13 +366,13 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
     pub(crate) fn try_answered(
         &mut self,
         owner: O,
-        ticket: u64,
+        ticket: Ticket,
         answer: TryAnswer,
         doubt: impl FnOnce() -> R,
     ) -> TryOutcome {
         self.tries = self.tries.saturating_sub(1);
         match answer {
-            TryAnswer::Granted if self.rules.force_voids && self.forces.stale(ticket) => {
+            TryAnswer::Granted if self.rules.force_voids && self.forces.stale(ticket.forces) => {
                 self.reconciles.push_back((owner, doubt()));
                 TryOutcome::Stale
             }
@@ -356,6 +383,37 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
             }
             _ => TryOutcome::Other,
         }
+    }
+
+    /// The actor's try for `owner`, answered [`TryOutcome::Grant`], was the owner's first
+    /// hold in Redis: Redis forgot every hold the owner had (a failover to a replica that
+    /// never saw them). The holds counted here are lost, those taken directly included
+    /// (counted first), and so is every direct grant still on its way (it ran before this
+    /// try, on the one connection: forgotten too, settled as a doubt). Carried out before
+    /// the grant makes the new hold, so a re-entry's unlock never frees a key a guard still
+    /// counts on. An unlock sent after the try (`ticket`) ran after it, and may have taken
+    /// the new hold out: the grant is then [`TryOutcome::Stale`] (`doubt` makes its record)
+    /// and the waiter tries again once it is settled.
+    pub(crate) fn first_hold<F: Fast>(
+        &mut self,
+        owner: O,
+        ticket: Ticket,
+        fast: &mut F,
+        doubt: impl FnOnce() -> R,
+    ) -> (Steps<F, O>, TryOutcome) {
+        if !self.rules.first_hold_ends {
+            return (Vec::new(), TryOutcome::Grant);
+        }
+        let mut steps = self.force_seen(fast);
+        let outcome = match self.unlocks_sent != ticket.unlocks {
+            true => {
+                self.reconciles.push_back((owner, doubt()));
+                TryOutcome::Stale
+            }
+            false => TryOutcome::Grant,
+        };
+        steps.push(Step::Lose(owner));
+        (steps, outcome)
     }
 
     /// Whether a call on the lock may still change what Redis counts: a try of ours, a
@@ -385,6 +443,7 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
             return Let::NotOwner;
         }
         *self.unlocks.entry(owner).or_default() += 1;
+        self.unlocks_sent += 1;
         match holder.holds() {
             0 => Let::Last(self.holders.remove(&owner).expect("held above")),
             remaining => Let::Kept(remaining as u32),
@@ -395,6 +454,7 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
     /// left, or it was not replicated enough).
     pub(crate) fn give_back_sent(&mut self, owner: O) {
         *self.unlocks.entry(owner).or_default() += 1;
+        self.unlocks_sent += 1;
     }
 
     /// A grant given back was answered (or failed).
@@ -475,6 +535,7 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
                 }
                 (LostHolds::Clear, _) => {
                     *self.clearing.entry(owner).or_default() += 1;
+                    self.unlocks_sent += 1;
                     LostPlan::Clear(holds)
                 }
             }
@@ -486,6 +547,7 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
     #[cfg(test)]
     pub(crate) fn clear_registered(&mut self, owner: O) {
         *self.clearing.entry(owner).or_default() += 1;
+        self.unlocks_sent += 1;
     }
 
     /// A clearing of `owner`'s lost holds has run (or failed).
@@ -510,7 +572,7 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
         &mut self,
         fast: &mut F,
         unconditional: bool,
-    ) -> Vec<Step<F::Taken, F::Doubt>> {
+    ) -> Steps<F, O> {
         if !self.rules.force_voids {
             return self.take_charge(fast);
         }
@@ -525,11 +587,7 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
 
     /// Our force-unlock was answered (`deleted`: it deleted a lock). A hold taken directly
     /// meanwhile ran before it (one connection, in order): counted, then told with the rest.
-    pub(crate) fn force_answered<F: Fast>(
-        &mut self,
-        fast: &mut F,
-        deleted: bool,
-    ) -> Vec<Step<F::Taken, F::Doubt>> {
+    pub(crate) fn force_answered<F: Fast>(&mut self, fast: &mut F, deleted: bool) -> Steps<F, O> {
         let mut steps = Vec::new();
         if self.rules.force_voids {
             self.forces.answered();
@@ -544,7 +602,7 @@ impl<O: Ord + Copy, H: Holds, R> LockMachine<O, H, R> {
     /// Another actor of the client force-unlocked the key: the acquires on their way here
     /// (ours or direct) may have run before it. Then the actor reads each holder's count
     /// from Redis and asks [`forced_lost`](Self::forced_lost).
-    pub(crate) fn force_seen<F: Fast>(&mut self, fast: &mut F) -> Vec<Step<F::Taken, F::Doubt>> {
+    pub(crate) fn force_seen<F: Fast>(&mut self, fast: &mut F) -> Steps<F, O> {
         self.forces.seen();
         fast.voided();
         self.take_charge(fast)

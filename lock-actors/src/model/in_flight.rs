@@ -15,18 +15,23 @@
 //! fixed-lease hold reaching its end by the client's reckoning while Redis still has its
 //! key (the drift allowance), the owner-checked clearing of that hold (run; its unlock cuts
 //! the key's TTL short, and the key may then expire), and another client taking and freeing
-//! the lock. Leases are otherwise long: no key expires unless a script cut it short, which
-//! is the adversary's best case (the drift window stays open).
+//! the lock, and (in a check of its own) the server forgetting every hold without a word (a
+//! failover to a replica that never saw them). Leases are otherwise long: no key expires
+//! unless a script cut it short, which is the adversary's best case (the drift window stays
+//! open).
 //!
 //! Checked, on the model's clock: a guard not told of a loss counts on a hold Redis has;
 //! never two holders while the earlier is not told; once every reply is settled (nothing in
-//! flight, no doubt left) Redis counts exactly what the process counts.
+//! flight, no doubt left) Redis counts exactly what the process counts. After the server
+//! forgot, until a grant of the owner's that ran after it is answered, a guard cannot know
+//! (only the watchdog's next renewal, out of this model, would tell it): the three hold
+//! again from that answer on.
 
 use super::store::{Scripts, Store};
 use crate::lock::fast_path::{AfterTry, FastPath, TryAnswer};
 pub(crate) use crate::lock::machine::Rules;
 use crate::lock::machine::{
-    Gate, Let, LockMachine, LostPlan, NextReconcile, Shape, Step, TryOutcome, UnlockReply,
+    Gate, Let, LockMachine, LostPlan, NextReconcile, Shape, Step, Ticket, TryOutcome, UnlockReply,
 };
 use stateright::{Model, Property};
 use std::collections::VecDeque;
@@ -89,7 +94,11 @@ enum Phase {
 struct Try {
     caller: usize,
     ran: Option<bool>,
-    ticket: u64,
+    ticket: Ticket,
+    /// It ran as the owner's first hold in Redis (the script says so).
+    first: bool,
+    /// It ran after the server forgot.
+    after_forget: bool,
 }
 
 /// A release's unlock, sent by the actor.
@@ -137,6 +146,18 @@ pub(crate) struct State {
     /// The requests sent and not run yet, as the one connection carries them: Redis runs
     /// them in this order (each stands as the action that runs it).
     wire: VecDeque<Action>,
+    /// Whether the server forgot every hold, and whether the process heard of it since.
+    forgot: Forgot,
+}
+
+/// The server forgetting every hold without a word (once per run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Forgot {
+    Never,
+    /// It forgot; no grant of the owner's that ran since is answered yet.
+    Unheard,
+    /// A grant of the owner's that ran after it was answered (Redis said: a first hold).
+    Heard,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -180,6 +201,8 @@ pub(crate) enum Action {
     KeyExpires,
     RivalAcquire,
     RivalUnlock,
+    /// The server forgets every hold (a failover to a replica that never saw them).
+    Forget,
 }
 
 impl Action {
@@ -214,6 +237,8 @@ pub(crate) struct InFlightModel {
     /// A direct try that took the lock may be answered "not confirmed by the replicas"
     /// (replica sync): the hold is in Redis, uncounted, and the caller is queued.
     pub(crate) unconfirmed: bool,
+    /// The server may forget every hold once (the keys gone, nobody told).
+    pub(crate) forgets: bool,
     /// Checks only the property of this name (a shortest counterexample for it).
     pub(crate) only: Option<&'static str>,
 }
@@ -257,6 +282,7 @@ impl Model for InFlightModel {
             forced: false,
             ended: false,
             wire: VecDeque::new(),
+            forgot: Forgot::Never,
         }]
     }
 
@@ -338,6 +364,9 @@ impl Model for InFlightModel {
         }
         if state.store.expires_at.is_some_and(|at| at < LEASE as i64) {
             actions.push(Action::KeyExpires);
+        }
+        if self.forgets && state.forgot == Forgot::Never {
+            actions.push(Action::Forget);
         }
         match state.rival {
             (false, rounds) if rounds > 0 => actions.push(Action::RivalAcquire),
@@ -446,11 +475,15 @@ impl Model for InFlightModel {
             Action::ActorTurn => Self::actor_turn(&mut state),
             Action::ActorTryRuns => {
                 let mut tried = state.actor.trying?;
+                // The script's first hold: the key was free.
+                let free = state.store.free_at(0);
                 let taken = state
                     .store
                     .acquire(Scripts::Current, 0, OWNER, LEASE)
                     .is_none();
                 tried.ran = Some(taken);
+                tried.first = taken && free;
+                tried.after_forget = state.forgot != Forgot::Never;
                 state.actor.trying = Some(tried);
             }
             Action::ActorTryAnswered => {
@@ -458,6 +491,8 @@ impl Model for InFlightModel {
                     caller,
                     ran: Some(ran),
                     ticket,
+                    first,
+                    after_forget,
                 } = state.actor.trying.take()?
                 else {
                     return None;
@@ -467,25 +502,23 @@ impl Model for InFlightModel {
                 } else {
                     TryAnswer::Busy
                 };
-                match state
+                let mut outcome = state
                     .actor
                     .machine
-                    .try_answered(OWNER, ticket, answer, || ())
-                {
-                    TryOutcome::Grant if state.callers[caller] == Phase::Dropped => {
-                        // Its waiter left while the grant was on its way: the actor's
-                        // `give_back`.
-                        state.actor.machine.give_back_sent(OWNER);
-                        state.actor.giving_back = Some(false);
-                        state.wire.push_back(Action::GiveBackRuns);
+                    .try_answered(OWNER, ticket, answer, || ());
+                if outcome == TryOutcome::Grant && first {
+                    // As the actor's `attempt`: a first hold ends the holder counted, before
+                    // the grant is made or given back.
+                    if after_forget {
+                        state.forgot = Forgot::Heard;
                     }
-                    TryOutcome::Grant => {
-                        // As the actor's `grant`.
-                        let holder = state.actor.machine.holder_entry(OWNER, Vec::new);
-                        holder.push(caller as u64);
-                        state.fast.hand_out(|| Address);
-                        state.callers[caller] = Phase::Holding { told: false };
-                    }
+                    let machine = &mut state.actor.machine;
+                    let (steps, after) = machine.first_hold(OWNER, ticket, &mut state.fast, || ());
+                    Self::carry_out(&mut state, steps);
+                    outcome = after;
+                }
+                match outcome {
+                    TryOutcome::Grant => Self::granted(&mut state, caller),
                     // Its waiter left: nothing to try again for.
                     _ if state.callers[caller] == Phase::Dropped => {}
                     // Stale (settled as a lost reply), busy: the waiter tries again.
@@ -641,24 +674,37 @@ impl Model for InFlightModel {
                 state.store.unlock(0, RIVAL, LEASE);
                 state.rival.0 = false;
             }
+            Action::Forget => {
+                state.store.fields.clear();
+                state.store.expires_at = None;
+                state.rival.0 = false;
+                state.forgot = Forgot::Unheard;
+            }
         }
         (state != *last).then_some(state)
     }
 
     fn properties(&self) -> Vec<Property<Self>> {
+        // The window between the server forgetting and the process hearing of it is the
+        // failover's own: nothing holds in it.
+        fn unheard(state: &State) -> bool {
+            state.forgot == Forgot::Unheard
+        }
         let mut properties = vec![
             Property::always(UNTOLD, |_: &InFlightModel, state: &State| {
-                InFlightModel::untold(state) <= count(&state.store, OWNER)
+                unheard(state) || InFlightModel::untold(state) <= count(&state.store, OWNER)
             }),
             Property::always(UNTOLD_AFTER_FORCE, |_: &InFlightModel, state: &State| {
-                state.actor.force.is_some()
+                unheard(state)
+                    || state.actor.force.is_some()
                     || InFlightModel::untold(state) <= count(&state.store, OWNER)
             }),
             Property::always(TWO_HOLDERS, |_: &InFlightModel, state: &State| {
-                !(state.rival.0 && InFlightModel::untold(state) > 0)
+                unheard(state) || !(state.rival.0 && InFlightModel::untold(state) > 0)
             }),
             Property::always(SETTLED, |_: &InFlightModel, state: &State| {
-                !InFlightModel::settled(state)
+                unheard(state)
+                    || !InFlightModel::settled(state)
                     || count(&state.store, OWNER) == InFlightModel::untold(state)
             }),
         ];

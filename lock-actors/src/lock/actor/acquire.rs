@@ -258,9 +258,17 @@ impl LockActor {
             };
             let lease_kept = lease.unwrap_or(act.watchdog_lease());
             let errands = act.node.arbiter.errands();
-            let outcome = act.machine.try_answered(owner, ticket, answer, || {
-                Reconcile::new(lease_kept, None, errands.start())
-            });
+            let doubt = || Reconcile::new(lease_kept, None, errands.start());
+            let mut outcome = act.machine.try_answered(owner, ticket, answer, doubt);
+            if let (TryOutcome::Grant, Ok((None, _, true))) = (outcome, &result) {
+                // Redis had no hold of the owner's: any counted here are gone, told before
+                // the new hold is made or given back.
+                let (steps, after) =
+                    act.machine
+                        .first_hold(owner, ticket, &mut &*act.direct, doubt);
+                act.carry_out(steps, FORGOTTEN, ctx);
+                outcome = after;
+            }
             match outcome {
                 // A force-unlock came while it was on its way: the grant may be deleted
                 // already. Settled as a lost reply; the waiter tries again once it is.
@@ -293,14 +301,7 @@ impl LockActor {
         }
         let now = Instant::now();
         let effects = match result {
-            Ok((None, token, first)) => {
-                if first {
-                    // Redis had no hold of the owner's: any it counts here are gone (a
-                    // failover to a replica that never saw them), and this grant is its
-                    // only one. Its guards are told before the new hold is made or given
-                    // back, so the re-entry's unlock never frees a key they count on.
-                    self.lose_quietly(owner, FORGOTTEN, ctx);
-                }
+            Ok((None, token, _)) => {
                 match self.waiters.queue.granted(id) {
                     Granted::To(waiter) => {
                         self.joined = false; // the acquire script took us out of the queue

@@ -330,7 +330,7 @@ impl LockActor {
     /// holder is reported as).
     pub(super) fn carry_out(
         &mut self,
-        steps: Vec<Step<DirectHold, Doubted>>,
+        steps: Vec<Step<DirectHold, Doubted, LockOwner>>,
         why: &str,
         ctx: &mut Context<Self>,
     ) {
@@ -341,6 +341,11 @@ impl LockActor {
                 Step::LoseAll => {
                     for owner in self.machine.owners() {
                         self.lose(owner, why, ctx);
+                    }
+                }
+                Step::Lose(owner) => {
+                    if let Some(holder) = self.machine.remove(&owner) {
+                        self.end_holder(owner, holder, why, ctx);
                     }
                 }
             }

@@ -133,17 +133,15 @@ impl LockActor {
         self.wake_head(ctx);
     }
 
-    /// [`lose`](Self::lose) without waking the head of the queue: for a grant to `owner`
-    /// being handed out (the lock is not free for anyone else).
-    pub(super) fn lose_quietly(&mut self, owner: LockOwner, why: &str, ctx: &mut Context<Self>) {
-        if let Some(holder) = self.machine.remove(&owner) {
-            self.end_holder(owner, holder, why, ctx);
-        }
-    }
-
     /// Tells the guards of `holder` (taken out of the machine) that it is over, and stops
     /// keeping it alive.
-    fn end_holder(&mut self, owner: LockOwner, holder: Holder, why: &str, ctx: &mut Context<Self>) {
+    pub(super) fn end_holder(
+        &mut self,
+        owner: LockOwner,
+        holder: Holder,
+        why: &str,
+        ctx: &mut Context<Self>,
+    ) {
         self.stop_keeping(&holder, ctx);
         if why == RELEASED {
             holder.set_status(HoldStatus::Released);

@@ -152,3 +152,37 @@ fn an_unlock_that_finds_fewer_holds_than_counted_loses_the_rest() {
     assert_eq!(answered, (UnlockOutcome::Released, true));
     assert_eq!(m.release(1, None), Let::Last(vec![]));
 }
+
+#[test]
+fn a_first_hold_ends_the_holder_counted_and_is_stale_after_an_unlock_sent_behind_it() {
+    let (mut m, mut fast) = machine();
+    m.holder_entry(1, Vec::new).extend([10, 11]);
+    let ticket = m.try_sent();
+    assert_eq!(
+        m.try_answered(1, ticket, TryAnswer::Granted, || "never"),
+        TryOutcome::Grant
+    );
+    let (steps, outcome) = m.first_hold(1, ticket, &mut fast, || "never");
+    assert_eq!(steps, vec![Step::Lose(1)], "the forgotten holder is told");
+    assert_eq!(outcome, TryOutcome::Grant);
+    assert_eq!(m.oldest_doubt(), None);
+    assert_eq!(
+        m.remove(&1),
+        Some(vec![10, 11]),
+        "as the actor carries it out"
+    );
+
+    // An unlock sent after the try ran after it: it may have freed the new hold.
+    m.holder_entry(1, Vec::new).extend([12, 13]);
+    let ticket = m.try_sent();
+    assert!(matches!(m.release(1, Some(12)), Let::Kept(1)));
+    m.try_answered(1, ticket, TryAnswer::Granted, || "never");
+    let (steps, outcome) = m.first_hold(1, ticket, &mut fast, || "freed behind");
+    assert_eq!(steps, vec![Step::Lose(1)]);
+    assert_eq!(
+        outcome,
+        TryOutcome::Stale,
+        "settled as a doubt, tried again"
+    );
+    assert_eq!(m.oldest_doubt(), Some((&1, &"freed behind")));
+}

@@ -15,6 +15,7 @@ fn model(rules: Rules, force: bool, hold_ends: bool) -> InFlightModel {
         releases: true,
         cancels: true,
         unconfirmed: false,
+        forgets: false,
         only: None,
     }
 }
@@ -41,6 +42,44 @@ fn a_direct_grant_the_replicas_did_not_confirm_keeps_every_property() {
         ..model(Rules::CURRENT, true, false)
     };
     check(model, "in flight, unconfirmed direct grants").assert_properties();
+}
+
+/// The server forgets every hold (a failover to a replica that never saw them) while
+/// requests are in flight: from the answer of the owner's first grant after it, every
+/// property holds again.
+#[test]
+fn a_server_that_forgot_every_hold_is_heard_at_the_next_grant() {
+    let model = InFlightModel {
+        forgets: true,
+        ..model(Rules::CURRENT, true, true)
+    };
+    check(model, "in flight, the server forgets").assert_properties();
+}
+
+#[test]
+fn the_old_rules_leave_a_forgotten_hold_untold_past_the_next_grant() {
+    // The server forgets the owner's hold; a re-entry takes the lock afresh (Redis's first
+    // hold of the owner), and the outer guard, still counted, is not told: Redis counts one
+    // hold where the process counts two.
+    let rules = Rules {
+        first_hold_ends: false,
+        ..Rules::CURRENT
+    };
+    let model = InFlightModel {
+        forgets: true,
+        only: Some(UNTOLD),
+        ..model(rules, false, false)
+    };
+    let trace = check(model, "in flight, old rules: the server forgets")
+        .assert_any_discovery(UNTOLD)
+        .into_actions();
+    eprintln!("  broken by {trace:?}");
+    let forgot = at(&trace, Action::Forget);
+    let answered = trace.iter().rposition(|a| *a == Action::ActorTryAnswered);
+    assert!(
+        answered.is_some_and(|answered| forgot < answered),
+        "a grant answered after the forget: {trace:?}"
+    );
 }
 
 /// A shortest trace that breaks `property` under `rules` with only the given events.

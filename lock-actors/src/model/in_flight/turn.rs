@@ -44,7 +44,7 @@ impl InFlightModel {
     }
 
     /// Carries out the machine's steps, as the actor's `carry_out` does.
-    pub(super) fn carry_out(state: &mut State, steps: Vec<Step<Taken, Doubt>>) {
+    pub(super) fn carry_out(state: &mut State, steps: Vec<Step<Taken, Doubt, u8>>) {
         for step in steps {
             match step {
                 Step::Adopt(Taken { caller }) => {
@@ -55,6 +55,11 @@ impl InFlightModel {
                         .push(caller as u64);
                 }
                 Step::Settle(Doubt(_)) => state.actor.machine.doubt(OWNER, ()),
+                Step::Lose(owner) => {
+                    for caller in state.actor.machine.remove(&owner).unwrap_or_default() {
+                        state.callers[caller as usize] = Phase::Holding { told: true };
+                    }
+                }
                 Step::LoseAll => {
                     for owner in state.actor.machine.owners() {
                         for caller in state.actor.machine.remove(&owner).unwrap_or_default() {
@@ -64,6 +69,21 @@ impl InFlightModel {
                 }
             }
         }
+    }
+
+    /// The actor's try granted the lock to `caller`: its `grant`, or (its waiter left while
+    /// the grant was on its way) its `give_back`.
+    pub(super) fn granted(state: &mut State, caller: usize) {
+        if state.callers[caller] == Phase::Dropped {
+            state.actor.machine.give_back_sent(OWNER);
+            state.actor.giving_back = Some(false);
+            state.wire.push_back(Action::GiveBackRuns);
+            return;
+        }
+        let holder = state.actor.machine.holder_entry(OWNER, Vec::new);
+        holder.push(caller as u64);
+        state.fast.hand_out(|| Address);
+        state.callers[caller] = Phase::Holding { told: false };
     }
 
     pub(super) fn take_charge(state: &mut State) {
@@ -92,6 +112,8 @@ impl InFlightModel {
                         caller,
                         ran: None,
                         ticket,
+                        first: false,
+                        after_forget: false,
                     });
                     state.wire.push_back(Action::ActorTryRuns);
                 }
