@@ -5,6 +5,7 @@
 
 use crate::config::check_namespace;
 use crate::error::LockError;
+use std::fmt::Write as _;
 use std::sync::Arc;
 
 /// A validated lock name: non-empty, at most the configured length, no control characters,
@@ -367,3 +368,81 @@ pub(crate) const UNLOCK_MESSAGE: &str = "0";
 /// The message published when a write lock is freed or turns into a read lock (wakes every
 /// waiter: they may all be readers).
 pub(crate) const READ_UNLOCK_MESSAGE: &str = "1";
+
+/// Bytes an [`OwnerField`] holds on the stack: a client id of a UUID (36), `:`, an owner id
+/// (at most 20 digits) and a kind's suffix (`:write`) fit with room to spare.
+const FIELD_INLINE: usize = 80;
+
+/// An owner's field, `<client id>:<owner id>` and a kind's suffix (see
+/// `KindRules::field_suffix`), written on the stack when it fits: the fast path makes one on
+/// every acquire and unlock, and copies it into the command it sends.
+pub(crate) enum OwnerField {
+    Inline {
+        bytes: [u8; FIELD_INLINE],
+        len: u8,
+    },
+    /// A client id longer than a UUID.
+    Heap(String),
+}
+
+impl OwnerField {
+    pub(crate) fn new(client_id: &str, owner: u64, suffix: &str) -> Self {
+        let fits = client_id.len() + suffix.len() + 21 <= FIELD_INLINE;
+        if !fits {
+            return OwnerField::Heap(format!("{client_id}:{owner}{suffix}"));
+        }
+        let mut text = InlineText {
+            bytes: [0; FIELD_INLINE],
+            len: 0,
+        };
+        // Fits: the length was checked above (a u64 has at most 20 digits).
+        let _ = write!(text, "{client_id}:{owner}{suffix}");
+        OwnerField::Inline {
+            bytes: text.bytes,
+            len: text.len as u8,
+        }
+    }
+
+    pub(crate) fn as_str(&self) -> &str {
+        match self {
+            // Written from `str`s only.
+            OwnerField::Inline { bytes, len } => {
+                std::str::from_utf8(&bytes[..usize::from(*len)]).unwrap_or_default()
+            }
+            OwnerField::Heap(text) => text,
+        }
+    }
+}
+
+/// A fixed buffer `OwnerField::new` writes into.
+struct InlineText {
+    bytes: [u8; FIELD_INLINE],
+    len: usize,
+}
+
+impl std::fmt::Write for InlineText {
+    fn write_str(&mut self, part: &str) -> std::fmt::Result {
+        let end = self.len + part.len();
+        let slot = self.bytes.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        slot.copy_from_slice(part.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::OwnerField;
+
+    #[test]
+    fn an_owner_field_reads_as_the_formatted_field_inline_or_not() {
+        let uuid = "0b5c1f0e-8a53-4b9e-9a55-0e0f2b7c9d11";
+        let field = OwnerField::new(uuid, u64::MAX, ":write");
+        assert!(matches!(field, OwnerField::Inline { .. }));
+        assert_eq!(field.as_str(), format!("{uuid}:{}:write", u64::MAX));
+        let long = "x".repeat(70);
+        let field = OwnerField::new(&long, 7, "");
+        assert!(matches!(field, OwnerField::Heap(_)));
+        assert_eq!(field.as_str(), format!("{long}:7"));
+    }
+}

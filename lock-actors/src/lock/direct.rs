@@ -199,13 +199,12 @@ impl<A: LockActorApi> Direct<A> {
             state.epoch()
         };
         let lease = fixed.unwrap_or_else(|| self.watchdog_lease());
-        let field = self.kind.field(node.owner_field(owner.id()));
         let lease_ms = lease.as_millis() as u64;
         let mut pending = Pending::new(self.clone(), owner, lease);
         let sent = Instant::now();
         // Boxed: the Redis calls' futures are most of the size of an acquire's future, which
         // is moved whole into the caller's task (and copied on every move).
-        let reply = Box::pin(self.try_once(&node, &field, lease_ms, fenced)).await;
+        let reply = Box::pin(self.try_once(&node, owner, lease_ms, fenced)).await;
         let mut answer = match &reply {
             Ok((None, ..)) => TryAnswer::Granted,
             Ok((Some(_), ..)) => TryAnswer::Busy,
@@ -331,10 +330,12 @@ impl<A: LockActorApi> Direct<A> {
     async fn try_once(
         &self,
         node: &Node,
-        field: &str,
+        owner: LockOwner,
         lease_ms: u64,
         fenced: bool,
     ) -> Result<TryReply, LockError> {
+        let field = node.owner_field_with(owner.id(), self.kind.field_suffix());
+        let field = field.as_str();
         let commands = &node.commands;
         let script = || {
             self.kind
@@ -384,10 +385,10 @@ impl<A: LockActorApi> Direct<A> {
         if let Some(watch_id) = taken.watch_id {
             self.watchdog.unregister(watch_id);
         }
-        let field = self.kind.field(node.owner_field(owner.id()));
+        let field = node.owner_field_with(owner.id(), self.kind.field_suffix());
         let call = self.kind.unlock(
             &self.name,
-            &field,
+            field.as_str(),
             lease.as_millis() as u64,
             node.commands.pubsub,
         );

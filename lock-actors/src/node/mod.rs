@@ -472,6 +472,12 @@ impl Node {
         }))
     }
 
+    /// [`owner_field`](Self::owner_field) and `suffix`, without a heap allocation (see
+    /// [`OwnerField`](crate::keys::OwnerField)).
+    pub(crate) fn owner_field_with(&self, owner: u64, suffix: &str) -> crate::keys::OwnerField {
+        crate::keys::OwnerField::new(&self.client_id, owner, suffix)
+    }
+
     /// The hash field that stands for owner id `owner` in Redis: `<client-uuid>:<owner-id>`.
     pub(crate) fn owner_field(&self, owner: u64) -> String {
         use std::fmt::Write;

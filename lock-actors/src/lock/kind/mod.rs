@@ -131,9 +131,9 @@ pub(crate) trait KindRules: Sync + 'static {
         self.channel(name)
     }
 
-    /// The field (or value) that stands for an owner, from the owner's `uuid:owner` base.
-    fn field(&self, base: String) -> String {
-        base
+    /// What follows the owner's `uuid:owner` in the field (or value) that stands for it.
+    fn field_suffix(&self) -> &'static str {
+        ""
     }
 
     /// The message an unlock that frees the lock publishes (Redisson's: `0` wakes one
@@ -369,7 +369,12 @@ impl LockKind {
 
     /// The field (or value) that stands for an owner, from the owner's `uuid:owner` base.
     pub(crate) fn field(self, base: String) -> String {
-        self.rules().field(base)
+        base + self.field_suffix()
+    }
+
+    /// What follows the owner's `uuid:owner` in its field.
+    pub(crate) fn field_suffix(self) -> &'static str {
+        self.rules().field_suffix()
     }
 
     /// The acquire script call; replies nil (acquired), the holder's PTTL (or, for a fair

@@ -36,9 +36,11 @@ impl KindRules for Read {
         let mut call = ScriptCall::with_key(&ACQUIRE, args.name.as_str());
         call.key(args.name.read_timeout_prefix(args.field));
         // The writer's field of the same owner: a writer may also read.
-        call.arg(args.lease_ms)
-            .arg(args.field)
-            .arg(super::write::Write.field(args.field.to_string()));
+        call.arg(args.lease_ms).arg(args.field).arg(format!(
+            "{}{}",
+            args.field,
+            super::write::Write.field_suffix()
+        ));
         call
     }
 

@@ -31,8 +31,8 @@ impl KindRules for Write {
         name.rwlock_channel()
     }
 
-    fn field(&self, base: String) -> String {
-        base + ":write"
+    fn field_suffix(&self) -> &'static str {
+        ":write"
     }
 
     /// Redisson's: a write unlock that frees the lock wakes every waiter (they may all be
