@@ -143,7 +143,7 @@ impl LockName {
     /// assert_eq!(n.unlock_channel(), "redisson_lock__channel:{tag}x");
     /// ```
     pub fn unlock_channel(&self) -> String {
-        self.prefixed("redisson_lock__channel")
+        self.prefixed(UNLOCK_CHANNEL)
     }
 
     /// The counter that fencing tokens of this lock are drawn from (it never expires).
@@ -154,7 +154,7 @@ impl LockName {
     /// assert_eq!(n.fencing_token_key(), "redisson_lock_token:{ledger}");
     /// ```
     pub fn fencing_token_key(&self) -> String {
-        self.prefixed("redisson_lock_token")
+        self.prefixed(TOKEN_KEY)
     }
 
     /// The channel of a read-write lock (both sides): a freeing write unlock publishes `1`
@@ -166,7 +166,7 @@ impl LockName {
     /// assert_eq!(n.rwlock_channel(), "redisson_rwlock:{doc}");
     /// ```
     pub fn rwlock_channel(&self) -> String {
-        self.prefixed("redisson_rwlock")
+        self.prefixed(RWLOCK_CHANNEL)
     }
 
     /// The prefix of one reader's per-hold timeout keys, `{name}:<owner field>:rwlock_timeout`
@@ -281,6 +281,12 @@ impl LockName {
     }
 
     /// `prefix:` then the name as a hash tag (Redisson's `prefixName`).
+    /// `<prefix>:{name}` (see [`push_hash_tagged`](Self::push_hash_tagged)) as text to
+    /// write where it goes (a command's buffer), without a `String` of its own.
+    pub(crate) fn prefixed_text(&self, prefix: &'static str) -> Prefixed<'_> {
+        Prefixed { prefix, name: self }
+    }
+
     fn prefixed(&self, prefix: &str) -> String {
         // One allocation: this runs on every unlock (the channel).
         let mut key = String::with_capacity(prefix.len() + self.0.len() + 2);
@@ -288,6 +294,29 @@ impl LockName {
         key.push(':');
         self.push_hash_tagged(&mut key);
         key
+    }
+}
+
+/// The prefix of a lock's unlock channel (`<prefix>:{name}`).
+pub(crate) const UNLOCK_CHANNEL: &str = "redisson_lock__channel";
+/// The prefix of a read-write lock's channel.
+pub(crate) const RWLOCK_CHANNEL: &str = "redisson_rwlock";
+/// The prefix of a lock's fencing token counter.
+pub(crate) const TOKEN_KEY: &str = "redisson_lock_token";
+
+/// `<prefix>:{name}`, written where it is shown (see [`LockName::prefixed_text`]).
+pub(crate) struct Prefixed<'a> {
+    prefix: &'static str,
+    name: &'a LockName,
+}
+
+impl std::fmt::Display for Prefixed<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let key = self.name.as_str();
+        match key.contains('{') {
+            true => write!(f, "{}:{key}", self.prefix),
+            false => write!(f, "{}:{{{key}}}", self.prefix),
+        }
     }
 }
 
@@ -444,5 +473,14 @@ mod tests {
         let field = OwnerField::new(&long, 7, "");
         assert!(matches!(field, OwnerField::Heap(_)));
         assert_eq!(field.as_str(), format!("{long}:7"));
+    }
+
+    #[test]
+    fn prefixed_text_reads_as_the_prefixed_key() {
+        for name in ["a", "{tag}x", "x{tag}"] {
+            let name = super::LockName::new(name, 64).unwrap();
+            let text = name.prefixed_text(super::UNLOCK_CHANNEL).to_string();
+            assert_eq!(text, name.unlock_channel());
+        }
     }
 }

@@ -9,8 +9,9 @@
 //! cache (`NOSCRIPT`, after a restart or `SCRIPT FLUSH`) is loaded and the call sent again,
 //! as `ScriptInvocation` does.
 
-use redis::{Arg, Cmd, Script, ToRedisArgs};
+use redis::{Arg, Cmd, RedisWrite, Script, ToRedisArgs};
 use std::borrow::Cow;
+use std::fmt::Display;
 
 /// Keys and arguments for one `EVALSHA` of `script`. Keys and arguments may be added in
 /// any order: keys go first on the wire.
@@ -52,13 +53,14 @@ impl ScriptCall {
     }
 
     /// A call of `script` with exactly `keys` (more may still be added, at the cost of a
-    /// copy): built as the `EVALSHA` command it sends. The hot paths' calls are made so.
-    pub(crate) fn keyed<const N: usize>(script: &'static Script, keys: [&str; N]) -> Self {
+    /// copy): built as the `EVALSHA` command it sends. The hot paths' calls are made so;
+    /// each key is written straight into the command (a derived key needs no `String`).
+    pub(crate) fn keyed<const N: usize>(script: &'static Script, keys: [&dyn Display; N]) -> Self {
         const { assert!(HEAD + N <= 64, "a keyed call's keys fit the key mask") };
         let mut parts = Cmd::with_capacity(HEAD + PARTS, 64 + PART_BYTES);
         parts.arg("EVALSHA").arg(script.get_hash()).arg(N);
         for key in keys {
-            parts.arg(key);
+            parts.write_arg_fmt(key);
         }
         let key_mask = (HEAD..HEAD + N).fold(0, |mask, at| mask | 1u64 << at);
         ScriptCall {
@@ -226,7 +228,7 @@ mod tests {
 
     #[test]
     fn a_keyed_call_is_the_command_it_sends_and_takes_a_late_key_all_the_same() {
-        let mut call = ScriptCall::keyed(&ECHO, ["k1", "k2"]);
+        let mut call = ScriptCall::keyed(&ECHO, [&"k1", &"k2"]);
         call.arg(30_000u64).arg("owner");
         assert!(matches!(call.evalsha(), Cow::Borrowed(_)));
         let sent: Vec<Vec<u8>> = [

@@ -121,9 +121,14 @@ pub(crate) trait KindRules: Sync + 'static {
         reply.and_then(|count| count.parse().ok()).unwrap_or(0)
     }
 
+    /// The prefix of the channel its unlocks are published on (`<prefix>:{name}`).
+    fn channel_prefix(&self) -> &'static str {
+        crate::keys::UNLOCK_CHANNEL
+    }
+
     /// The channel its unlocks are published on.
     fn channel(&self, name: &LockName) -> String {
-        name.unlock_channel()
+        name.prefixed_text(self.channel_prefix()).to_string()
     }
 
     /// The channel a waiter whose field is `field` listens on.
@@ -249,9 +254,10 @@ fn release_call<R: KindRules + ?Sized>(
 ) -> ScriptCall {
     let script = rules.unlock_scripts().pick(unlocking).get(pubsub);
     let mut call = if rules.polls() {
-        ScriptCall::keyed(script, [name.as_str()])
+        ScriptCall::keyed(script, [&name.as_str()])
     } else {
-        ScriptCall::keyed(script, [name.as_str(), &rules.channel(name)])
+        let channel = name.prefixed_text(rules.channel_prefix());
+        ScriptCall::keyed(script, [&name.as_str(), &channel])
     };
     for key in rules.unlock_keys(name, field) {
         call.key(key);
@@ -263,7 +269,7 @@ fn release_call<R: KindRules + ?Sized>(
 /// A call of `script` on the lock's name with the lease and the field: the acquire of the
 /// kinds that take nothing more.
 fn lease_and_field(script: &'static Script, args: &AcquireArgs<'_>) -> ScriptCall {
-    let mut call = ScriptCall::keyed(script, [args.name.as_str()]);
+    let mut call = ScriptCall::keyed(script, [&args.name.as_str()]);
     call.arg(args.lease_ms).arg(args.field);
     call
 }

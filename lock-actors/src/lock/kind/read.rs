@@ -28,8 +28,8 @@ impl KindRules for Read {
         Grant::Shared
     }
 
-    fn channel(&self, name: &LockName) -> String {
-        name.rwlock_channel()
+    fn channel_prefix(&self) -> &'static str {
+        crate::keys::RWLOCK_CHANNEL
     }
 
     fn acquire(&self, args: AcquireArgs<'_>) -> ScriptCall {

@@ -43,8 +43,8 @@ impl KindRules for Reentrant {
         if !args.fenced {
             return lease_and_field(&ACQUIRE, &args);
         }
-        let token_key = args.name.fencing_token_key();
-        let mut call = ScriptCall::keyed(&FENCED_ACQUIRE, [args.name.as_str(), &token_key]);
+        let token_key = args.name.prefixed_text(crate::keys::TOKEN_KEY);
+        let mut call = ScriptCall::keyed(&FENCED_ACQUIRE, [&args.name.as_str(), &token_key]);
         call.arg(args.lease_ms).arg(args.field);
         call
     }

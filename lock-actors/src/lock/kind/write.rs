@@ -27,8 +27,8 @@ impl KindRules for Write {
         Grant::Exclusive
     }
 
-    fn channel(&self, name: &LockName) -> String {
-        name.rwlock_channel()
+    fn channel_prefix(&self) -> &'static str {
+        crate::keys::RWLOCK_CHANNEL
     }
 
     fn field_suffix(&self) -> &'static str {
