@@ -479,6 +479,7 @@ impl Lock {
                     let actors = self.client.actors()?;
                     let (actor, direct) =
                         actors.lock_actor_direct(self.kind, &self.name, Some(owner));
+                    let actor = std::sync::Arc::new(actor);
                     self.direct.keep(self.kind, &actor, &direct);
                     (actor, direct)
                 }

@@ -78,7 +78,7 @@ pub(crate) struct Direct<A: Actor> {
     next_hold: AtomicU64,
     /// Who may act on the lock, the holds taken directly, the calls in doubt, and the
     /// actor's kept address.
-    state: Mutex<FastPath<DirectHold, Doubted, Addr<A>>>,
+    state: Mutex<FastPath<DirectHold, Doubted, Shared<A>>>,
 }
 
 /// How a fast-path acquire ended.
@@ -88,10 +88,10 @@ pub(crate) enum Tried<A: Actor> {
     /// Not tried: someone else is acting. Ask the actor.
     AskActor,
     /// Held by another owner (a first try is done): ask the actor (given back) to wait for it.
-    Busy(Addr<A>),
+    Busy(Shared<A>),
     /// Redis did not answer: the actor (given back) settles whether it ran; ask it, carrying
     /// the error.
-    Failed(LockError, Addr<A>),
+    Failed(LockError, Shared<A>),
     /// A definite error (wrong key type, say): report it.
     Error(LockError),
 }
@@ -116,7 +116,7 @@ impl<A: LockActorApi> Direct<A> {
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, FastPath<DirectHold, Doubted, Addr<A>>> {
+    fn lock(&self) -> MutexGuard<'_, FastPath<DirectHold, Doubted, Shared<A>>> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -126,7 +126,7 @@ impl<A: LockActorApi> Direct<A> {
 
     /// Counts a guard out (see [`GuardLink`]): the actor's address is kept from now until
     /// the last guard is counted back. `actor` is asked only when none is kept yet.
-    pub(crate) fn hand_out(&self, actor: impl FnOnce() -> Addr<A>) {
+    pub(crate) fn hand_out(&self, actor: impl FnOnce() -> Shared<A>) {
         self.lock().hand_out(actor);
     }
 
@@ -163,7 +163,7 @@ impl<A: LockActorApi> Direct<A> {
 
     /// Wakes the actor for a doubt recorded in the machine. An actor that is gone (its
     /// client stopped) settles nothing: the doubts go with it, as its holds do.
-    fn wake(&self, actor: &Addr<A>) {
+    fn wake(&self, actor: &Shared<A>) {
         post(actor, Turn);
         if !actor.connected() {
             drop(self.lock().absorb());
@@ -183,7 +183,7 @@ impl<A: LockActorApi> Direct<A> {
     /// already, so a fast acquire copies no address.
     pub(crate) async fn try_acquire(
         self: &Arc<Self>,
-        actor: Addr<A>,
+        actor: Shared<A>,
         owner: LockOwner,
         fenced: bool,
         fixed: Option<Duration>,
@@ -218,7 +218,7 @@ impl<A: LockActorApi> Direct<A> {
             let (counted, after) =
                 state.try_answered_since(epoch, answer, || self.doubted(owner, lease, None));
             answer = counted;
-            (after, state.actor().map(Addr::downgrade))
+            (after, state.actor().map(|actor| actor.downgrade()))
         });
         let reply = match reply {
             Ok((None, ..)) if answer != TryAnswer::Granted => Err(LockError::Lost {
@@ -272,7 +272,7 @@ impl<A: LockActorApi> Direct<A> {
         actor: Option<actix::WeakAddr<A>>,
         token: Option<u64>,
         epoch: u64,
-    ) -> Result<LockGuard, Option<Addr<A>>> {
+    ) -> Result<LockGuard, Option<Shared<A>>> {
         let (status, receiver) = StatusSender::held();
         let until = surely_held_until(sent, lease);
         status.set_deadline(Some(until));
@@ -550,7 +550,7 @@ impl<A: LockActorApi> Pending<A> {
     /// The call got its answer: tells the machine (`answer`), under its lock.
     fn answered<R>(
         &mut self,
-        answer: impl FnOnce(&mut FastPath<DirectHold, Doubted, Addr<A>>) -> R,
+        answer: impl FnOnce(&mut FastPath<DirectHold, Doubted, Shared<A>>) -> R,
     ) -> R {
         self.armed = false;
         answer(&mut self.direct.lock())
@@ -577,8 +577,12 @@ impl<A: LockActorApi> Drop for Pending<A> {
 /// handles for every request: with a copy each, every acquire started five new actors).
 pub(crate) struct DirectCache<A: Actor>(Arc<Mutex<Option<Kept<A>>>>);
 
+/// An actor's address, shared: cloning actix's `Addr` allocates (a sender task of its own),
+/// and the fast path hands the kept address to every acquire.
+pub(crate) type Shared<A> = Arc<Addr<A>>;
+
 /// An actor's address and what it shares with fast-path callers.
-type Kept<A> = (Addr<A>, Arc<Direct<A>>);
+type Kept<A> = (Shared<A>, Arc<Direct<A>>);
 
 impl<A: Actor> Default for DirectCache<A> {
     fn default() -> Self {
@@ -602,7 +606,7 @@ impl<A: Actor> DirectCache<A> {
     }
 
     /// Keeps `actor` and `direct` for the next call (unless the kind is per owner).
-    pub(crate) fn keep(&self, kind: LockKind, actor: &Addr<A>, direct: &Arc<Direct<A>>) {
+    pub(crate) fn keep(&self, kind: LockKind, actor: &Shared<A>, direct: &Arc<Direct<A>>) {
         if !kind.per_owner() {
             *self.0.lock().unwrap_or_else(|p| p.into_inner()) =
                 Some((actor.clone(), direct.clone()));

@@ -86,7 +86,7 @@ impl LockActor {
         self.arm_lease_keeping(owner, sent, ctx);
         tracing::debug!(lock = %self.name, owner = owner.id(), waited = ?started.elapsed(),
             ?lease, "acquired");
-        self.direct.hand_out(|| ctx.address());
+        self.direct.hand_out(|| Arc::new(ctx.address()));
         let link: Arc<dyn GuardLink> = self.direct.clone();
         let guard = LockGuard::new(link, self.name.clone(), owner, hold, lease, status)
             .with_token(token)
