@@ -605,3 +605,49 @@ async fn an_acquire_future_stays_small() {
         assert!(size <= 2048, "an acquire future of {size} bytes: {sizes:?}");
     }
 }
+
+/// An unlock wakes waiters with a publish only when one of them said it waits (its busy try
+/// left a mark beside the key): an uncontended pair publishes nothing, which is most of what
+/// Redis spends on it beyond the key itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlock_publishes_only_when_someone_waits() {
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    let lock = holder.fast_lock("fast:quiet").unwrap();
+    lock.acquire().await.unwrap().unlock().await.unwrap();
+    server.reset_stats().await;
+    for _ in 0..10 {
+        lock.acquire().await.unwrap().unlock().await.unwrap();
+    }
+    assert_eq!(
+        server.command_calls("publish").await,
+        0,
+        "nobody waited: nothing published"
+    );
+
+    // A waiter of another client is woken by the unlock, with one publish.
+    let lease = holder.config().watchdog_timeout_value();
+    let held = lock.acquire().await.unwrap();
+    let waiter = client(&server).await;
+    let theirs = waiter.fast_lock("fast:quiet").unwrap();
+    let waiting = tokio::spawn(async move { theirs.acquire_timeout(lease).await });
+    server
+        .wait_until_parked("redisson_lock__channel:{fast:quiet}", 1)
+        .await;
+    server.reset_stats().await;
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let theirs = waiting.await.unwrap().expect("the waiter acquires");
+    assert!(
+        released.elapsed() < lease / 10,
+        "woken by the unlock, not by the lease's end: {:?}",
+        released.elapsed()
+    );
+    assert_eq!(server.command_calls("publish").await, 1, "one wake-up");
+    theirs.unlock().await.unwrap();
+    assert_eq!(
+        server.keys().await,
+        Vec::<String>::new(),
+        "nothing left: the mark went with the unlock that woke"
+    );
+}

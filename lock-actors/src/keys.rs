@@ -284,7 +284,34 @@ impl LockName {
     /// `<prefix>:{name}` (see [`push_hash_tagged`](Self::push_hash_tagged)) as text to
     /// write where it goes (a command's buffer), without a `String` of its own.
     pub(crate) fn prefixed_text(&self, prefix: &'static str) -> Prefixed<'_> {
-        Prefixed { prefix, name: self }
+        Prefixed {
+            prefix,
+            name: self,
+            suffix: "",
+        }
+    }
+
+    /// The fast lock's mark that someone waits for it, `redisson_lock__channel:{name}:waiting`
+    /// (a busy try sets it for as long as the holder's key lives; the unlock that finds it
+    /// wakes the waiters and deletes it). Named under the channel's prefix, so a user's ACL
+    /// rules for the channel key cover it.
+    ///
+    /// ```
+    /// # use actix_distributed_lock::LockName;
+    /// let n = LockName::new("job", 64).unwrap();
+    /// assert_eq!(n.fast_waiting_key(), "redisson_lock__channel:{job}:waiting");
+    /// ```
+    pub fn fast_waiting_key(&self) -> String {
+        self.fast_waiting_text().to_string()
+    }
+
+    /// [`fast_waiting_key`](Self::fast_waiting_key) as text to write where it goes.
+    pub(crate) fn fast_waiting_text(&self) -> Prefixed<'_> {
+        Prefixed {
+            prefix: UNLOCK_CHANNEL,
+            name: self,
+            suffix: ":waiting",
+        }
     }
 
     fn prefixed(&self, prefix: &str) -> String {
@@ -304,18 +331,19 @@ pub(crate) const RWLOCK_CHANNEL: &str = "redisson_rwlock";
 /// The prefix of a lock's fencing token counter.
 pub(crate) const TOKEN_KEY: &str = "redisson_lock_token";
 
-/// `<prefix>:{name}`, written where it is shown (see [`LockName::prefixed_text`]).
+/// `<prefix>:{name}<suffix>`, written where it is shown (see [`LockName::prefixed_text`]).
 pub(crate) struct Prefixed<'a> {
     prefix: &'static str,
     name: &'a LockName,
+    suffix: &'static str,
 }
 
 impl std::fmt::Display for Prefixed<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let key = self.name.as_str();
         match key.contains('{') {
-            true => write!(f, "{}:{key}", self.prefix),
-            false => write!(f, "{}:{{{key}}}", self.prefix),
+            true => write!(f, "{}:{key}{}", self.prefix, self.suffix),
+            false => write!(f, "{}:{{{key}}}{}", self.prefix, self.suffix),
         }
     }
 }

@@ -9,6 +9,7 @@ use crate::lock::direct::{run_acquire, TryReply};
 use crate::lock::direct_messages::AcquireRequest;
 use crate::lock::fast_path::TryAnswer;
 use crate::lock::guard::GuardLink;
+use crate::lock::kind::AcquireArgs;
 use crate::lock::machine::{Gate, TryOutcome};
 use crate::lock::{Acquire, AcquireFenced, LockGuard, LockOwner};
 use crate::node::{Subscription, Wake};
@@ -235,16 +236,19 @@ impl LockActor {
             return;
         };
         let (owner, lease, fenced) = (head.data.owner, head.data.lease, head.data.fenced);
+        let waits = head.deadline > Instant::now();
         let lease_ms = lease.unwrap_or(self.watchdog_lease()).as_millis() as u64;
         let patience_ms = self.node.config.fair_wait_timeout.as_millis() as u64;
-        let invocation = self.kind.acquire(
-            &self.name,
-            &self.field(owner),
+        let field = self.field(owner);
+        let invocation = self.kind.acquire_args(AcquireArgs {
+            name: &self.name,
+            field: &field,
             lease_ms,
             fenced,
-            patience_ms,
-            self.node.commands.pubsub,
-        );
+            fair_patience_ms: patience_ms,
+            pubsub: self.node.commands.pubsub,
+            waits,
+        });
         let sent = Instant::now();
         let ticket = self.machine.try_sent();
         let request = run_acquire(self.node.commands.clone(), invocation, self.name.clone());

@@ -1,9 +1,10 @@
 //! The fast lock: one string key whose value is the holder (`SET NX PX`); not reentrant.
 //! A free one is taken with the plain `SET` alone, no Lua.
 
-use super::{lease_and_field, script, AcquireArgs, Grant, KindRules, UnlockScripts};
+use super::{script, AcquireArgs, Grant, KindRules, UnlockScripts, Unlocking};
 use crate::keys::LockName;
 use crate::kinds::Kind;
+use crate::node::connection::PubSub;
 use crate::script::ScriptCall;
 use redis::Script;
 use std::sync::LazyLock;
@@ -46,8 +47,15 @@ impl KindRules for Fast {
         u32::from(reply == Some(field))
     }
 
+    /// Also marks that someone waits, when busy (see `fast/acquire.lua`).
     fn acquire(&self, args: AcquireArgs<'_>) -> ScriptCall {
-        lease_and_field(&ACQUIRE, &args)
+        let name = args.name;
+        let waiting = name.fast_waiting_text();
+        let mut call = ScriptCall::keyed(&ACQUIRE, [&name.as_str(), &waiting]);
+        call.arg(args.lease_ms)
+            .arg(args.field)
+            .arg(if args.waits { "1" } else { "0" });
+        call
     }
 
     /// `SET name field NX PX lease`: the first line of its acquire script.
@@ -64,6 +72,23 @@ impl KindRules for Fast {
 
     fn unlock_scripts(&self) -> &'static UnlockScripts {
         &UNLOCK
+    }
+
+    /// The default call, and the waiters' mark as a third key (see `fast/unlock.lua`).
+    fn release_call(
+        &self,
+        unlocking: Unlocking,
+        name: &LockName,
+        field: &str,
+        lease_ms: u64,
+        pubsub: PubSub,
+    ) -> ScriptCall {
+        let script = UNLOCK.pick(unlocking).get(pubsub);
+        let channel = name.prefixed_text(self.channel_prefix());
+        let waiting = name.fast_waiting_text();
+        let mut call = ScriptCall::keyed(script, [&name.as_str(), &channel, &waiting]);
+        call.arg(self.freed_message()).arg(lease_ms).arg(field);
+        call
     }
 
     fn renew_script(&self) -> &'static Script {

@@ -241,6 +241,8 @@ pub(crate) struct AcquireArgs<'a> {
     /// How long a fair waiter may wait in the queue at most.
     pub(crate) fair_patience_ms: u64,
     pub(crate) pubsub: PubSub,
+    /// Its caller waits if the lock is busy (the fast lock's busy try then marks it).
+    pub(crate) waits: bool,
 }
 
 /// What [`KindRules::release_call`] builds unless a kind adds to it.
@@ -395,14 +397,21 @@ impl LockKind {
         fair_patience_ms: u64,
         pubsub: PubSub,
     ) -> ScriptCall {
-        self.rules().acquire(AcquireArgs {
+        self.acquire_args(AcquireArgs {
             name,
             field,
             lease_ms,
             fenced,
             fair_patience_ms,
             pubsub,
+            waits: false,
         })
+    }
+
+    /// The acquire script call for `args` (see [`acquire`](Self::acquire)); with
+    /// `args.waits`, a busy fast lock is marked as waited for, so its unlock wakes the waiter.
+    pub(crate) fn acquire_args(self, args: AcquireArgs<'_>) -> ScriptCall {
+        self.rules().acquire(args)
     }
 
     /// A plain command that takes the lock when it is free, without running Lua: for the
