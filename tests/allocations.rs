@@ -47,8 +47,9 @@ const ROUNDS: usize = 5;
 
 /// Allocations per reentrant pair at most: 13 today, up to two more in some runs (18 before
 /// the owner's field and the unlock's channel were written straight into the command and
-/// the actor's address was shared instead of cloned, 22 before the hot paths' script calls were
-/// built as the `EVALSHA` they send, 29 before a script call's parts went into one buffer).
+/// the actor's address was shared instead of cloned, 22 before the hot paths' script calls
+/// were built as the `EVALSHA` they send, 29 before a script call's parts went into one
+/// buffer).
 const REENTRANT_BOUND: f64 = 16.0;
 /// Allocations per fast-lock pair at most: 13 today (18, 20 and 24 before).
 const FAST_BOUND: f64 = 15.0;
