@@ -651,3 +651,40 @@ async fn an_unlock_publishes_only_when_someone_waits() {
         "nothing left: the mark went with the unlock that woke"
     );
 }
+
+/// A waiter in the holder's own process marks nothing (it never asks Redis while a local
+/// owner holds): the holder's release wakes it in the process, with no publish.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiter_of_the_same_client_is_woken_by_the_release_without_a_publish() {
+    let server = RedisServer::start();
+    let holder = client(&server).await;
+    let lease = holder.config().watchdog_timeout_value();
+    let lock = holder.fast_lock("fast:local").unwrap();
+    let held = lock.acquire().await.unwrap();
+    let theirs = lock.clone();
+    let waiting = tokio::spawn(async move {
+        let options = AcquireOptions::new().owner(LockOwner::new()).wait(lease);
+        theirs.acquire_with(options).await
+    });
+    // Time to reach the actor's queue (it asks Redis nothing there: no event to wait for).
+    // Had it not, it would take the lock at once after the release: the test would pass
+    // without testing the wake, never fail wrongly.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiting.is_finished(), "the lock is held: the waiter waits");
+    server.reset_stats().await;
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let theirs = waiting.await.unwrap().expect("the waiter acquires");
+    assert!(
+        released.elapsed() < lease / 10,
+        "woken by the release, not by the lease's end: {:?}",
+        released.elapsed()
+    );
+    assert_eq!(
+        server.command_calls("publish").await,
+        0,
+        "nothing published"
+    );
+    theirs.unlock().await.unwrap();
+    assert_eq!(server.keys().await, Vec::<String>::new());
+}
