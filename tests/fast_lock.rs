@@ -7,7 +7,7 @@
 
 use actix_distributed_lock::messages::{Acquire, AcquireFenced, GetState, Release};
 use actix_distributed_lock::{
-    AcquireOptions, LockClient, LockError, LockKind, LockOwner, Released,
+    AcquireOptions, LockClient, LockError, LockGuard, LockKind, LockOwner, Released,
 };
 use redis::AsyncCommands;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -606,6 +606,23 @@ async fn an_acquire_future_stays_small() {
     }
 }
 
+/// Unlocks `held`; the guard `waiting` gets, which must come well before the `lease` ends.
+async fn release_to_the_waiter(
+    held: LockGuard,
+    waiting: tokio::task::JoinHandle<Result<LockGuard, LockError>>,
+    lease: Duration,
+) -> LockGuard {
+    let released = Instant::now();
+    held.unlock().await.unwrap();
+    let theirs = waiting.await.unwrap().expect("the waiter acquires");
+    assert!(
+        released.elapsed() < lease / 10,
+        "woken by the unlock, not by the lease's end: {:?}",
+        released.elapsed()
+    );
+    theirs
+}
+
 /// An unlock wakes waiters with a publish only when one of them said it waits (its busy try
 /// left a mark beside the key): an uncontended pair publishes nothing, which is most of what
 /// Redis spends on it beyond the key itself.
@@ -635,14 +652,7 @@ async fn an_unlock_publishes_only_when_someone_waits() {
         .wait_until_parked("redisson_lock__channel:{fast:quiet}", 1)
         .await;
     server.reset_stats().await;
-    let released = Instant::now();
-    held.unlock().await.unwrap();
-    let theirs = waiting.await.unwrap().expect("the waiter acquires");
-    assert!(
-        released.elapsed() < lease / 10,
-        "woken by the unlock, not by the lease's end: {:?}",
-        released.elapsed()
-    );
+    let theirs = release_to_the_waiter(held, waiting, lease).await;
     assert_eq!(server.command_calls("publish").await, 1, "one wake-up");
     theirs.unlock().await.unwrap();
     assert_eq!(
@@ -672,14 +682,7 @@ async fn a_waiter_of_the_same_client_is_woken_by_the_release_without_a_publish()
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert!(!waiting.is_finished(), "the lock is held: the waiter waits");
     server.reset_stats().await;
-    let released = Instant::now();
-    held.unlock().await.unwrap();
-    let theirs = waiting.await.unwrap().expect("the waiter acquires");
-    assert!(
-        released.elapsed() < lease / 10,
-        "woken by the release, not by the lease's end: {:?}",
-        released.elapsed()
-    );
+    let theirs = release_to_the_waiter(held, waiting, lease).await;
     assert_eq!(
         server.command_calls("publish").await,
         0,
