@@ -180,10 +180,11 @@ impl LockClient {
 
     /// A handle to the non-reentrant fast lock `name`: one string key, `SET NX PX` with the
     /// owner as value, released by a compare-and-delete that publishes on the same channel
-    /// as the reentrant lock. Waiters, the watchdog and `lost()` work as for the reentrant
+    /// as the reentrant lock when a waiter marked that it waits (an uncontended release
+    /// publishes nothing). Waiters, the watchdog and `lost()` work as for the reentrant
     /// lock; taking it again with the same owner is [`LockError::AlreadyHeld`], not a
-    /// deadlock. Use it on hot uncontended paths: each acquire and release is one short
-    /// script.
+    /// deadlock. Use it on hot uncontended paths: a free one is taken with one `SET`, and a
+    /// release is one short script.
     ///
     /// What it does not do: re-entry, and interoperate with Redisson's `RLock` on the same
     /// name (Redisson has no such string lock; a Java `RLock` on the name sees the wrong
