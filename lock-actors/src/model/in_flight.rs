@@ -486,45 +486,7 @@ impl Model for InFlightModel {
                 tried.after_forget = state.forgot != Forgot::Never;
                 state.actor.trying = Some(tried);
             }
-            Action::ActorTryAnswered => {
-                let Try {
-                    caller,
-                    ran: Some(ran),
-                    ticket,
-                    first,
-                    after_forget,
-                } = state.actor.trying.take()?
-                else {
-                    return None;
-                };
-                let answer = if ran {
-                    TryAnswer::Granted
-                } else {
-                    TryAnswer::Busy
-                };
-                let mut outcome = state
-                    .actor
-                    .machine
-                    .try_answered(OWNER, ticket, answer, || ());
-                if outcome == TryOutcome::Grant && first {
-                    // As the actor's `attempt`: a first hold ends the holder counted, before
-                    // the grant is made or given back.
-                    if after_forget {
-                        state.forgot = Forgot::Heard;
-                    }
-                    let machine = &mut state.actor.machine;
-                    let (steps, after) = machine.first_hold(OWNER, ticket, &mut state.fast, || ());
-                    Self::carry_out(&mut state, steps);
-                    outcome = after;
-                }
-                match outcome {
-                    TryOutcome::Grant => Self::granted(&mut state, caller),
-                    // Its waiter left: nothing to try again for.
-                    _ if state.callers[caller] == Phase::Dropped => {}
-                    // Stale (settled as a lost reply), busy: the waiter tries again.
-                    _ => state.actor.queue.push_front(caller),
-                }
-            }
+            Action::ActorTryAnswered => Self::actor_try_answered(&mut state)?,
             Action::Leave(c) => {
                 // The waiter's asker is gone: out of the queue, or (its try out) its answer
                 // finds nobody.

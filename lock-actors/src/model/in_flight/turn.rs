@@ -71,6 +71,48 @@ impl InFlightModel {
         }
     }
 
+    /// The actor's try is answered, as the actor's `attempt` reads the answer (`None`: no
+    /// try had run).
+    pub(super) fn actor_try_answered(state: &mut State) -> Option<()> {
+        let Try {
+            caller,
+            ran: Some(ran),
+            ticket,
+            first,
+            after_forget,
+        } = state.actor.trying.take()?
+        else {
+            return None;
+        };
+        let answer = if ran {
+            TryAnswer::Granted
+        } else {
+            TryAnswer::Busy
+        };
+        let mut outcome = state
+            .actor
+            .machine
+            .try_answered(OWNER, ticket, answer, || ());
+        if outcome == TryOutcome::Grant && first {
+            // A first hold ends the holder counted, before the grant is made or given back.
+            if after_forget {
+                state.forgot = Forgot::Heard;
+            }
+            let machine = &mut state.actor.machine;
+            let (steps, after) = machine.first_hold(OWNER, ticket, &mut state.fast, || ());
+            Self::carry_out(state, steps);
+            outcome = after;
+        }
+        match outcome {
+            TryOutcome::Grant => Self::granted(state, caller),
+            // Its waiter left: nothing to try again for.
+            _ if state.callers[caller] == Phase::Dropped => {}
+            // Stale (settled as a lost reply), busy: the waiter tries again.
+            _ => state.actor.queue.push_front(caller),
+        }
+        Some(())
+    }
+
     /// The actor's try granted the lock to `caller`: its `grant`, or (its waiter left while
     /// the grant was on its way) its `give_back`.
     pub(super) fn granted(state: &mut State, caller: usize) {
