@@ -671,15 +671,17 @@ async fn a_waiter_of_the_same_client_is_woken_by_the_release_without_a_publish()
     let lease = holder.config().watchdog_timeout_value();
     let lock = holder.fast_lock("fast:local").unwrap();
     let held = lock.acquire().await.unwrap();
-    let theirs = lock.clone();
-    let waiting = tokio::spawn(async move {
-        let options = AcquireOptions::new().owner(LockOwner::new()).wait(lease);
-        theirs.acquire_with(options).await
-    });
-    // Time to reach the actor's queue (it asks Redis nothing there: no event to wait for).
-    // Had it not, it would take the lock at once after the release: the test would pass
-    // without testing the wake, never fail wrongly.
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let actor = lock.actor().unwrap();
+    let acquire = Acquire {
+        owner: LockOwner::new(),
+        lease: None,
+        wait: lease,
+    };
+    // `send` puts the message in the mailbox now; the state read behind it is answered only
+    // after the waiter has been queued.
+    let request = actor.send(acquire);
+    let waiting = tokio::spawn(async move { request.await.unwrap() });
+    actor.send(GetState { owner: None }).await.unwrap().unwrap();
     assert!(!waiting.is_finished(), "the lock is held: the waiter waits");
     server.reset_stats().await;
     let theirs = release_to_the_waiter(held, waiting, lease).await;

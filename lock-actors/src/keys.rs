@@ -197,13 +197,17 @@ impl LockName {
 
     /// Appends the name as a hash tag (see [`hash_tagged`](Self::hash_tagged)) to `out`.
     fn push_hash_tagged(&self, out: &mut String) {
+        // Writing to a String cannot fail.
+        let _ = self.write_hash_tagged(out);
+    }
+
+    /// Writes the name as a hash tag: as it is when it carries braces of its own, else in
+    /// braces.
+    fn write_hash_tagged(&self, out: &mut impl std::fmt::Write) -> std::fmt::Result {
         let key = self.as_str();
-        if key.contains('{') {
-            out.push_str(key);
-        } else {
-            out.push('{');
-            out.push_str(key);
-            out.push('}');
+        match key.contains('{') {
+            true => out.write_str(key),
+            false => write!(out, "{{{key}}}"),
         }
     }
 
@@ -314,12 +318,10 @@ impl LockName {
         }
     }
 
-    fn prefixed(&self, prefix: &str) -> String {
-        // One allocation: this runs on every unlock (the channel).
+    fn prefixed(&self, prefix: &'static str) -> String {
         let mut key = String::with_capacity(prefix.len() + self.0.len() + 2);
-        key.push_str(prefix);
-        key.push(':');
-        self.push_hash_tagged(&mut key);
+        // Writing to a String cannot fail.
+        let _ = write!(key, "{}", self.prefixed_text(prefix));
         key
     }
 }
@@ -340,11 +342,9 @@ pub(crate) struct Prefixed<'a> {
 
 impl std::fmt::Display for Prefixed<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let key = self.name.as_str();
-        match key.contains('{') {
-            true => write!(f, "{}:{key}{}", self.prefix, self.suffix),
-            false => write!(f, "{}:{{{key}}}{}", self.prefix, self.suffix),
-        }
+        write!(f, "{}:", self.prefix)?;
+        self.name.write_hash_tagged(f)?;
+        f.write_str(self.suffix)
     }
 }
 

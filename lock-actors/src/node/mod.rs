@@ -480,13 +480,7 @@ impl Node {
 
     /// The hash field that stands for owner id `owner` in Redis: `<client-uuid>:<owner-id>`.
     pub(crate) fn owner_field(&self, owner: u64) -> String {
-        use std::fmt::Write;
-        // Sized up front (a u64 has at most 20 digits): this runs on every acquire and
-        // unlock, and `format!` would grow the string twice.
-        let mut field = String::with_capacity(self.client_id.len() + 21);
-        field.push_str(&self.client_id);
-        let _ = write!(field, ":{owner}"); // writing to a String cannot fail
-        field
+        self.owner_field_with(owner, "").as_str().to_owned()
     }
 
     /// Marks the node stopped when the client stops, so the fast paths refuse as the actors

@@ -1,10 +1,9 @@
 //! The fast lock: one string key whose value is the holder (`SET NX PX`); not reentrant.
 //! A free one is taken with the plain `SET` alone, no Lua.
 
-use super::{script, AcquireArgs, Grant, KindRules, UnlockScripts, Unlocking};
+use super::{script, AcquireArgs, Grant, KindRules, UnlockScripts};
 use crate::keys::LockName;
 use crate::kinds::Kind;
-use crate::node::connection::PubSub;
 use crate::script::ScriptCall;
 use redis::Script;
 use std::sync::LazyLock;
@@ -74,21 +73,9 @@ impl KindRules for Fast {
         &UNLOCK
     }
 
-    /// The default call, and the waiters' mark as a third key (see `fast/unlock.lua`).
-    fn release_call(
-        &self,
-        unlocking: Unlocking,
-        name: &LockName,
-        field: &str,
-        lease_ms: u64,
-        pubsub: PubSub,
-    ) -> ScriptCall {
-        let script = UNLOCK.pick(unlocking).get(pubsub);
-        let channel = name.prefixed_text(self.channel_prefix());
-        let waiting = name.fast_waiting_text();
-        let mut call = ScriptCall::keyed(script, [&name.as_str(), &channel, &waiting]);
-        call.arg(self.freed_message()).arg(lease_ms).arg(field);
-        call
+    /// Its unlock publishes only when a waiter's mark is there (see `fast/unlock.lua`).
+    fn marks_waiters(&self) -> bool {
+        true
     }
 
     fn renew_script(&self) -> &'static Script {

@@ -100,6 +100,12 @@ pub(crate) trait KindRules: Sync + 'static {
         false
     }
 
+    /// Whether a waiter marks that it waits (the fast lock: `fast/acquire.lua`), so its
+    /// unlock takes the mark as a third key and publishes only when it finds it.
+    fn marks_waiters(&self) -> bool {
+        false
+    }
+
     /// The key type a lock of this kind is stored as.
     fn key_type(&self) -> &'static str {
         "hash"
@@ -177,8 +183,10 @@ pub(crate) trait KindRules: Sync + 'static {
 
     /// The unlock call, the reconcile call (without its last argument) or the foreign
     /// unlock, as `unlocking` says: the script on the lock's name, then the channel (unless
-    /// it [`polls`](Self::polls)) and the kind's [`unlock_keys`](Self::unlock_keys); then
-    /// the freed message, the lease left and the field.
+    /// it [`polls`](Self::polls)), the waiters' mark (if it
+    /// [`marks_waiters`](Self::marks_waiters)) and the kind's
+    /// [`unlock_keys`](Self::unlock_keys); then the freed message, the lease left and the
+    /// field.
     fn release_call(
         &self,
         unlocking: Unlocking,
@@ -255,11 +263,14 @@ fn release_call<R: KindRules + ?Sized>(
     pubsub: PubSub,
 ) -> ScriptCall {
     let script = rules.unlock_scripts().pick(unlocking).get(pubsub);
-    let mut call = if rules.polls() {
-        ScriptCall::keyed(script, [&name.as_str()])
-    } else {
-        let channel = name.prefixed_text(rules.channel_prefix());
-        ScriptCall::keyed(script, [&name.as_str(), &channel])
+    let channel = name.prefixed_text(rules.channel_prefix());
+    let mut call = match (rules.polls(), rules.marks_waiters()) {
+        (true, _) => ScriptCall::keyed(script, [&name.as_str()]),
+        (false, false) => ScriptCall::keyed(script, [&name.as_str(), &channel]),
+        (false, true) => {
+            let waiting = name.fast_waiting_text();
+            ScriptCall::keyed(script, [&name.as_str(), &channel, &waiting])
+        }
     };
     for key in rules.unlock_keys(name, field) {
         call.key(key);
